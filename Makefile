@@ -1,0 +1,41 @@
+# Ferry — build, test and lint entry points. `make help` lists them.
+
+GO            ?= go
+STATICCHECK   ?= $(shell go env GOPATH)/bin/staticcheck
+STATICCHECK_VERSION := v0.8.2
+PKGS          := ./...
+# Packages with goroutines or shared state run under the race detector.
+RACE_PKGS     := ./wal/...
+
+.PHONY: help build test test-short lint bench fuzz tools clean
+
+help:
+	@echo "make build   - compile every package and binary into ./bin"
+	@echo "make test    - run the whole test suite (race detector where there is concurrency)"
+	@echo "make lint    - gofmt, go vet, staticcheck"
+	@echo "make bench   - run the benchmarks"
+	@echo "make fuzz    - short fuzzing of the decoders"
+
+build:
+	$(GO) build $(PKGS)
+
+test:
+	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+lint: tools
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
+
+tools:
+	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzWAL -fuzztime 30s ./wal/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,244 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// CommandType names a kind of command. The enum is append-only: a value, once
+// written to a Raft log, keeps its meaning forever.
+type CommandType uint8
+
+// Command types. Never renumber; add new ones at the end.
+const (
+	CmdSend CommandType = iota + 1
+	CmdReceive
+	CmdAck
+	CmdExtend
+	CmdNack
+	CmdReject
+	CmdTick
+	CmdRedrive
+	CmdDeleteDead
+	CmdPurge
+	CmdSetConfig
+	cmdTypeEnd // one past the last valid type
+)
+
+var commandNames = [...]string{
+	CmdSend: "send", CmdReceive: "receive", CmdAck: "ack", CmdExtend: "extend",
+	CmdNack: "nack", CmdReject: "reject", CmdTick: "tick", CmdRedrive: "redrive",
+	CmdDeleteDead: "delete-dead", CmdPurge: "purge", CmdSetConfig: "set-config",
+}
+
+// String returns the command's name, or "command(N)" for an unknown value.
+func (t CommandType) String() string {
+	if t > 0 && t < cmdTypeEnd {
+		return commandNames[t]
+	}
+	return fmt.Sprintf("command(%d)", uint8(t))
+}
+
+// Command is one entry of a partition's log. At is the proposing leader's
+// clock in Unix nanoseconds; exactly the payload field matching Type is set.
+type Command struct {
+	Type CommandType
+	At   int64
+
+	Send       *SendCmd
+	Receive    *ReceiveCmd
+	Ack        *AckCmd
+	Extend     *ExtendCmd
+	Nack       *NackCmd
+	Reject     *RejectCmd
+	Redrive    *DeadFilter // CmdRedrive
+	DeleteDead *DeadFilter // CmdDeleteDead
+	SetConfig  *QueueConfig
+}
+
+// NewMessage is one message of a send.
+type NewMessage struct {
+	ID      string            `msgpack:"id"`
+	Group   string            `msgpack:"group,omitempty"`
+	Headers map[string]string `msgpack:"headers,omitempty"`
+	Body    []byte            `msgpack:"body"`
+	// Delay keeps the message invisible this long after it is accepted.
+	Delay time.Duration `msgpack:"delay,omitempty"`
+}
+
+// SendCmd enqueues a batch of messages.
+type SendCmd struct {
+	Messages []NewMessage `msgpack:"messages"`
+}
+
+// ReceiveCmd leases up to Max eligible messages to Consumer.
+type ReceiveCmd struct {
+	Consumer string `msgpack:"consumer"`
+	Max      int    `msgpack:"max"`
+	// Visibility is the lease length; 0 means the queue's VisibilityTimeout.
+	Visibility time.Duration `msgpack:"visibility,omitempty"`
+}
+
+// Receipt names one delivery attempt of one message.
+type Receipt struct {
+	Seq     uint64 `msgpack:"seq"`
+	Attempt uint32 `msgpack:"attempt"`
+}
+
+// AckCmd deletes the messages of current receipts.
+type AckCmd struct {
+	Receipts []Receipt `msgpack:"receipts"`
+}
+
+// ExtendItem moves one lease's deadline to now + Visibility.
+type ExtendItem struct {
+	Receipt    Receipt       `msgpack:"receipt"`
+	Visibility time.Duration `msgpack:"visibility"`
+}
+
+// ExtendCmd extends leases.
+type ExtendCmd struct {
+	Items []ExtendItem `msgpack:"items"`
+}
+
+// NackItem gives one leased message back for a retry.
+type NackItem struct {
+	Receipt Receipt `msgpack:"receipt"`
+	// ExplicitDelay selects Delay; otherwise the queue's backoff applies.
+	ExplicitDelay bool          `msgpack:"explicit,omitempty"`
+	Delay         time.Duration `msgpack:"delay,omitempty"`
+	Reason        string        `msgpack:"reason,omitempty"`
+}
+
+// NackCmd gives leased messages back for retries.
+type NackCmd struct {
+	Items []NackItem `msgpack:"items"`
+}
+
+// RejectItem dead-letters one leased message at once.
+type RejectItem struct {
+	Receipt Receipt `msgpack:"receipt"`
+	Reason  string  `msgpack:"reason,omitempty"`
+}
+
+// RejectCmd dead-letters leased messages.
+type RejectCmd struct {
+	Items []RejectItem `msgpack:"items"`
+}
+
+// commandHeader is what precedes the payload in an encoded command.
+type commandHeader struct {
+	Type CommandType `msgpack:"t"`
+	At   int64       `msgpack:"at"`
+}
+
+// EncodeCommand turns a command into log bytes: a header and the payload
+// matching its type.
+func EncodeCommand(c Command) ([]byte, error) {
+	payload, err := c.payload()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	if err := enc.Encode(commandHeader{Type: c.Type, At: c.At}); err != nil {
+		return nil, fmt.Errorf("encode %s header: %w", c.Type, err)
+	}
+	if payload != nil {
+		if err := enc.Encode(payload); err != nil {
+			return nil, fmt.Errorf("encode %s payload: %w", c.Type, err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+func (c Command) payload() (any, error) {
+	var p any
+	var ok bool
+	switch c.Type {
+	case CmdSend:
+		p, ok = c.Send, c.Send != nil
+	case CmdReceive:
+		p, ok = c.Receive, c.Receive != nil
+	case CmdAck:
+		p, ok = c.Ack, c.Ack != nil
+	case CmdExtend:
+		p, ok = c.Extend, c.Extend != nil
+	case CmdNack:
+		p, ok = c.Nack, c.Nack != nil
+	case CmdReject:
+		p, ok = c.Reject, c.Reject != nil
+	case CmdRedrive:
+		p, ok = c.Redrive, c.Redrive != nil
+	case CmdDeleteDead:
+		p, ok = c.DeleteDead, c.DeleteDead != nil
+	case CmdSetConfig:
+		p, ok = c.SetConfig, c.SetConfig != nil
+	case CmdTick, CmdPurge:
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("%w: unknown command type %d", ErrInvalidArgument, c.Type)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s command without its payload", ErrInvalidArgument, c.Type)
+	}
+	return p, nil
+}
+
+// DecodeCommand is the inverse of EncodeCommand. It fails on unknown types,
+// malformed bytes and trailing garbage.
+func DecodeCommand(data []byte) (Command, error) {
+	r := bytes.NewReader(data)
+	dec := msgpack.NewDecoder(r)
+	var h commandHeader
+	if err := dec.Decode(&h); err != nil {
+		return Command{}, fmt.Errorf("decode command header: %w", err)
+	}
+	c := Command{Type: h.Type, At: h.At}
+	var target any
+	switch h.Type {
+	case CmdSend:
+		c.Send = new(SendCmd)
+		target = c.Send
+	case CmdReceive:
+		c.Receive = new(ReceiveCmd)
+		target = c.Receive
+	case CmdAck:
+		c.Ack = new(AckCmd)
+		target = c.Ack
+	case CmdExtend:
+		c.Extend = new(ExtendCmd)
+		target = c.Extend
+	case CmdNack:
+		c.Nack = new(NackCmd)
+		target = c.Nack
+	case CmdReject:
+		c.Reject = new(RejectCmd)
+		target = c.Reject
+	case CmdRedrive:
+		c.Redrive = new(DeadFilter)
+		target = c.Redrive
+	case CmdDeleteDead:
+		c.DeleteDead = new(DeadFilter)
+		target = c.DeleteDead
+	case CmdSetConfig:
+		c.SetConfig = new(QueueConfig)
+		target = c.SetConfig
+	case CmdTick, CmdPurge:
+	default:
+		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)
+	}
+	if target != nil {
+		if err := dec.Decode(target); err != nil {
+			return Command{}, fmt.Errorf("decode %s payload: %w", h.Type, err)
+		}
+	}
+	if r.Len() != 0 {
+		return Command{}, fmt.Errorf("decode %s: %d trailing bytes", h.Type, r.Len())
+	}
+	return c, nil
+}

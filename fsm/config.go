@@ -1,0 +1,116 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits that bound every command. They are part of the replicated contract:
+// changing one changes which commands are accepted.
+const (
+	// VisibilityTimeoutMax is the longest lease a receive or extend may ask for.
+	VisibilityTimeoutMax = 12 * time.Hour
+	// DelayMax is the longest delay a send or nack may ask for.
+	DelayMax = 12 * time.Hour
+	// BackoffMaxLimit is the largest BackoffMax a queue may configure.
+	BackoffMaxLimit = 12 * time.Hour
+	// DedupWindowMax is the longest deduplication window.
+	DedupWindowMax = 24 * time.Hour
+	// RetentionMax is the longest retention a queue may configure.
+	RetentionMax = 365 * 24 * time.Hour
+	// MessageBytesLimit is the largest MaxMessageBytes a queue may configure.
+	MessageBytesLimit = 8 << 20
+	// MaxReceivesLimit is the largest MaxReceives a queue may configure.
+	MaxReceivesLimit = 1000
+	// IDBytesMax is the longest message id.
+	IDBytesMax = 256
+	// GroupBytesMax is the longest group key.
+	GroupBytesMax = 256
+	// ConsumerBytesMax is the longest consumer id.
+	ConsumerBytesMax = 256
+	// HeadersMax is the most headers one message may carry.
+	HeadersMax = 64
+	// ReasonBytesMax is the longest failure reason kept; longer ones are cut.
+	ReasonBytesMax = 256
+	// ReceiveMax is the most messages one receive may lease.
+	ReceiveMax = 1000
+	// BatchMax is the most items one send, ack, extend, nack or reject carries.
+	BatchMax = 1000
+	// HistoryMax is how many failure events a message keeps (the newest).
+	HistoryMax = 16
+	// DeadListMax is the most dead letters one list, peek, redrive or delete
+	// handles.
+	DeadListMax = 10000
+)
+
+// QueueConfig is the replicated configuration of a queue partition. The zero
+// value is not valid; start from DefaultQueueConfig.
+type QueueConfig struct {
+	// VisibilityTimeout is the lease a receive gets when it names none.
+	VisibilityTimeout time.Duration `msgpack:"visibility_timeout"`
+	// MaxReceives is how many deliveries a message gets before it is
+	// dead-lettered; 0 means unlimited (discouraged: poison messages cycle
+	// forever).
+	MaxReceives int `msgpack:"max_receives"`
+	// BackoffBase is the retry delay after the first failed attempt.
+	BackoffBase time.Duration `msgpack:"backoff_base"`
+	// BackoffMax caps the exponential retry delay.
+	BackoffMax time.Duration `msgpack:"backoff_max"`
+	// DedupWindow is how long an accepted message id is remembered; a send
+	// with a remembered id is a duplicate. 0 turns deduplication off.
+	DedupWindow time.Duration `msgpack:"dedup_window"`
+	// MaxMessageBytes bounds body plus header keys and values.
+	MaxMessageBytes int `msgpack:"max_message_bytes"`
+	// MaxDepth bounds the number of messages not yet acked or dead-lettered;
+	// 0 means unlimited.
+	MaxDepth int64 `msgpack:"max_depth"`
+	// MaxBytes bounds the stored bytes of those messages; 0 means unlimited.
+	MaxBytes int64 `msgpack:"max_bytes"`
+	// Retention deletes messages (never dead letters, never leased ones)
+	// older than this, counting them in Counters.RetentionExpired; 0 keeps
+	// messages until they are acked.
+	Retention time.Duration `msgpack:"retention"`
+}
+
+// DefaultQueueConfig returns the defaults of the design: 30 s visibility,
+// 10 receives, backoff 1 s .. 5 min, 5 min dedup window, 1 MiB messages,
+// no depth limit and no retention.
+func DefaultQueueConfig() QueueConfig {
+	return QueueConfig{
+		VisibilityTimeout: 30 * time.Second,
+		MaxReceives:       10,
+		BackoffBase:       time.Second,
+		BackoffMax:        5 * time.Minute,
+		DedupWindow:       5 * time.Minute,
+		MaxMessageBytes:   1 << 20,
+	}
+}
+
+// Validate reports the first field out of range, naming it.
+func (c QueueConfig) Validate() error {
+	switch {
+	case c.VisibilityTimeout < 0 || c.VisibilityTimeout > VisibilityTimeoutMax:
+		return c.bad("VisibilityTimeout", c.VisibilityTimeout, "must be between 0 and 12h")
+	case c.MaxReceives < 0 || c.MaxReceives > MaxReceivesLimit:
+		return c.bad("MaxReceives", c.MaxReceives, "must be between 0 and 1000")
+	case c.BackoffBase < 0 || c.BackoffBase > BackoffMaxLimit:
+		return c.bad("BackoffBase", c.BackoffBase, "must be between 0 and 12h")
+	case c.BackoffMax < c.BackoffBase || c.BackoffMax > BackoffMaxLimit:
+		return c.bad("BackoffMax", c.BackoffMax, "must be between BackoffBase and 12h")
+	case c.DedupWindow < 0 || c.DedupWindow > DedupWindowMax:
+		return c.bad("DedupWindow", c.DedupWindow, "must be between 0 and 24h")
+	case c.MaxMessageBytes < 1 || c.MaxMessageBytes > MessageBytesLimit:
+		return c.bad("MaxMessageBytes", c.MaxMessageBytes, "must be between 1 and 8 MiB")
+	case c.MaxDepth < 0:
+		return c.bad("MaxDepth", c.MaxDepth, "must not be negative")
+	case c.MaxBytes < 0:
+		return c.bad("MaxBytes", c.MaxBytes, "must not be negative")
+	case c.Retention < 0 || c.Retention > RetentionMax:
+		return c.bad("Retention", c.Retention, "must be between 0 and 8760h")
+	}
+	return nil
+}
+
+func (c QueueConfig) bad(field string, value any, rule string) error {
+	return fmt.Errorf("%w: QueueConfig.%s = %v: %s", ErrInvalidConfig, field, value, rule)
+}

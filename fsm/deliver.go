@@ -1,0 +1,215 @@
+package fsm
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
+	switch {
+	case len(c.Consumer) > ConsumerBytesMax || !utf8.ValidString(c.Consumer):
+		return nil, fmt.Errorf("%w: consumer id must be at most %d bytes of UTF-8", ErrInvalidArgument, ConsumerBytesMax)
+	case c.Max < 1 || c.Max > ReceiveMax:
+		return nil, fmt.Errorf("%w: receive max %d (want 1..%d)", ErrInvalidArgument, c.Max, ReceiveMax)
+	case c.Visibility < 0 || c.Visibility > VisibilityTimeoutMax:
+		return nil, fmt.Errorf("%w: visibility %v (want 0..%v)", ErrInvalidArgument, c.Visibility, VisibilityTimeoutMax)
+	}
+	visibility := c.Visibility
+	if visibility == 0 {
+		visibility = f.cfg.VisibilityTimeout
+	}
+	var out []Delivery
+	for len(out) < c.Max {
+		m := f.popEligible()
+		if m == nil {
+			break
+		}
+		if f.exhausted(m) {
+			// MaxReceives was lowered below this message's attempts: it
+			// gets no more deliveries.
+			if m.info == nil {
+				m.info = &deliveryInfo{}
+			}
+			f.deadLetter(m, DeadRetriesExhausted, "receive limit reached")
+			continue
+		}
+		f.lease(m, c.Consumer, int64(visibility))
+		out = append(out, f.delivery(m))
+	}
+	return out, nil
+}
+
+// delivery reads m's body and builds what the consumer gets. A body that
+// cannot be read is local corruption: fatal, as in storeBody.
+func (f *FSM) delivery(m *message) Delivery {
+	_, payload, err := f.store.Read(m.pos)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: body of seq %d unreadable at %v: %v", m.seq, m.pos, err))
+	}
+	headers, body, err := decodePayload(payload)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: body of seq %d at %v: %v", m.seq, m.pos, err))
+	}
+	d := Delivery{
+		Receipt:    Receipt{Seq: m.seq, Attempt: m.attempts},
+		ID:         m.id,
+		Headers:    headers,
+		Body:       body,
+		EnqueuedAt: m.enqueuedAt,
+		Deadline:   m.visibleAt,
+	}
+	if m.group != nil {
+		d.Group = m.group.name
+	}
+	return d
+}
+
+// leased returns the message of a receipt whose lease is still running.
+func (f *FSM) leased(r Receipt) (*message, error) {
+	m := f.table.get(r.Seq)
+	if m == nil {
+		if f.deadBySeq(r.Seq) != nil {
+			return nil, fmt.Errorf("%w: seq %d was dead-lettered", ErrLeaseLost, r.Seq)
+		}
+		return nil, fmt.Errorf("%w: seq %d", ErrNotFound, r.Seq)
+	}
+	if m.state != stateInFlight || m.attempts != r.Attempt {
+		return nil, fmt.Errorf("%w: seq %d attempt %d (current attempt %d)", ErrLeaseLost, r.Seq, r.Attempt, m.attempts)
+	}
+	return m, nil
+}
+
+// ackOne deletes the message of r. An ack whose lease expired still works
+// while nobody else got the message since, including when that expiry
+// dead-lettered it: the consumer did finish the work.
+func (f *FSM) ackOne(r Receipt) error {
+	m := f.table.get(r.Seq)
+	if m == nil {
+		d := f.deadBySeq(r.Seq)
+		if d == nil {
+			return fmt.Errorf("%w: seq %d", ErrNotFound, r.Seq)
+		}
+		if d.attempts != r.Attempt || d.info.deadReason != DeadLeaseExpired {
+			return fmt.Errorf("%w: seq %d was dead-lettered (%s)", ErrLeaseLost, r.Seq, d.info.deadReason)
+		}
+		f.detach(d)
+		f.forgetBody(d)
+		f.counters.Acked++
+		return nil
+	}
+	if r.Attempt == 0 || m.attempts != r.Attempt {
+		return fmt.Errorf("%w: seq %d attempt %d (current attempt %d)", ErrLeaseLost, r.Seq, r.Attempt, m.attempts)
+	}
+	f.finish(m)
+	f.counters.Acked++
+	return nil
+}
+
+func (f *FSM) extendOne(it ExtendItem) error {
+	if it.Visibility <= 0 || it.Visibility > VisibilityTimeoutMax {
+		return fmt.Errorf("%w: visibility %v (want >0..%v)", ErrInvalidArgument, it.Visibility, VisibilityTimeoutMax)
+	}
+	m, err := f.leased(it.Receipt)
+	if err != nil {
+		return err
+	}
+	f.mustDelete(f.timers.Delete(m))
+	m.visibleAt = f.clock + int64(it.Visibility)
+	f.timers.ReplaceOrInsert(m)
+	return nil
+}
+
+func (f *FSM) nackOne(it NackItem) error {
+	if it.ExplicitDelay && (it.Delay < 0 || it.Delay > DelayMax) {
+		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, it.Delay, DelayMax)
+	}
+	m, err := f.leased(it.Receipt)
+	if err != nil {
+		return err
+	}
+	reason := cutReason(it.Reason)
+	f.counters.Nacked++
+	m.info.addEvent(Event{Kind: EventNacked, At: f.clock, Attempt: m.attempts, Consumer: m.info.consumer, Reason: reason})
+	if f.exhausted(m) {
+		f.deadLetter(m, DeadRetriesExhausted, reason)
+		return nil
+	}
+	delay := f.backoff(m)
+	if it.ExplicitDelay {
+		delay = it.Delay
+	}
+	f.detach(m)
+	f.schedule(m, f.clock+int64(delay), false)
+	return nil
+}
+
+func (f *FSM) rejectOne(it RejectItem) error {
+	m, err := f.leased(it.Receipt)
+	if err != nil {
+		return err
+	}
+	reason := cutReason(it.Reason)
+	f.counters.Rejected++
+	m.info.addEvent(Event{Kind: EventRejected, At: f.clock, Attempt: m.attempts, Consumer: m.info.consumer, Reason: reason})
+	f.deadLetter(m, DeadRejected, reason)
+	return nil
+}
+
+// expire ends m's lease as a failed attempt.
+func (f *FSM) expire(m *message) {
+	f.counters.Expired++
+	m.info.addEvent(Event{Kind: EventLeaseExpired, At: f.clock, Attempt: m.attempts, Consumer: m.info.consumer})
+	if f.exhausted(m) {
+		f.deadLetter(m, DeadLeaseExpired, "lease expired")
+		return
+	}
+	f.detach(m)
+	f.schedule(m, f.clock+int64(f.backoff(m)), false)
+}
+
+// exhausted says whether m has used its last allowed receive.
+func (f *FSM) exhausted(m *message) bool {
+	return f.cfg.MaxReceives > 0 && int(m.attempts) >= f.cfg.MaxReceives
+}
+
+// backoff is the retry delay after m's latest failed attempt:
+// min(BackoffMax, BackoffBase·2^(attempts-1)), then "equal jitter" — a value
+// in [d/2, d] chosen by a hash of the id and attempt, so every replica picks
+// the same one while retries of different messages spread out.
+func (f *FSM) backoff(m *message) time.Duration {
+	base, ceiling := f.cfg.BackoffBase, f.cfg.BackoffMax
+	if base <= 0 || m.attempts == 0 {
+		return 0
+	}
+	d := base
+	for i := uint32(1); i < m.attempts && d < ceiling; i++ {
+		d *= 2 // cannot overflow: d < ceiling <= BackoffMaxLimit
+	}
+	d = min(d, ceiling)
+	half := d / 2
+	return half + time.Duration(jitterHash(m.id, m.attempts)%uint64(d-half+1))
+}
+
+func jitterHash(id string, attempt uint32) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	h.Write([]byte{byte(attempt), byte(attempt >> 8), byte(attempt >> 16), byte(attempt >> 24)})
+	return h.Sum64()
+}
+
+// cutReason bounds a failure reason to ReasonBytesMax without splitting a
+// UTF-8 sequence; invalid UTF-8 is replaced.
+func cutReason(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= ReasonBytesMax {
+		return s
+	}
+	cut := ReasonBytesMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

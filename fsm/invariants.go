@@ -1,0 +1,115 @@
+package fsm
+
+import "fmt"
+
+// checkInvariants verifies that indexes, groups and gauges agree with the
+// messages' states. It costs O(messages) and exists for tests and debugging.
+func (f *FSM) checkInvariants() error {
+	var g gauges
+	var err error
+	fail := func(format string, args ...any) bool {
+		err = fmt.Errorf("fsm invariant: "+format, args...)
+		return false
+	}
+	timed, inTree := 0, 0
+	f.table.ascend(func(m *message) bool {
+		g.bytes += int64(m.stored)
+		switch m.state {
+		case stateReady:
+			g.ready++
+			head := m.group == nil || m.group.first() == m
+			if head != (m.eligible != notEligible) {
+				return fail("seq %d ready, head=%v, eligible=%d", m.seq, head, m.eligible)
+			}
+			if m.eligible != notEligible {
+				g.eligible++
+			}
+			if m.eligible == eligibleTree {
+				inTree++
+				if _, ok := f.returned.Get(m); !ok {
+					return fail("seq %d eligible but not in its index", m.seq)
+				}
+			}
+		case stateDelayed, stateInFlight:
+			if m.state == stateDelayed {
+				g.delayed++
+			} else {
+				g.inFlight++
+			}
+			timed++
+			if m.visibleAt <= f.clock || m.eligible != notEligible {
+				return fail("seq %d state %d due at %d (clock %d), eligible=%d", m.seq, m.state, m.visibleAt, f.clock, m.eligible)
+			}
+			if _, ok := f.timers.Get(m); !ok {
+				return fail("seq %d timed but not in timers", m.seq)
+			}
+		default:
+			return fail("seq %d in the table with state %d", m.seq, m.state)
+		}
+		if m.group != nil && f.groups[m.group.name] != m.group {
+			return fail("seq %d points to a stale group %q", m.seq, m.group.name)
+		}
+		if m.seq > f.lastSeq {
+			return fail("seq %d beyond last seq %d", m.seq, f.lastSeq)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	f.dead.Ascend(func(m *message) bool {
+		if m.state != stateDead || m.info == nil || m.info.deadReason == 0 {
+			return fail("dead letter %d with state %d", m.seq, m.state)
+		}
+		g.dead++
+		g.deadBytes += int64(m.stored)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if g != f.gauges {
+		return fmt.Errorf("fsm invariant: gauges %+v, recounted %+v", f.gauges, g)
+	}
+	if timed != f.timers.Len() || inTree != f.returned.Len() {
+		return fmt.Errorf("fsm invariant: %d timed vs %d timers, %d vs %d returned", timed, f.timers.Len(), inTree, f.returned.Len())
+	}
+	if err := f.checkGroups(); err != nil {
+		return err
+	}
+	if len(f.dedup) != f.dedupIDs.len() {
+		return fmt.Errorf("fsm invariant: %d dedup entries, %d ids", len(f.dedup), f.dedupIDs.len())
+	}
+	return nil
+}
+
+func (f *FSM) checkGroups() error {
+	members := 0
+	for name, g := range f.groups {
+		if g.size() == 0 || g.name != name {
+			return fmt.Errorf("fsm invariant: group %q empty or misnamed", name)
+		}
+		var prev uint64
+		for i, m := range g.members[g.head:] {
+			if m.seq <= prev || f.table.get(m.seq) != m || m.group != g {
+				return fmt.Errorf("fsm invariant: group %q member %d (seq %d) out of order or detached", name, i, m.seq)
+			}
+			if i > 0 && m.state == stateInFlight {
+				return fmt.Errorf("fsm invariant: group %q leases seq %d behind its head", name, m.seq)
+			}
+			prev = m.seq
+		}
+		members += g.size()
+	}
+	grouped := 0
+	f.table.ascend(func(m *message) bool {
+		if m.group != nil {
+			grouped++
+		}
+		return true
+	})
+	if grouped != members {
+		return fmt.Errorf("fsm invariant: %d grouped messages, %d group members", grouped, members)
+	}
+	return nil
+}

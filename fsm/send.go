@@ -1,0 +1,140 @@
+package fsm
+
+import (
+	"fmt"
+	"hash/crc32"
+	"unicode/utf8"
+)
+
+func (f *FSM) applySend(c *SendCmd) ([]SendOutcome, error) {
+	if len(c.Messages) == 0 || len(c.Messages) > BatchMax {
+		return nil, fmt.Errorf("%w: send of %d messages (want 1..%d)", ErrInvalidArgument, len(c.Messages), BatchMax)
+	}
+	out := make([]SendOutcome, len(c.Messages))
+	for i := range c.Messages {
+		out[i] = f.sendOne(&c.Messages[i])
+	}
+	return out, nil
+}
+
+// validateNew checks one message against the limits that do not depend on
+// the partition's state.
+func (f *FSM) validateNew(nm *NewMessage) error {
+	switch {
+	case nm.ID == "" || len(nm.ID) > IDBytesMax || !utf8.ValidString(nm.ID):
+		return fmt.Errorf("%w: message id must be 1..%d bytes of UTF-8", ErrInvalidArgument, IDBytesMax)
+	case len(nm.Group) > GroupBytesMax || !utf8.ValidString(nm.Group):
+		return fmt.Errorf("%w: group must be at most %d bytes of UTF-8", ErrInvalidArgument, GroupBytesMax)
+	case len(nm.Headers) > HeadersMax:
+		return fmt.Errorf("%w: %d headers (at most %d)", ErrInvalidArgument, len(nm.Headers), HeadersMax)
+	case nm.Delay < 0 || nm.Delay > DelayMax:
+		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, nm.Delay, DelayMax)
+	}
+	for k := range nm.Headers {
+		if k == "" || len(k) > 0xffff {
+			return fmt.Errorf("%w: header keys must be 1..65535 bytes", ErrInvalidArgument)
+		}
+	}
+	if n := messageBytes(nm.Headers, nm.Body); n > f.cfg.MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes (limit %d)", ErrMessageTooLarge, n, f.cfg.MaxMessageBytes)
+	}
+	return nil
+}
+
+func (f *FSM) sendOne(nm *NewMessage) SendOutcome {
+	if err := f.validateNew(nm); err != nil {
+		return SendOutcome{Err: err}
+	}
+	if seq, ok := f.dedup[nm.ID]; ok {
+		f.counters.Duplicates++
+		return SendOutcome{Seq: seq, Duplicate: true}
+	}
+	payload := encodePayload(nm.Headers, nm.Body)
+	if err := f.admit(len(payload)); err != nil {
+		return SendOutcome{Err: err}
+	}
+	f.lastSeq++
+	m := &message{
+		seq:        f.lastSeq,
+		id:         nm.ID,
+		enqueuedAt: f.clock,
+	}
+	f.storeBody(m, payload)
+	f.table.put(m)
+	f.gauges.bytes += int64(m.stored)
+	if nm.Group != "" {
+		m.group = f.joinGroup(nm.Group, m)
+	}
+	f.remember(nm.ID, m.seq)
+	f.schedule(m, f.clock+int64(nm.Delay), true)
+	f.counters.Sent++
+	return SendOutcome{Seq: m.seq}
+}
+
+// admit applies MaxDepth and MaxBytes to one more message of size bytes.
+func (f *FSM) admit(size int) error {
+	if f.cfg.MaxDepth > 0 && int64(f.table.len())+1 > f.cfg.MaxDepth {
+		return fmt.Errorf("%w: %d messages (limit %d)", ErrQueueFull, f.table.len(), f.cfg.MaxDepth)
+	}
+	if f.cfg.MaxBytes > 0 && f.gauges.bytes+int64(size) > f.cfg.MaxBytes {
+		return fmt.Errorf("%w: %d bytes stored (limit %d)", ErrQueueFull, f.gauges.bytes, f.cfg.MaxBytes)
+	}
+	return nil
+}
+
+// storeBody writes payload to the body store under m's seq. A store failure
+// is fatal: the replica could not hold what its peers hold, and going on
+// would make it diverge.
+func (f *FSM) storeBody(m *message, payload []byte) {
+	pos, err := f.store.Append(m.seq, payload)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: body store append failed for seq %d: %v", m.seq, err))
+	}
+	m.pos = pos
+	m.stored = uint32(len(payload))
+	m.crc = crc32.Checksum(payload, castagnoli)
+}
+
+// joinGroup appends m to the named group, creating it when needed.
+func (f *FSM) joinGroup(name string, m *message) *group {
+	g := f.groups[name]
+	if g == nil {
+		g = &group{name: name}
+		f.groups[name] = g
+	}
+	g.push(m)
+	return g
+}
+
+// remember records id as accepted now, when deduplication is on.
+func (f *FSM) remember(id string, seq uint64) {
+	if f.cfg.DedupWindow > 0 {
+		f.rememberAt(id, seq, f.clock)
+	}
+}
+
+// rememberAt records id as accepted at time at, which must not be earlier
+// than the newest mark.
+func (f *FSM) rememberAt(id string, seq uint64, at int64) {
+	f.dedup[id] = seq
+	if f.marks.len() == 0 || f.lastMark != at {
+		f.marks.push(dedupMark{index: f.dedupAt + uint64(f.dedupIDs.len()), at: at})
+		f.lastMark = at
+	}
+	f.dedupIDs.push(id)
+}
+
+// pruneDedup forgets ids accepted DedupWindow or longer ago.
+func (f *FSM) pruneDedup() {
+	for f.marks.len() > 0 && f.marks.front().at+int64(f.cfg.DedupWindow) <= f.clock {
+		f.marks.pop()
+		end := f.dedupAt + uint64(f.dedupIDs.len())
+		if f.marks.len() > 0 {
+			end = f.marks.front().index
+		}
+		for f.dedupAt < end {
+			delete(f.dedup, f.dedupIDs.pop())
+			f.dedupAt++
+		}
+	}
+}

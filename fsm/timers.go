@@ -1,0 +1,77 @@
+package fsm
+
+// advance fires everything due at the FSM's clock: delayed messages become
+// ready, expired leases count as failed attempts, the dedup window slides
+// and retention deletes old messages. It returns how many leases expired.
+func (f *FSM) advance() int {
+	expired := 0
+	for {
+		m, ok := f.timers.Min()
+		if !ok || m.visibleAt > f.clock {
+			break
+		}
+		if m.state == stateInFlight {
+			f.expire(m)
+			expired++
+			continue
+		}
+		f.detach(m)
+		f.schedule(m, m.visibleAt, false)
+	}
+	f.pruneDedup()
+	f.applyRetention()
+	return expired
+}
+
+// applyRetention deletes messages older than Retention, oldest first. Leased
+// messages are spared until their lease ends; dead letters are never
+// touched by retention.
+func (f *FSM) applyRetention() {
+	if f.cfg.Retention <= 0 {
+		return
+	}
+	cutoff := f.clock - int64(f.cfg.Retention)
+	var victims []*message
+	f.table.ascend(func(m *message) bool {
+		if m.enqueuedAt > cutoff {
+			return false
+		}
+		if m.state != stateInFlight {
+			victims = append(victims, m)
+		}
+		return true
+	})
+	for _, m := range victims {
+		f.finish(m)
+		f.counters.RetentionExpired++
+	}
+}
+
+// NextDeadline returns the earliest time at which a Tick would change
+// something (a delayed message becomes ready, a lease expires, a dedup entry
+// or a message ages out), and false when nothing is pending.
+func (f *FSM) NextDeadline() (int64, bool) {
+	var next int64
+	found := false
+	consider := func(t int64) {
+		if !found || t < next {
+			next, found = t, true
+		}
+	}
+	if m, ok := f.timers.Min(); ok {
+		consider(m.visibleAt)
+	}
+	if f.marks.len() > 0 {
+		consider(f.marks.front().at + int64(f.cfg.DedupWindow))
+	}
+	if f.cfg.Retention > 0 {
+		f.table.ascend(func(m *message) bool {
+			if m.state == stateInFlight {
+				return true // its lease deadline is a timer already
+			}
+			consider(m.enqueuedAt + int64(f.cfg.Retention))
+			return false
+		})
+	}
+	return next, found
+}

@@ -1,0 +1,198 @@
+package fsm
+
+// Every change of a message's state goes through the functions of this file,
+// which keep the indexes and gauges in step with the state.
+
+// detach takes m out of the index of its current state and its gauge. The
+// message keeps its state field until the caller sets a new one.
+func (f *FSM) detach(m *message) {
+	switch m.state {
+	case stateReady:
+		f.gauges.ready--
+		f.dropEligible(m)
+	case stateDelayed:
+		f.gauges.delayed--
+		f.mustDelete(f.timers.Delete(m))
+	case stateInFlight:
+		f.gauges.inFlight--
+		f.mustDelete(f.timers.Delete(m))
+	case stateDead:
+		f.gauges.dead--
+		f.gauges.deadBytes -= int64(m.stored)
+		f.mustDelete(f.dead.Delete(m))
+	}
+}
+
+func (f *FSM) mustDelete(_ *message, found bool) {
+	if !found {
+		panic("fsm: index out of step with message state")
+	}
+}
+
+// dropEligible removes m from the eligible indexes. Entries of fresh are
+// dropped lazily: they are skipped when m.eligible no longer says FIFO.
+func (f *FSM) dropEligible(m *message) {
+	switch m.eligible {
+	case eligibleTree:
+		f.mustDelete(f.returned.Delete(m))
+		f.gauges.eligible--
+	case eligibleFIFO:
+		f.gauges.eligible--
+	}
+	m.eligible = notEligible
+}
+
+// schedule puts a non-dead m into ready (when visibleAt has come) or delayed.
+// fresh is set for a message just sent, which joins the FIFO of eligibles.
+func (f *FSM) schedule(m *message, visibleAt int64, fresh bool) {
+	m.visibleAt = visibleAt
+	if visibleAt > f.clock {
+		m.state = stateDelayed
+		f.gauges.delayed++
+		f.timers.ReplaceOrInsert(m)
+		return
+	}
+	m.state = stateReady
+	f.gauges.ready++
+	if m.group != nil && m.group.first() != m {
+		return // waits behind an earlier message of its group
+	}
+	f.gauges.eligible++
+	if fresh {
+		m.eligible = eligibleFIFO
+		f.fresh.push(m)
+		return
+	}
+	m.eligible = eligibleTree
+	f.returned.ReplaceOrInsert(m)
+}
+
+// lease hands m (just taken off the eligible indexes) to consumer.
+func (f *FSM) lease(m *message, consumer string, visibility int64) {
+	f.gauges.ready--
+	m.attempts++
+	if m.info == nil {
+		m.info = &deliveryInfo{firstDeliveredAt: f.clock}
+	}
+	m.info.consumer = consumer
+	m.info.lastDeliveredAt = f.clock
+	m.state = stateInFlight
+	m.visibleAt = f.clock + visibility
+	f.gauges.inFlight++
+	f.timers.ReplaceOrInsert(m)
+	f.counters.Leased++
+}
+
+// unlink removes a live m from the table and its group, promoting the next
+// member of the group when m was its head.
+func (f *FSM) unlink(m *message) {
+	f.table.remove(m.seq)
+	f.gauges.bytes -= int64(m.stored)
+	g := m.group
+	if g == nil {
+		return
+	}
+	wasHead := g.first() == m
+	g.remove(m)
+	if g.size() == 0 {
+		delete(f.groups, g.name)
+		return
+	}
+	if wasHead {
+		f.promote(g)
+	}
+}
+
+// promote makes a group's new head eligible if it is ready.
+func (f *FSM) promote(g *group) {
+	h := g.first()
+	if h.state == stateReady && h.eligible == notEligible {
+		h.eligible = eligibleTree
+		f.returned.ReplaceOrInsert(h)
+		f.gauges.eligible++
+	}
+}
+
+// finish deletes a live m for good (ack, purge, retention).
+func (f *FSM) finish(m *message) {
+	f.detach(m)
+	f.unlink(m)
+	f.forgetBody(m)
+}
+
+// forgetBody tells the store m's body is no longer needed.
+func (f *FSM) forgetBody(m *message) {
+	if err := f.store.MarkDead(m.pos, int(m.stored)); err != nil {
+		panic("fsm: body store rejected mark-dead: " + err.Error())
+	}
+}
+
+// deadLetter moves a live m to the dead letters.
+func (f *FSM) deadLetter(m *message, reason DeadReason, text string) {
+	f.detach(m)
+	f.unlink(m)
+	m.state = stateDead
+	m.group = groupless(m.group)
+	m.info.deadAt = f.clock
+	m.info.deadReason = reason
+	m.info.deadText = text
+	f.dead.ReplaceOrInsert(m)
+	f.gauges.dead++
+	f.gauges.deadBytes += int64(m.stored)
+	f.counters.DeadLettered++
+}
+
+// groupless returns a detached copy of g holding only its name: a dead
+// letter remembers its group but is no member of it.
+func groupless(g *group) *group {
+	if g == nil {
+		return nil
+	}
+	return &group{name: g.name}
+}
+
+// popEligible takes the oldest eligible message off the indexes, or nil.
+func (f *FSM) popEligible() *message {
+	a := f.freshFront()
+	b, ok := f.returned.Min()
+	switch {
+	case a == nil && !ok:
+		return nil
+	case a != nil && (!ok || a.seq < b.seq):
+		f.fresh.pop()
+		a.eligible = notEligible
+		f.gauges.eligible--
+		return a
+	default:
+		f.returned.DeleteMin()
+		b.eligible = notEligible
+		f.gauges.eligible--
+		return b
+	}
+}
+
+// freshFront drops stale entries off the front of fresh and returns the
+// first valid one, or nil.
+func (f *FSM) freshFront() *message {
+	for f.fresh.len() > 0 {
+		m := f.fresh.front()
+		if m.eligible == eligibleFIFO {
+			return m
+		}
+		f.fresh.pop()
+	}
+	return nil
+}
+
+// oldestEligible returns the oldest eligible message without taking it.
+func (f *FSM) oldestEligible() *message {
+	a := f.freshFront()
+	b, ok := f.returned.Min()
+	if a == nil || (ok && b.seq < a.seq) {
+		if ok {
+			return b
+		}
+		return nil
+	}
+	return a
+}

@@ -1,0 +1,57 @@
+package fsm
+
+import "github.com/ferrymq/ferry/wal"
+
+// Stats returns counts, gauges and counters of the partition.
+func (f *FSM) Stats() Stats {
+	s := Stats{
+		Ready:     f.gauges.ready,
+		Eligible:  f.gauges.eligible,
+		Delayed:   f.gauges.delayed,
+		InFlight:  f.gauges.inFlight,
+		Dead:      f.gauges.dead,
+		Bytes:     f.gauges.bytes,
+		DeadBytes: f.gauges.deadBytes,
+		Groups:    int64(len(f.groups)),
+		LastSeq:   f.lastSeq,
+		Clock:     f.clock,
+		Counters:  f.counters,
+		Config:    f.cfg,
+	}
+	if m := f.oldestEligible(); m != nil {
+		s.OldestEligibleAge = f.clock - m.enqueuedAt
+	}
+	return s
+}
+
+// HasEligible says whether a receive applied now would lease something.
+// Long-poll waiters use it after each apply.
+func (f *FSM) HasEligible() bool { return f.gauges.eligible > 0 }
+
+// CompactBodies asks the body store, if it can, to move live bodies out of
+// sparse segments. It is not a command: positions are local to a replica and
+// nothing logical changes. The caller holds the FSM's lock.
+func (f *FSM) CompactBodies() (wal.CompactStats, error) {
+	c, ok := f.store.(Compactor)
+	if !ok {
+		return wal.CompactStats{}, nil
+	}
+	live := func(key uint64, pos wal.Pos) bool {
+		m := f.anyBySeq(key)
+		return m != nil && m.pos == pos
+	}
+	moved := func(key uint64, from, to wal.Pos) {
+		if m := f.anyBySeq(key); m != nil && m.pos == from {
+			m.pos = to
+		}
+	}
+	return c.Compact(live, moved)
+}
+
+// anyBySeq finds a live message or a dead letter.
+func (f *FSM) anyBySeq(seq uint64) *message {
+	if m := f.table.get(seq); m != nil {
+		return m
+	}
+	return f.deadBySeq(seq)
+}

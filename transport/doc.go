@@ -1,0 +1,58 @@
+// Package transport carries the Raft traffic of every Raft group hosted by
+// one node over a single TCP port.
+//
+// hashicorp/raft has no multi-raft support: each raft.Raft needs its own
+// raft.Transport. A node runs one group per hosted partition replica plus
+// the meta group, so it would need dozens of ports. Instead a Mux listens on
+// the node's one Raft address, and every group gets a virtual listener, a
+// StreamLayer, from Mux.Group. NewTransport wraps a StreamLayer in a
+// raft.NetworkTransport.
+//
+// # What the package owns
+//
+// The shared listening socket, the connection header that names the group
+// of every connection, routing of accepted connections to the group they
+// name, and the lifetime of every connection it accepted or dialed: closing
+// a group force-closes that group's connections, closing the Mux closes
+// everything. It also bridges raft's hclog logging to log/slog.
+//
+// # What it must never do
+//
+//   - Know about queues, partitions, placement or node membership. A group
+//     id is an opaque string chosen by the caller (see ValidateGroupID).
+//   - Close the shared socket, or another group's connections, from a
+//     group. StreamLayer.Close, and so raft.NetworkTransport.Close, only
+//     stops that group; only Mux.Close closes the socket.
+//   - Interpret the bytes after the header. They belong to raft.
+//
+// # Connection header
+//
+// Every connection dialed by StreamLayer.Dial starts with:
+//
+//	["FRYR" 4 bytes][version 1 byte = 1][group id length n 1 byte][group id n bytes]
+//
+// The accepting Mux reads it under a deadline of MuxConfig.HandshakeTimeout,
+// clears the deadline, and hands the connection to the named group's
+// StreamLayer.Accept. A bad magic, an unknown version, an invalid group id,
+// a group that is not registered on this node, or a header that does not
+// arrive in time closes the connection; this is logged at debug level only,
+// because it is routine while groups start and stop. The dialer is not told
+// why: it sees the connection closed on its first RPC and raft retries.
+//
+// # Addresses
+//
+// The advertised address (MuxConfig.AdvertiseAddr, by default the bound
+// address) is what StreamLayer.Addr returns and so what raft uses as the
+// local server address. Outgoing connections are bound to the node's own IP
+// (the bound IP, or the advertised IP when binding to all interfaces), so
+// that with one loopback IP per node, as in the chaos tests, the source IP
+// on the wire identifies the node.
+//
+// # Goroutines
+//
+// A Mux runs one accept goroutine, plus one short-lived goroutine per
+// connection that is still sending its header (at most HandshakeTimeout).
+// The package starts no goroutine per group or per established connection;
+// raft's NetworkTransport runs one per accepted connection and one listener
+// per group.
+package transport

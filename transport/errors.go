@@ -1,0 +1,43 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"net"
+)
+
+// Errors returned by the package, alone or wrapped with detail naming the
+// field, group or address concerned. Test for them with errors.Is.
+var (
+	// ErrInvalidConfig is returned by MuxConfig.Validate and NewMux; the
+	// message names the offending field and what it must be.
+	ErrInvalidConfig = errors.New("transport: invalid config")
+
+	// ErrInvalidGroupID is returned by Mux.Group and ValidateGroupID for an
+	// id that is empty, longer than MaxGroupIDLen bytes, or holds a byte
+	// outside printable ASCII.
+	ErrInvalidGroupID = errors.New("transport: invalid group id")
+
+	// ErrMuxClosed is returned by Mux.Group and StreamLayer.Dial once the
+	// Mux has been closed.
+	ErrMuxClosed = errors.New("transport: mux closed")
+
+	// ErrGroupExists is returned by Mux.Group when a StreamLayer for the id
+	// is registered and not yet closed.
+	ErrGroupExists = errors.New("transport: group already registered")
+
+	// ErrGroupClosed is returned by StreamLayer.Accept and StreamLayer.Dial
+	// after the StreamLayer (or its Mux) was closed. It wraps net.ErrClosed.
+	ErrGroupClosed = fmt.Errorf("transport: group listener closed: %w", net.ErrClosed)
+
+	// ErrBadHeader describes an accepted connection whose header was
+	// malformed, of an unknown version, or did not arrive within
+	// MuxConfig.HandshakeTimeout. Such connections are closed and logged at
+	// debug level; the error never reaches a caller of the package API.
+	ErrBadHeader = errors.New("transport: bad connection header")
+
+	// ErrUnknownGroup describes an accepted connection whose header names a
+	// group not registered on this Mux. Such connections are closed and
+	// logged at debug level.
+	ErrUnknownGroup = errors.New("transport: unknown group")
+)

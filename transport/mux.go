@@ -1,0 +1,270 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Backoff between failed accepts on the shared socket (for example when the
+// process runs out of file descriptors).
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// Mux owns a node's Raft listening socket and routes every accepted
+// connection to the group its header names. Create it with NewMux,
+// register groups with Group, and Close it when the node stops. All
+// methods are safe for concurrent use.
+type Mux struct {
+	ln        net.Listener
+	advertise *net.TCPAddr // returned by StreamLayer.Addr
+	dialIP    net.IP       // source IP of outgoing connections
+	handshake time.Duration
+	log       *slog.Logger
+	done      chan struct{} // closed by Close
+	wg        sync.WaitGroup
+
+	// mu guards everything below, and the registration and connection
+	// sets of every StreamLayer of this Mux.
+	mu       sync.Mutex
+	closed   bool
+	groups   map[string]*StreamLayer
+	pending  map[net.Conn]struct{} // accepted, header not read yet
+	rejected uint64
+}
+
+// Stats is a snapshot of a Mux's groups and connections.
+type Stats struct {
+	// Groups is the number of registered (open) StreamLayers.
+	Groups int
+	// Accepted is the number of open connections that were accepted and
+	// routed to a group.
+	Accepted int
+	// Dialed is the number of open connections dialed by this node's
+	// groups.
+	Dialed int
+	// Handshaking is the number of accepted connections whose header has
+	// not been read yet.
+	Handshaking int
+	// Rejected counts, since NewMux, accepted connections closed because
+	// of a bad or late header or an unknown group.
+	Rejected uint64
+}
+
+// NewMux validates cfg, listens on cfg.BindAddr and starts accepting
+// connections. Groups registered later receive the connections that name
+// them; connections for unregistered groups are closed.
+func NewMux(cfg MuxConfig) (*Mux, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ln, err := net.Listen("tcp", cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen on %s: %w", cfg.BindAddr, err)
+	}
+	bound := ln.Addr().(*net.TCPAddr)
+	advertise := bound
+	if cfg.AdvertiseAddr != "" {
+		advertise, _ = parseAdvertise(cfg.AdvertiseAddr) // checked by Validate
+	}
+	dialIP := bound.IP
+	if dialIP.IsUnspecified() {
+		dialIP = advertise.IP
+	}
+	m := &Mux{
+		ln:        ln,
+		advertise: advertise,
+		dialIP:    dialIP,
+		handshake: cfg.HandshakeTimeout,
+		log:       cfg.Logger.With("component", "transport", "addr", advertise.String()),
+		done:      make(chan struct{}),
+		groups:    make(map[string]*StreamLayer),
+		pending:   make(map[net.Conn]struct{}),
+	}
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m, nil
+}
+
+// Addr returns the advertised address: the one StreamLayer.Addr returns
+// and peers must dial.
+func (m *Mux) Addr() net.Addr { return m.advertise }
+
+// Group registers a virtual listener for the group id and returns it.
+// Connections whose header names id are handed to its Accept from now on.
+// It fails with ErrInvalidGroupID, ErrGroupExists while a StreamLayer for
+// id is open, or ErrMuxClosed. After the StreamLayer is closed the id may
+// be registered again.
+func (m *Mux) Group(id string) (*StreamLayer, error) {
+	if err := ValidateGroupID(id); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrMuxClosed
+	}
+	if _, ok := m.groups[id]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrGroupExists, id)
+	}
+	l := &StreamLayer{
+		mux:      m,
+		id:       id,
+		acceptCh: make(chan *trackedConn),
+		done:     make(chan struct{}),
+		conns:    make(map[*trackedConn]struct{}),
+	}
+	m.groups[id] = l
+	return l, nil
+}
+
+// Stats returns the current number of groups and open connections.
+func (m *Mux) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := Stats{Groups: len(m.groups), Handshaking: len(m.pending), Rejected: m.rejected}
+	for _, l := range m.groups {
+		for c := range l.conns {
+			if c.dialed {
+				s.Dialed++
+			} else {
+				s.Accepted++
+			}
+		}
+	}
+	return s
+}
+
+// Close closes the shared socket, every group's StreamLayer and every
+// connection accepted or dialed through the Mux, then waits for the Mux's
+// goroutines to end. Raft transports built on its groups see their
+// listeners closed and must still be closed by their owners. Close is
+// idempotent; calls after the first return nil.
+func (m *Mux) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	close(m.done)
+	groups := make([]*StreamLayer, 0, len(m.groups))
+	for _, l := range m.groups {
+		groups = append(groups, l)
+	}
+	pending := make([]net.Conn, 0, len(m.pending))
+	for c := range m.pending {
+		pending = append(pending, c)
+	}
+	m.mu.Unlock()
+
+	err := m.ln.Close()
+	for _, l := range groups {
+		_ = l.Close()
+	}
+	for _, c := range pending {
+		_ = c.Close()
+	}
+	m.wg.Wait()
+	return err
+}
+
+// acceptLoop accepts connections on the shared socket until Close and
+// starts a handshake goroutine for each.
+func (m *Mux) acceptLoop() {
+	defer m.wg.Done()
+	var backoff time.Duration
+	for {
+		conn, err := m.ln.Accept()
+		if err != nil {
+			if m.isClosed() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			m.log.Warn("accept failed", "err", err, "retry_in", backoff)
+			select {
+			case <-m.done:
+				return
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		m.pending[conn] = struct{}{}
+		m.wg.Add(1)
+		m.mu.Unlock()
+		go m.serveHandshake(conn)
+	}
+}
+
+// serveHandshake reads conn's header under the handshake deadline and
+// hands conn to the group it names, or closes it.
+func (m *Mux) serveHandshake(conn net.Conn) {
+	defer m.wg.Done()
+	id, err := m.readHeader(conn)
+
+	m.mu.Lock()
+	delete(m.pending, conn)
+	var l *StreamLayer
+	if err == nil {
+		if l = m.groups[id]; l == nil {
+			err = fmt.Errorf("%w: %q", ErrUnknownGroup, id)
+		}
+	}
+	if err != nil || m.closed {
+		m.rejected++
+		m.mu.Unlock()
+		_ = conn.Close()
+		if err != nil && !m.isClosed() {
+			m.log.Debug("connection rejected", "remote", conn.RemoteAddr().String(), "err", err)
+		}
+		return
+	}
+	tc := &trackedConn{Conn: conn, layer: l}
+	l.conns[tc] = struct{}{}
+	m.mu.Unlock()
+
+	select {
+	case l.acceptCh <- tc:
+	case <-l.done:
+		// Close has already closed tc, which it found in l.conns.
+	}
+}
+
+// readHeader reads conn's header with the handshake deadline set, and
+// clears the deadline before returning.
+func (m *Mux) readHeader(conn net.Conn) (string, error) {
+	if err := conn.SetReadDeadline(time.Now().Add(m.handshake)); err != nil {
+		return "", fmt.Errorf("%w: set deadline: %w", ErrBadHeader, err)
+	}
+	id, err := readHeader(conn)
+	if err != nil {
+		return "", err
+	}
+	if err := conn.SetReadDeadline(time.Time{}); err != nil {
+		return "", fmt.Errorf("%w: clear deadline: %w", ErrBadHeader, err)
+	}
+	return id, nil
+}
+
+// isClosed reports whether Close has been called.
+func (m *Mux) isClosed() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,69 @@
+// Package wal is an append-only, segmented log of opaque records. It keeps
+// message bodies out of RAM: the owner appends a record, keeps the returned
+// Pos in memory, reads the record back when it needs the bytes, and marks it
+// dead when it no longer does.
+//
+// # What the package owns
+//
+// The segment files in Config.Dir, their format, crash recovery of those
+// files, and space reclamation: deleting sealed segments that are entirely
+// dead and compacting sealed segments that are mostly dead. A record is a
+// uint64 key chosen by the owner plus an opaque payload; the package never
+// interprets either.
+//
+// # What it must never do
+//
+//   - Know about queues, messages, Raft or networks. It stores bytes.
+//   - Fsync on every Append by default. The owner's durability comes from the
+//     Raft log and the log is rebuilt from Raft on start, so Append only
+//     buffers; Sync (or Config.SyncOnAppend) makes data durable on request.
+//   - Silently skip corruption. A record that fails its checksum or framing
+//     anywhere other than the torn tail of the active segment is reported
+//     as ErrCorrupt naming the segment and offset.
+//
+// # On-disk format
+//
+// Segment files are named by their number, zero-padded to ten digits so
+// that every uint32 fits: "0000000001.seg". Numbers start at 1, increase by
+// one on every rotation and are never reused while the directory exists.
+// All integers are little-endian.
+//
+// A segment starts with a 16-byte header:
+//
+//	[magic "FERRYWAL" 8 bytes][format version uint32 = 1][segment number uint32]
+//
+// followed by records, back to back:
+//
+//	[payload length uint32][crc32c uint32][key uint64][payload]
+//
+// The checksum is CRC-32C (Castagnoli) over the length field, the key and
+// the payload, in that order (every byte of the record except the checksum
+// itself). Zero-length payloads are allowed. A Pos is the segment number
+// and the byte offset of the record's first byte within the file.
+//
+// A record never spans segments. When appending a record would take the
+// active segment past Config.SegmentBytesMax, the active segment is flushed,
+// fsynced and sealed, and a new one is created. The fsync at rotation (one
+// per segment, not per record) makes every sealed segment whole after any
+// crash, which is what lets recovery treat damage in a sealed segment as
+// corruption rather than as a torn write.
+//
+// # Recovery
+//
+// Open scans every segment. Sealed segments must parse completely. In the
+// last (active) segment a damaged record is a torn tail, and is truncated
+// away and reported in the RecoverySummary, only if no valid record can be
+// found anywhere after its start; otherwise it is ErrCorrupt. A last
+// segment that is shorter than its header, or whose bytes are all zero, was
+// torn while being created and gets a fresh header.
+//
+// After Open every recovered record counts as live: dead-byte accounting is
+// held in memory only, so the owner marks records dead again (Scan lists
+// them) or resets the directory with Remove and appends afresh.
+//
+// # Concurrency
+//
+// Append, MarkDead, Compact, Sync and Close are meant to be called by one
+// owner goroutine. Read, Scan, Stats, Pin and the release functions Pin
+// returns may be called from any goroutine at the same time.
+package wal
