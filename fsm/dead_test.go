@@ -222,4 +222,3 @@ func TestFSM_ConfigValidateNamesTheField(t *testing.T) {
 		t.Fatal("New accepted a zero config")
 	}
 }
-

@@ -20,17 +20,17 @@ type FSM struct {
 	clock   int64  // the largest command time seen, Unix nanoseconds
 	lastSeq uint64 // the last sequence number handed out
 
-	table    seqTable                 // every message not acked, deleted or dead
-	dead     *btree.BTreeG[*message]  // dead letters by seq
-	fresh    fifo[*message]           // eligible, never leased, in seq order (may hold stale entries)
-	returned *btree.BTreeG[*message]  // other eligible messages by seq
-	timers   *btree.BTreeG[*message]  // delayed and in-flight messages by (visibleAt, seq)
-	groups   map[string]*group        // groups with unfinished messages
-	dedup    map[string]uint64        // id -> seq, for ids inside the dedup window
-	dedupIDs fifo[string]             // accepted ids in acceptance order
-	marks    fifo[dedupMark]          // acceptance times of dedupIDs
-	dedupAt  uint64                   // absolute index of dedupIDs' front
-	lastMark int64                    // time of the newest mark
+	table    seqTable                // every message not acked, deleted or dead
+	dead     *btree.BTreeG[*message] // dead letters by seq
+	fresh    fifo[*message]          // eligible, never leased, in seq order (may hold stale entries)
+	returned *btree.BTreeG[*message] // other eligible messages by seq
+	timers   *btree.BTreeG[*message] // delayed and in-flight messages by (visibleAt, seq)
+	groups   map[string]*group       // groups with unfinished messages
+	dedup    map[string]uint64       // id -> seq, for ids inside the dedup window
+	dedupIDs fifo[string]            // accepted ids in acceptance order
+	marks    fifo[dedupMark]         // acceptance times of dedupIDs
+	dedupAt  uint64                  // absolute index of dedupIDs' front
+	lastMark int64                   // time of the newest mark
 	counters Counters
 	gauges   gauges
 }

@@ -95,7 +95,7 @@ func TestFSM_ExtendMovesTheDeadline(t *testing.T) {
 }
 
 func TestFSM_NackWithExplicitDelayOrBackoff(t *testing.T) {
-	h := newHarness(t, func(c *QueueConfig) { c.BackoffBase, c.BackoffMax = time.Second, 3 * time.Second })
+	h := newHarness(t, func(c *QueueConfig) { c.BackoffBase, c.BackoffMax = time.Second, 3*time.Second })
 	h.send("a", "", "x")
 	d := h.receiveOne("c")
 	wantNoErr(t, h.nack(d.Receipt, 5*time.Second, true, "db down"))
