@@ -143,9 +143,11 @@ func EncodeCommand(c Command) ([]byte, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(&buf)
 	enc.UseCompactInts(true)
-	if err := enc.Encode(commandHeader{Type: c.Type, At: c.At}); err != nil {
+	if err := enc.Encode(&commandHeader{Type: c.Type, At: c.At}); err != nil {
 		return nil, fmt.Errorf("encode %s header: %w", c.Type, err)
 	}
 	if payload != nil {
@@ -193,7 +195,9 @@ func (c Command) payload() (any, error) {
 // malformed bytes and trailing garbage.
 func DecodeCommand(data []byte) (Command, error) {
 	r := bytes.NewReader(data)
-	dec := msgpack.NewDecoder(r)
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(r)
 	var h commandHeader
 	if err := dec.Decode(&h); err != nil {
 		return Command{}, fmt.Errorf("decode command header: %w", err)

@@ -242,6 +242,6 @@ func (f *FSM) applyPurge() int {
 			delete(f.groups, name)
 		}
 	}
-	f.fresh.reset()
+	f.freshFrom = f.lastSeq + 1 // nothing ready is left
 	return len(victims)
 }

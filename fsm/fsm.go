@@ -20,19 +20,19 @@ type FSM struct {
 	clock   int64  // the largest command time seen, Unix nanoseconds
 	lastSeq uint64 // the last sequence number handed out
 
-	table    seqTable                // every message not acked, deleted or dead
-	dead     *btree.BTreeG[*message] // dead letters by seq
-	fresh    fifo[*message]          // eligible, never leased, in seq order (may hold stale entries)
-	returned *btree.BTreeG[*message] // other eligible messages by seq
-	timers   *btree.BTreeG[*message] // delayed and in-flight messages by (visibleAt, seq)
-	groups   map[string]*group       // groups with unfinished messages
-	dedup    map[string]uint64       // id -> seq, for ids inside the dedup window
-	dedupIDs fifo[string]            // accepted ids in acceptance order
-	marks    fifo[dedupMark]         // acceptance times of dedupIDs
-	dedupAt  uint64                  // absolute index of dedupIDs' front
-	lastMark int64                   // time of the newest mark
-	counters Counters
-	gauges   gauges
+	table     seqTable                // every message not acked, deleted or dead
+	dead      *btree.BTreeG[*message] // dead letters by seq
+	freshFrom uint64                  // no seq below this is eligibleFIFO
+	returned  *btree.BTreeG[*message] // other eligible messages by seq
+	timers    *btree.BTreeG[*message] // delayed and in-flight messages by (visibleAt, seq)
+	groups    map[string]*group       // groups with unfinished messages
+	dedup     map[string]uint64       // id -> seq, for ids inside the dedup window
+	dedupIDs  fifo[string]            // accepted ids in acceptance order
+	marks     fifo[dedupMark]         // acceptance times of dedupIDs
+	dedupAt   uint64                  // absolute index of dedupIDs' front
+	lastMark  int64                   // time of the newest mark
+	counters  Counters
+	gauges    gauges
 }
 
 // gauges are counts kept up to date on every transition.
@@ -74,7 +74,7 @@ func (f *FSM) reset() {
 	f.clock, f.lastSeq = 0, 0
 	f.table = seqTable{}
 	f.dead = btree.NewG(btreeDegree, bySeq)
-	f.fresh.reset()
+	f.freshFrom = 0
 	f.returned = btree.NewG(btreeDegree, bySeq)
 	f.timers = btree.NewG(btreeDegree, byTime)
 	f.groups = make(map[string]*group)

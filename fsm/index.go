@@ -81,6 +81,25 @@ func (t *seqTable) remove(seq uint64) {
 	}
 }
 
+// nextAfter returns the smallest seq above seq that may hold a message:
+// seq+1, or the start of the next allocated chunk when seq+1 falls into a
+// freed one, or lastSeq+1 when nothing above seq remains.
+func (t *seqTable) nextAfter(seq uint64) uint64 {
+	end := t.lastSeq + 1
+	next := seq + 1
+	if t.count == 0 || next >= end {
+		return max(next, end)
+	}
+	if first := t.firstChunk << seqChunkBits; next < first {
+		return first // chunks before the first allocated one are all empty
+	}
+	// The last chunk is allocated (count > 0), so this stops inside chunks.
+	for c := next >> seqChunkBits; t.chunks[c-t.firstChunk] == nil; c++ {
+		next = (c + 1) << seqChunkBits
+	}
+	return next
+}
+
 // ascend calls fn for each message in seq order until fn returns false.
 func (t *seqTable) ascend(fn func(*message) bool) {
 	for _, ch := range t.chunks {

@@ -17,7 +17,7 @@ type eligibility uint8
 
 const (
 	notEligible  eligibility = iota
-	eligibleFIFO             // in fresh: sent in seq order, never leased
+	eligibleFIFO             // sent and eligible at once: found by the FSM's fresh cursor
 	eligibleTree             // in returned: back from a retry, delay or group wait
 )
 

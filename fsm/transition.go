@@ -29,8 +29,9 @@ func (f *FSM) mustDelete(_ *message, found bool) {
 	}
 }
 
-// dropEligible removes m from the eligible indexes. Entries of fresh are
-// dropped lazily: they are skipped when m.eligible no longer says FIFO.
+// dropEligible removes m from the eligible indexes. A message found by the
+// fresh cursor needs no removal: the cursor skips it once m.eligible no
+// longer says FIFO.
 func (f *FSM) dropEligible(m *message) {
 	switch m.eligible {
 	case eligibleTree:
@@ -43,7 +44,8 @@ func (f *FSM) dropEligible(m *message) {
 }
 
 // schedule puts a non-dead m into ready (when visibleAt has come) or delayed.
-// fresh is set for a message just sent, which joins the FIFO of eligibles.
+// fresh is set for a message just sent (always the newest seq): eligible at
+// once, it needs no index entry, as the fresh cursor walks the seq table.
 func (f *FSM) schedule(m *message, visibleAt int64, fresh bool) {
 	m.visibleAt = visibleAt
 	if visibleAt > f.clock {
@@ -60,7 +62,6 @@ func (f *FSM) schedule(m *message, visibleAt int64, fresh bool) {
 	f.gauges.eligible++
 	if fresh {
 		m.eligible = eligibleFIFO
-		f.fresh.push(m)
 		return
 	}
 	m.eligible = eligibleTree
@@ -159,7 +160,7 @@ func (f *FSM) popEligible() *message {
 	case a == nil && !ok:
 		return nil
 	case a != nil && (!ok || a.seq < b.seq):
-		f.fresh.pop()
+		f.freshFrom = a.seq + 1
 		a.eligible = notEligible
 		f.gauges.eligible--
 		return a
@@ -171,15 +172,15 @@ func (f *FSM) popEligible() *message {
 	}
 }
 
-// freshFront drops stale entries off the front of fresh and returns the
-// first valid one, or nil.
+// freshFront advances the fresh cursor over the seq table to the first
+// message still eligible since its send, and returns it (nil if none). Each
+// seq is passed once, so the walk costs O(1) per message over its life.
 func (f *FSM) freshFront() *message {
-	for f.fresh.len() > 0 {
-		m := f.fresh.front()
-		if m.eligible == eligibleFIFO {
+	for f.freshFrom <= f.lastSeq {
+		if m := f.table.get(f.freshFrom); m != nil && m.eligible == eligibleFIFO {
 			return m
 		}
-		f.fresh.pop()
+		f.freshFrom = f.table.nextAfter(f.freshFrom)
 	}
 	return nil
 }

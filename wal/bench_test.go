@@ -50,7 +50,7 @@ func BenchmarkWAL_Read(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// A stride that visits positions out of order.
-		if _, _, err := l.Read(positions[(i*2654435761)%records]); err != nil {
+		if _, _, err := l.Read(positions[uint(i)*2654435761%records]); err != nil {
 			b.Fatal(err)
 		}
 	}

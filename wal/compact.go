@@ -13,9 +13,9 @@ type CompactStats struct {
 	// SegmentsDeferred counts compacted segments whose file deletion waits
 	// for a pin to be released.
 	SegmentsDeferred int
-	// RecordsMoved counts records copied to the active end of the log;
-	// RecordsDropped counts records live said were dead.
-	RecordsMoved   int
+	// RecordsMoved counts records copied to the active end of the log.
+	RecordsMoved int
+	// RecordsDropped counts records that live reported dead.
 	RecordsDropped int
 	// BytesMoved is the size of the copied records.
 	BytesMoved int64

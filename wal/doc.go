@@ -53,7 +53,10 @@
 // Open scans every segment. Sealed segments must parse completely. In the
 // last (active) segment a damaged record is a torn tail, and is truncated
 // away and reported in the RecoverySummary, only if no valid record can be
-// found anywhere after its start; otherwise it is ErrCorrupt. A last
+// found anywhere after its start; otherwise it is ErrCorrupt. (That search
+// reads the rest of the segment into memory and gives up, reporting
+// ErrCorrupt, if ruling out valid records would take checksumming more than
+// a fixed budget of bytes; it never truncates on a guess.) A last
 // segment that is shorter than its header, or whose bytes are all zero, was
 // torn while being created and gets a fresh header.
 //

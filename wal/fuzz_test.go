@@ -7,9 +7,6 @@ import (
 	"testing"
 )
 
-// fuzzLengthMax bounds decoded payloads in the fuzz target.
-const fuzzLengthMax = 1 << 16
-
 // FuzzWAL_DecodeRecord feeds arbitrary bytes to the record decoder and to
 // the segment scanner: neither may panic, they must agree on the first
 // record, and a freshly encoded record must round-trip through both.
@@ -73,7 +70,7 @@ func checkDecoderAgrees(t *testing.T, data []byte) {
 	if !errors.As(serr, &fe) || fe.offset != 0 {
 		t.Fatalf("decoder rejected (%v) but scanner returned %+v, %v", err, rec, serr)
 	}
-	if p := findValidRecord(data, len(data)); p == 0 {
+	if p, _ := findValidRecord(data, len(data), tailSearchBudgetBytes); p == 0 {
 		t.Fatal("findValidRecord accepted offset 0 that the decoder rejected")
 	}
 }

@@ -273,19 +273,23 @@ type Stats struct {
 	// TotalBytes is the size of all segment files, headers and unflushed
 	// bytes included.
 	TotalBytes int64
-	// RecordBytes, LiveBytes and DeadBytes count record bytes (headers
-	// included) in all segments; LiveBytes + DeadBytes = RecordBytes.
+	// RecordBytes counts record bytes (headers included) in all segments.
 	RecordBytes int64
-	LiveBytes   int64
-	DeadBytes   int64
+	// LiveBytes is RecordBytes not marked dead.
+	LiveBytes int64
+	// DeadBytes is RecordBytes marked dead; LiveBytes + DeadBytes =
+	// RecordBytes.
+	DeadBytes int64
 	// Records counts the records held in the segment files, dead or live.
 	Records int
 	// UnflushedBytes is what the write buffer holds.
 	UnflushedBytes int64
-	// RecordsAppended, SegmentsCreated and SegmentsDeleted count events
-	// since Open (compaction copies count as appends).
+	// RecordsAppended counts appends since Open, compaction copies
+	// included.
 	RecordsAppended uint64
+	// SegmentsCreated counts segments created by rotation since Open.
 	SegmentsCreated uint64
+	// SegmentsDeleted counts segment files deleted since Open.
 	SegmentsDeleted uint64
 	// Pins is the number of pins not yet released.
 	Pins int

@@ -199,75 +199,80 @@ func TestWAL_UnflushedAndSyncOnAppend(t *testing.T) {
 	}
 }
 
-// TestWAL_ConcurrentReadDuringAppendAndCompact runs readers and a pinned
-// snapshot reader against an owner that appends, deletes and compacts.
+// concurrentIndex is the owner's key -> record map shared with readers.
+// Readers hold mu shared across l.Read, so a position they found cannot be
+// marked dead and deleted under them.
+type concurrentIndex struct {
+	l     *Log
+	mu    sync.RWMutex
+	index map[uint64]record
+	done  chan struct{}
+	errs  chan error
+}
+
+func (c *concurrentIndex) report(err error) {
+	select {
+	case c.errs <- err:
+	default:
+	}
+}
+
+func (c *concurrentIndex) stopped() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// reader reads the current record of rotating keys.
+func (c *concurrentIndex) reader(seed uint64) {
+	for i := seed; !c.stopped(); i++ {
+		c.mu.RLock()
+		if r, ok := c.index[i%64]; ok {
+			if k, p, err := c.l.Read(r.pos); err != nil || k != r.key || string(p) != string(r.payload) {
+				c.report(fmt.Errorf("Read(%v) key %d: err %v", r.pos, r.key, err))
+			}
+		}
+		c.mu.RUnlock()
+	}
+}
+
+// snapshotter pins, captures every position, then reads them all while
+// the owner keeps deleting and compacting.
+func (c *concurrentIndex) snapshotter() {
+	for !c.stopped() {
+		c.mu.RLock()
+		release := c.l.Pin()
+		captured := make([]record, 0, len(c.index))
+		for _, r := range c.index {
+			captured = append(captured, r)
+		}
+		c.mu.RUnlock()
+		for _, r := range captured {
+			if k, p, err := c.l.Read(r.pos); err != nil || k != r.key || string(p) != string(r.payload) {
+				c.report(fmt.Errorf("pinned Read(%v) key %d: err %v", r.pos, r.key, err))
+			}
+		}
+		release()
+		release()
+	}
+}
+
 func TestWAL_ConcurrentReadDuringAppendAndCompact(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	l, _ := openLog(t, cfg)
-
-	var mu sync.RWMutex // guards index; readers hold it shared across Read
-	index := map[uint64]record{}
-	done := make(chan struct{})
+	l, _ := openLog(t, testConfig(t.TempDir()))
+	c := &concurrentIndex{l: l, index: map[uint64]record{}, done: make(chan struct{}), errs: make(chan error, 8)}
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	report := func(err error) {
-		select {
-		case errs <- err:
-		default:
-		}
-	}
-	reader := func(seed uint64) {
-		defer wg.Done()
-		for i := seed; ; i++ {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			mu.RLock()
-			r, ok := index[i%64]
-			if ok {
-				if k, p, err := l.Read(r.pos); err != nil || k != r.key || string(p) != string(r.payload) {
-					report(fmt.Errorf("Read(%v) key %d: err %v", r.pos, r.key, err))
-				}
-			}
-			mu.RUnlock()
-		}
-	}
-	snapshotter := func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			mu.RLock()
-			release := l.Pin()
-			captured := make([]record, 0, len(index))
-			for _, r := range index {
-				captured = append(captured, r)
-			}
-			mu.RUnlock()
-			for _, r := range captured {
-				if k, p, err := l.Read(r.pos); err != nil || k != r.key || string(p) != string(r.payload) {
-					report(fmt.Errorf("pinned Read(%v) key %d: err %v", r.pos, r.key, err))
-				}
-			}
-			release()
-			release()
-		}
-	}
-	wg.Add(3)
-	go reader(0)
-	go reader(31)
-	go snapshotter()
+	wg.Go(func() { c.reader(0) })
+	wg.Go(func() { c.reader(31) })
+	wg.Go(c.snapshotter)
 
-	runOwner(t, l, &mu, index)
-	close(done)
+	runOwner(t, l, &c.mu, c.index)
+	close(c.done)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	close(c.errs)
+	for err := range c.errs {
 		t.Fatal(err)
 	}
 	if st := l.Stats(); st.Pins != 0 {

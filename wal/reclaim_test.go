@@ -206,20 +206,7 @@ func TestWAL_CompactionRandomPattern(t *testing.T) {
 			}
 		}
 	}
-	// Segments sealed during a pass (the old active one) are left for the
-	// next pass; repeated passes converge.
-	for pass := 2; ; pass++ {
-		st2, err := l.Compact(ix.live, ix.moved(t, &movedCalls))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st2.SegmentsCompacted == 0 {
-			break
-		}
-		if pass > 4 {
-			t.Fatalf("compaction pass %d still compacting: %+v", pass, st2)
-		}
-	}
+	compactUntilStable(t, l, ix)
 	for key, r := range ix {
 		checkRead(t, l, r.pos, key, r.payload)
 	}
@@ -232,6 +219,26 @@ func TestWAL_CompactionRandomPattern(t *testing.T) {
 	}
 	for key, r := range ix {
 		checkRead(t, l2, r.pos, key, r.payload)
+	}
+}
+
+// compactUntilStable repeats Compact until it finds nothing to do. A
+// segment sealed during a pass (the old active one) waits for the next
+// pass, so a few passes converge.
+func compactUntilStable(t *testing.T, l *Log, ix compactIndex) {
+	t.Helper()
+	n := 0
+	for pass := 2; ; pass++ {
+		st, err := l.Compact(ix.live, ix.moved(t, &n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.SegmentsCompacted == 0 {
+			return
+		}
+		if pass > 4 {
+			t.Fatalf("compaction pass %d still compacting: %+v", pass, st)
+		}
 	}
 }
 

@@ -102,7 +102,7 @@ func (l *Log) openSegmentFile(num uint32, flag int) (*segment, error) {
 		return nil, fmt.Errorf("wal: stat segment %d: %w", num, err)
 	}
 	seg := &segment{num: num, path: path, file: f, sizeBytes: info.Size(), flushedBytes: info.Size()}
-	if info.Size() > SegmentBytesLimit+segmentHeaderBytes {
+	if info.Size() > SegmentBytesLimit {
 		_ = f.Close()
 		return nil, corruptf(num, 0, "file is %d bytes, beyond the %d-byte segment limit", info.Size(), SegmentBytesLimit)
 	}
@@ -213,8 +213,13 @@ func (l *Log) repairActive(seg *segment, sum *RecoverySummary) error {
 	if _, err := seg.file.ReadAt(rest, fe.offset+1); err != nil {
 		return fmt.Errorf("wal: read tail of segment %d: %w", seg.num, err)
 	}
-	if p := findValidRecord(rest, l.cfg.RecordBytesMax); p >= 0 {
+	p, exhausted := findValidRecord(rest, l.cfg.RecordBytesMax, tailSearchBudgetBytes)
+	if p >= 0 {
 		return corruptf(seg.num, fe.offset, "%s, yet a valid record follows at offset %d", fe.reason, fe.offset+1+int64(p))
+	}
+	if exhausted {
+		return corruptf(seg.num, fe.offset, "%s, and the %d bytes after it could not be ruled out as valid records",
+			fe.reason, len(rest))
 	}
 	return l.truncateTail(seg, fe.offset, fe.reason, sum)
 }

@@ -36,8 +36,9 @@ type recordScanner struct {
 // newRecordScanner scans ra from start (just after the segment header) to
 // end (the segment's size).
 func newRecordScanner(ra io.ReaderAt, start, end int64, keepPayload bool) *recordScanner {
+	bufBytes := int(min(max(end-start, recordHeaderBytes), scanBufferBytes))
 	return &recordScanner{
-		r:           bufio.NewReaderSize(io.NewSectionReader(ra, start, end-start), scanBufferBytes),
+		r:           bufio.NewReaderSize(io.NewSectionReader(ra, start, end-start), bufBytes),
 		offset:      start,
 		end:         end,
 		keepPayload: keepPayload,
@@ -113,14 +114,28 @@ func (s *recordScanner) readError(err error) error {
 	return err
 }
 
+// tailSearchBudgetBytes bounds the payload bytes findValidRecord may
+// checksum. Payloads full of small little-endian integers can make many
+// positions look like plausible record headers; past the budget recovery
+// gives up and reports corruption, which is the safe answer.
+const tailSearchBudgetBytes = 256 << 20
+
 // findValidRecord returns the index of the first position in data at which
 // a whole record with a matching checksum and a payload of at most
-// lengthMax bytes starts, or -1.
-func findValidRecord(data []byte, lengthMax int) int {
+// lengthMax bytes starts, or -1. exhausted is set, with -1, when the search
+// would checksum more than budgetBytes without an answer.
+func findValidRecord(data []byte, lengthMax int, budgetBytes int64) (index int, exhausted bool) {
 	for p := 0; p+recordHeaderBytes <= len(data); p++ {
+		h := parseRecordHeader(data[p:])
+		if uint64(h.length) > uint64(lengthMax) || int64(h.length) > int64(len(data)-p-recordHeaderBytes) {
+			continue
+		}
+		if budgetBytes -= int64(h.length); budgetBytes < 0 {
+			return -1, true
+		}
 		if _, _, _, err := decodeRecord(data[p:], lengthMax); err == nil {
-			return p
+			return p, false
 		}
 	}
-	return -1
+	return -1, false
 }

@@ -1,0 +1,104 @@
+package fsm
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFSM_CommandTypesHaveNames(t *testing.T) {
+	seen := map[string]bool{}
+	for ct := CmdSend; ct < cmdTypeEnd; ct++ {
+		name := ct.String()
+		if name == "" || strings.HasPrefix(name, "command(") || seen[name] {
+			t.Fatalf("type %d has name %q", ct, name)
+		}
+		seen[name] = true
+	}
+	if got := CommandType(0).String(); got != "command(0)" {
+		t.Fatalf("unknown type named %q", got)
+	}
+	if got := cmdTypeEnd.String(); !strings.HasPrefix(got, "command(") {
+		t.Fatalf("unknown type named %q", got)
+	}
+	// The enum is append-only: these numbers are in logs forever.
+	pinned := map[CommandType]uint8{CmdSend: 1, CmdReceive: 2, CmdAck: 3, CmdExtend: 4, CmdNack: 5, CmdReject: 6,
+		CmdTick: 7, CmdRedrive: 8, CmdDeleteDead: 9, CmdPurge: 10, CmdSetConfig: 11}
+	for ct, n := range pinned {
+		if uint8(ct) != n {
+			t.Fatalf("%s renumbered to %d", ct, uint8(ct))
+		}
+	}
+}
+
+func TestFSM_CommandsRoundTripThroughEncoding(t *testing.T) {
+	cfg := DefaultQueueConfig()
+	r := Receipt{Seq: 7, Attempt: 2}
+	cmds := []Command{
+		{Type: CmdSend, Send: &SendCmd{Messages: []NewMessage{{ID: "a", Group: "g", Headers: map[string]string{"k": "v"}, Body: []byte("b"), Delay: time.Second}}}},
+		{Type: CmdReceive, Receive: &ReceiveCmd{Consumer: "c", Max: 3, Visibility: time.Minute}},
+		{Type: CmdAck, Ack: &AckCmd{Receipts: []Receipt{r}}},
+		{Type: CmdExtend, Extend: &ExtendCmd{Items: []ExtendItem{{Receipt: r, Visibility: time.Hour}}}},
+		{Type: CmdNack, Nack: &NackCmd{Items: []NackItem{{Receipt: r, ExplicitDelay: true, Delay: time.Second, Reason: "x"}}}},
+		{Type: CmdReject, Reject: &RejectCmd{Items: []RejectItem{{Receipt: r, Reason: "y"}}}},
+		{Type: CmdTick},
+		{Type: CmdRedrive, Redrive: &DeadFilter{Seqs: []uint64{1, 2}, Reason: DeadRejected, Group: "g", FromAt: 1, ToAt: 9, AfterSeq: 3, Limit: 5}},
+		{Type: CmdDeleteDead, DeleteDead: &DeadFilter{Limit: 1}},
+		{Type: CmdPurge},
+		{Type: CmdSetConfig, SetConfig: &cfg},
+	}
+	for _, c := range cmds {
+		c.At = t0 + 123
+		data, err := EncodeCommand(c)
+		if err != nil {
+			t.Fatalf("encode %s: %v", c.Type, err)
+		}
+		back, err := DecodeCommand(data)
+		if err != nil {
+			t.Fatalf("decode %s: %v", c.Type, err)
+		}
+		if !reflect.DeepEqual(back, c) {
+			t.Fatalf("%s round trip:\n got %+v\nwant %+v", c.Type, back, c)
+		}
+	}
+}
+
+func TestFSM_EncodeRefusesMalformedCommands(t *testing.T) {
+	for _, c := range []Command{{Type: 0}, {Type: cmdTypeEnd}, {Type: CmdSend}, {Type: CmdAck}} {
+		if _, err := EncodeCommand(c); err == nil {
+			t.Fatalf("encoded %+v", c)
+		}
+	}
+	h := newHarness(t)
+	if r := h.f.ApplyCommand(Command{Type: CmdSend, At: t0}); r.Err == nil {
+		t.Fatal("applied a send without payload")
+	}
+}
+
+func TestFSM_DecodeRejectsGarbage(t *testing.T) {
+	good, _ := EncodeCommand(Command{Type: CmdAck, At: 1, Ack: &AckCmd{Receipts: []Receipt{{Seq: 1, Attempt: 1}}}})
+	unknown, _ := EncodeCommand(Command{Type: CmdTick})
+	unknown[1] = 99 // the header array's type field (a positive fixint)
+	for name, data := range map[string][]byte{
+		"empty":     nil,
+		"garbage":   []byte("not msgpack at all"),
+		"truncated": good[:len(good)-2],
+		"trailing":  append(append([]byte{}, good...), 0xc0),
+		"unknown":   unknown,
+	} {
+		if _, err := DecodeCommand(data); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+func TestFSM_ApplyPanicsOnUndecodableEntry(t *testing.T) {
+	h := newHarness(t)
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "undecodable log entry") {
+			t.Fatalf("recovered %v", r)
+		}
+	}()
+	h.f.Apply([]byte{0xc1, 0x00})
+}
