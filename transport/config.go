@@ -83,11 +83,8 @@ func (c MuxConfig) Validate() error {
 	if err != nil {
 		return fmt.Errorf("%w: MuxConfig.BindAddr = %q: must be host:port: %v", ErrInvalidConfig, c.BindAddr, err)
 	}
-	if p, err := strconv.ParseUint(port, 10, 16); err != nil {
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("%w: MuxConfig.BindAddr = %q: port must be a number between 0 and 65535",
-			ErrInvalidConfig, c.BindAddr)
-	} else if p == 0 && c.AdvertiseAddr != "" {
-		return fmt.Errorf("%w: MuxConfig.BindAddr = %q: port 0 cannot be combined with an AdvertiseAddr",
 			ErrInvalidConfig, c.BindAddr)
 	}
 	if c.AdvertiseAddr != "" {

@@ -101,6 +101,10 @@ func (m *Mux) Addr() net.Addr { return m.advertise }
 // It fails with ErrInvalidGroupID, ErrGroupExists while a StreamLayer for
 // id is open, or ErrMuxClosed. After the StreamLayer is closed the id may
 // be registered again.
+//
+// A routed connection waits, open and counted in Stats.Accepted, until the
+// group's Accept takes it, so the owner must keep calling Accept, as the
+// raft.NetworkTransport built by NewTransport does.
 func (m *Mux) Group(id string) (*StreamLayer, error) {
 	if err := ValidateGroupID(id); err != nil {
 		return nil, err
@@ -213,23 +217,26 @@ func (m *Mux) acceptLoop() {
 // hands conn to the group it names, or closes it.
 func (m *Mux) serveHandshake(conn net.Conn) {
 	defer m.wg.Done()
-	id, err := m.readHeader(conn)
+	id, err := m.receiveHeader(conn)
 
 	m.mu.Lock()
 	delete(m.pending, conn)
+	if m.closed {
+		m.mu.Unlock()
+		_ = conn.Close()
+		return
+	}
 	var l *StreamLayer
 	if err == nil {
 		if l = m.groups[id]; l == nil {
 			err = fmt.Errorf("%w: %q", ErrUnknownGroup, id)
 		}
 	}
-	if err != nil || m.closed {
+	if err != nil {
 		m.rejected++
 		m.mu.Unlock()
 		_ = conn.Close()
-		if err != nil && !m.isClosed() {
-			m.log.Debug("connection rejected", "remote", conn.RemoteAddr().String(), "err", err)
-		}
+		m.log.Debug("connection rejected", "remote", conn.RemoteAddr().String(), "err", err)
 		return
 	}
 	tc := &trackedConn{Conn: conn, layer: l}
@@ -243,9 +250,9 @@ func (m *Mux) serveHandshake(conn net.Conn) {
 	}
 }
 
-// readHeader reads conn's header with the handshake deadline set, and
+// receiveHeader reads conn's header with the handshake deadline set, and
 // clears the deadline before returning.
-func (m *Mux) readHeader(conn net.Conn) (string, error) {
+func (m *Mux) receiveHeader(conn net.Conn) (string, error) {
 	if err := conn.SetReadDeadline(time.Now().Add(m.handshake)); err != nil {
 		return "", fmt.Errorf("%w: set deadline: %w", ErrBadHeader, err)
 	}

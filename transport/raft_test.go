@@ -1,0 +1,301 @@
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// countFSM counts applied commands.
+type countFSM struct {
+	mu sync.Mutex
+	n  uint64
+}
+
+func (f *countFSM) Apply(*raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	return f.n
+}
+
+func (f *countFSM) count() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+func (f *countFSM) Snapshot() (raft.FSMSnapshot, error) { return countSnapshot(f.count()), nil }
+
+func (f *countFSM) Restore(rc io.ReadCloser) error {
+	defer func() { _ = rc.Close() }()
+	var b [8]byte
+	if _, err := io.ReadFull(rc, b[:]); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.n = binary.BigEndian.Uint64(b[:])
+	f.mu.Unlock()
+	return nil
+}
+
+type countSnapshot uint64
+
+func (s countSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(binary.BigEndian.AppendUint64(nil, uint64(s))); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (countSnapshot) Release() {}
+
+// replica is one node's member of one raft group. Its stores survive a
+// stop, so it can be restarted with the same state.
+type replica struct {
+	r     *raft.Raft
+	trans *raft.NetworkTransport
+	fsm   *countFSM
+	logs  *raft.InmemStore
+	snaps *raft.InmemSnapshotStore
+}
+
+// testNode is one cluster member: a Mux hosting several groups.
+type testNode struct {
+	id       raft.ServerID
+	mux      *Mux
+	replicas map[string]*replica
+}
+
+// cluster is a set of nodes running the same raft groups.
+type cluster struct {
+	t      *testing.T
+	nodes  []*testNode
+	groups []string
+}
+
+// startCluster starts one Mux per IP and, on each, one raft replica per
+// group, all bootstrapped with the same voter list.
+func startCluster(t *testing.T, ips []string, groups ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, groups: groups}
+	for i, ip := range ips {
+		n := &testNode{
+			id:       raft.ServerID(fmt.Sprintf("n%d", i+1)),
+			mux:      newTestMux(t, ip, nil),
+			replicas: make(map[string]*replica),
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	var servers []raft.Server
+	for _, n := range c.nodes {
+		servers = append(servers, raft.Server{ID: n.id, Address: raft.ServerAddress(n.mux.Addr().String())})
+	}
+	for _, g := range groups {
+		for _, n := range c.nodes {
+			rep := &replica{logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
+			c.startReplica(n, g, rep)
+			err := rep.r.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+			if err != nil {
+				t.Fatalf("bootstrap %s/%s: %v", n.id, g, err)
+			}
+		}
+	}
+	t.Cleanup(c.stop)
+	return c
+}
+
+// startReplica registers group g on n's Mux and starts rep's raft on it
+// with a fresh FSM and fast timings.
+func (c *cluster) startReplica(n *testNode, g string, rep *replica) {
+	c.t.Helper()
+	layer := mustGroup(c.t, n.mux, g)
+	rep.trans = NewTransport(layer, TransportConfig{Timeout: 2 * time.Second, Logger: testLogger()})
+	rep.fsm = &countFSM{}
+	cfg := raft.DefaultConfig()
+	cfg.LocalID = n.id
+	cfg.HeartbeatTimeout = 200 * time.Millisecond
+	cfg.ElectionTimeout = 200 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 100 * time.Millisecond
+	cfg.CommitTimeout = 5 * time.Millisecond
+	cfg.Logger = NewHCLogger(testLogger().With("node", string(n.id), "group", g))
+	r, err := raft.NewRaft(cfg, rep.fsm, rep.logs, rep.logs, rep.snaps, rep.trans)
+	if err != nil {
+		c.t.Fatalf("NewRaft %s/%s: %v", n.id, g, err)
+	}
+	rep.r = r
+	n.replicas[g] = rep
+}
+
+// stopReplica shuts down raft, then its transport, which frees the group.
+func stopReplica(t testing.TB, rep *replica) {
+	t.Helper()
+	if err := rep.r.Shutdown().Error(); err != nil {
+		t.Errorf("raft shutdown: %v", err)
+	}
+	if err := rep.trans.Close(); err != nil {
+		t.Errorf("transport close: %v", err)
+	}
+}
+
+// stop shuts every node down in the order a node does: rafts, transports,
+// then the Mux.
+func (c *cluster) stop() {
+	for _, n := range c.nodes {
+		for g, rep := range n.replicas {
+			stopReplica(c.t, rep)
+			delete(n.replicas, g)
+		}
+		_ = n.mux.Close()
+	}
+}
+
+// leader waits until one running replica of group g is leader.
+func (c *cluster) leader(g string) *replica {
+	c.t.Helper()
+	var lead *replica
+	waitFor(c.t, "a leader of "+g, func() bool {
+		for _, n := range c.nodes {
+			if rep := n.replicas[g]; rep != nil && rep.r.State() == raft.Leader {
+				lead = rep
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+// apply proposes commands to group g until k have been confirmed,
+// retrying on leader changes.
+func (c *cluster) apply(g string, k int) {
+	c.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for done := 0; done < k; {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("group %s: only %d of %d applies confirmed", g, done, k)
+		}
+		err := c.leader(g).r.Apply([]byte("x"), time.Second).Error()
+		switch {
+		case err == nil:
+			done++
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+			errors.Is(err, raft.ErrEnqueueTimeout):
+			// Retry on the new leader; an ambiguous apply only adds a count.
+		default:
+			c.t.Fatalf("group %s: apply: %v", g, err)
+		}
+	}
+}
+
+// converge waits until every running replica of g has applied the same
+// number of commands, at least min.
+func (c *cluster) converge(g string, min uint64) {
+	c.t.Helper()
+	waitFor(c.t, fmt.Sprintf("all replicas of %s to apply >= %d commands", g, min), func() bool {
+		var want uint64
+		for _, n := range c.nodes {
+			rep := n.replicas[g]
+			if rep == nil {
+				continue
+			}
+			got := rep.fsm.count()
+			if got < min || (want != 0 && got != want) {
+				return false
+			}
+			want = got
+		}
+		return true
+	})
+}
+
+func TestTransport_RaftGroupsShareOnePort(t *testing.T) {
+	ips, _ := nodeIPs(t)
+	c := startCluster(t, ips, "meta", "p1")
+	for _, g := range c.groups {
+		c.apply(g, 20)
+	}
+	for _, g := range c.groups {
+		c.converge(g, 20)
+	}
+	// Every node talks raft, but a node that never campaigned or led has
+	// dialed nothing: only the cluster-wide totals must show both sides.
+	var accepted, dialed int
+	for _, n := range c.nodes {
+		s := n.mux.Stats()
+		if s.Groups != 2 || s.Accepted+s.Dialed == 0 {
+			t.Errorf("node %s: Stats = %+v, want 2 groups and open connections", n.id, s)
+		}
+		accepted += s.Accepted
+		dialed += s.Dialed
+		t.Logf("node %s: %+v", n.id, s)
+	}
+	if accepted == 0 || dialed == 0 {
+		t.Errorf("cluster: %d accepted and %d dialed connections, want both > 0", accepted, dialed)
+	}
+}
+
+func TestTransport_RaftGroupRestartLeavesOthersAlone(t *testing.T) {
+	ips, _ := nodeIPs(t)
+	c := startCluster(t, ips, "meta", "p1")
+	c.apply("meta", 10)
+	c.apply("p1", 10)
+	c.converge("p1", 10)
+
+	// Stop p1 on the last node; its meta replica keeps running on the
+	// same Mux.
+	n := c.nodes[len(c.nodes)-1]
+	old := n.replicas["p1"]
+	stopReplica(t, old)
+	delete(n.replicas, "p1")
+	if s := n.mux.Stats(); s.Groups != 1 {
+		t.Fatalf("Stats after stopping p1 = %+v, want 1 group", s)
+	}
+
+	c.apply("meta", 10)
+	c.converge("meta", 20)
+	c.apply("p1", 10) // two of three p1 replicas are a majority
+
+	// Restart p1 on the same node and Mux, with its stores: it catches up.
+	c.startReplica(n, "p1", &replica{logs: old.logs, snaps: old.snaps})
+	c.apply("p1", 5)
+	c.converge("p1", 25)
+	c.converge("meta", 20)
+}
+
+func TestTransport_RaftShutdownLeavesNoGoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	ips, _ := nodeIPs(t)
+	c := startCluster(t, ips, "meta", "p1")
+	c.apply("meta", 5)
+	c.apply("p1", 5)
+	c.converge("p1", 5)
+
+	// Stop one node's rafts and transports while its peers keep their
+	// connections to it open: its connections must be closed from here.
+	n := c.nodes[0]
+	for g, rep := range n.replicas {
+		stopReplica(t, rep)
+		delete(n.replicas, g)
+	}
+	if s := n.mux.Stats(); s.Groups != 0 || s.Accepted != 0 || s.Dialed != 0 {
+		t.Fatalf("Stats after stopping every group = %+v, want nothing open", s)
+	}
+	c.stop()
+	for _, n := range c.nodes {
+		if s := n.mux.Stats(); s != (Stats{Rejected: s.Rejected}) {
+			t.Errorf("node %s: Stats after Close = %+v, want nothing open", n.id, s)
+		}
+	}
+	waitFor(t, fmt.Sprintf("goroutines back to baseline %d", base), func() bool {
+		return runtime.NumGoroutine() <= base+2
+	})
+}

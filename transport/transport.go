@@ -1,0 +1,20 @@
+package transport
+
+import "github.com/hashicorp/raft"
+
+// NewTransport returns a raft.NetworkTransport for the group of layer,
+// configured by cfg (zero fields take the documented defaults: MaxPool
+// DefaultMaxPool, Timeout DefaultTimeout). The transport owns layer from
+// then on: its Close closes layer, which unregisters the group. Close it
+// after raft.Raft.Shutdown has returned.
+func NewTransport(layer *StreamLayer, cfg TransportConfig) *raft.NetworkTransport {
+	cfg = cfg.withDefaults()
+	logger := NewHCLogger(cfg.Logger.With("group", layer.ID())).Named("raft-net")
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		ServerAddressProvider: cfg.AddressProvider,
+		Logger:                logger,
+		Stream:                layer,
+		MaxPool:               cfg.MaxPool,
+		Timeout:               cfg.Timeout,
+	})
+}
