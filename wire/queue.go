@@ -1,0 +1,289 @@
+package wire
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// QueueConfig is a queue's configuration as it travels on the wire.
+// Durations are nanoseconds (msgpack integers). This package applies no
+// defaults and checks no ranges; the server does both. The defaults and
+// ranges below are the server's contract.
+type QueueConfig struct {
+	// Partitions is the number of partitions, 1..64; default 1. Fixed at
+	// creation.
+	Partitions int `msgpack:"partitions,omitempty"`
+	// Replicas is the number of replicas of each partition; default 3, or
+	// the cluster size when smaller. Fixed at creation.
+	Replicas int `msgpack:"replicas,omitempty"`
+	// VisibilityTimeout is the lease a receive gets when it asks for none,
+	// 0..12h; default 30s.
+	VisibilityTimeout time.Duration `msgpack:"visibility_timeout,omitempty"`
+	// MaxReceives is how many deliveries a message gets before it is
+	// dead-lettered; default 10; 0 means unlimited (discouraged).
+	MaxReceives int `msgpack:"max_receives,omitempty"`
+	// BackoffBase is the retry delay after the first failed attempt
+	// (doubling after each further one); default 1s.
+	BackoffBase time.Duration `msgpack:"backoff_base,omitempty"`
+	// BackoffMax caps the retry delay; default 5m.
+	BackoffMax time.Duration `msgpack:"backoff_max,omitempty"`
+	// DedupWindow is how long a message id is remembered for
+	// deduplication; default 5m; 0 turns deduplication off.
+	DedupWindow time.Duration `msgpack:"dedup_window,omitempty"`
+	// MaxMessageBytes bounds a message's body plus headers; default 1 MiB.
+	MaxMessageBytes int `msgpack:"max_message_bytes,omitempty"`
+	// MaxDepth bounds the messages of a partition not yet acked or
+	// dead-lettered; default 0, unlimited.
+	MaxDepth int64 `msgpack:"max_depth,omitempty"`
+	// MaxBytes bounds the stored bytes of those messages; default 0,
+	// unlimited.
+	MaxBytes int64 `msgpack:"max_bytes,omitempty"`
+	// Retention deletes unleased messages older than this, counting them;
+	// default 0, keep until acked.
+	Retention time.Duration `msgpack:"retention,omitempty"`
+}
+
+// ConfigFields is a set of QueueConfig fields. It says which fields of a
+// CreateQueueRequest or UpdateQueueRequest are meant, since 0 is a
+// meaningful value for several of them (MaxReceives, DedupWindow, ...).
+// Bit numbers are part of the protocol and never change.
+type ConfigFields uint32
+
+// QueueConfig fields, one bit each.
+const (
+	// FieldPartitions names QueueConfig.Partitions.
+	FieldPartitions ConfigFields = 1 << 0
+	// FieldReplicas names QueueConfig.Replicas.
+	FieldReplicas ConfigFields = 1 << 1
+	// FieldVisibilityTimeout names QueueConfig.VisibilityTimeout.
+	FieldVisibilityTimeout ConfigFields = 1 << 2
+	// FieldMaxReceives names QueueConfig.MaxReceives.
+	FieldMaxReceives ConfigFields = 1 << 3
+	// FieldBackoffBase names QueueConfig.BackoffBase.
+	FieldBackoffBase ConfigFields = 1 << 4
+	// FieldBackoffMax names QueueConfig.BackoffMax.
+	FieldBackoffMax ConfigFields = 1 << 5
+	// FieldDedupWindow names QueueConfig.DedupWindow.
+	FieldDedupWindow ConfigFields = 1 << 6
+	// FieldMaxMessageBytes names QueueConfig.MaxMessageBytes.
+	FieldMaxMessageBytes ConfigFields = 1 << 7
+	// FieldMaxDepth names QueueConfig.MaxDepth.
+	FieldMaxDepth ConfigFields = 1 << 8
+	// FieldMaxBytes names QueueConfig.MaxBytes.
+	FieldMaxBytes ConfigFields = 1 << 9
+	// FieldRetention names QueueConfig.Retention.
+	FieldRetention ConfigFields = 1 << 10
+
+	// AllConfigFields names every field.
+	AllConfigFields ConfigFields = 1<<11 - 1
+)
+
+var fieldNames = [...]string{
+	"partitions", "replicas", "visibility_timeout", "max_receives",
+	"backoff_base", "backoff_max", "dedup_window", "max_message_bytes",
+	"max_depth", "max_bytes", "retention",
+}
+
+// String lists the set's fields by their wire names, joined by "|"; bits
+// this version does not know appear as "bit(N)".
+func (f ConfigFields) String() string {
+	var names []string
+	for i := 0; i < 32; i++ {
+		if f&(1<<i) == 0 {
+			continue
+		}
+		if i < len(fieldNames) {
+			names = append(names, fieldNames[i])
+		} else {
+			names = append(names, "bit("+strconv.Itoa(i)+")")
+		}
+	}
+	return strings.Join(names, "|")
+}
+
+// Has reports whether every field of g is in f.
+func (f ConfigFields) Has(g ConfigFields) bool { return f&g == g }
+
+// Apply copies the fields of src named in f into dst. A server builds a new
+// queue's config as defaults overwritten by the request's set fields, and an
+// updated one as the current config overwritten by them.
+func (f ConfigFields) Apply(dst *QueueConfig, src QueueConfig) {
+	copyIf := func(bit ConfigFields, do func()) {
+		if f&bit != 0 {
+			do()
+		}
+	}
+	copyIf(FieldPartitions, func() { dst.Partitions = src.Partitions })
+	copyIf(FieldReplicas, func() { dst.Replicas = src.Replicas })
+	copyIf(FieldVisibilityTimeout, func() { dst.VisibilityTimeout = src.VisibilityTimeout })
+	copyIf(FieldMaxReceives, func() { dst.MaxReceives = src.MaxReceives })
+	copyIf(FieldBackoffBase, func() { dst.BackoffBase = src.BackoffBase })
+	copyIf(FieldBackoffMax, func() { dst.BackoffMax = src.BackoffMax })
+	copyIf(FieldDedupWindow, func() { dst.DedupWindow = src.DedupWindow })
+	copyIf(FieldMaxMessageBytes, func() { dst.MaxMessageBytes = src.MaxMessageBytes })
+	copyIf(FieldMaxDepth, func() { dst.MaxDepth = src.MaxDepth })
+	copyIf(FieldMaxBytes, func() { dst.MaxBytes = src.MaxBytes })
+	copyIf(FieldRetention, func() { dst.Retention = src.Retention })
+}
+
+// NonZero returns the set of c's fields that are not zero: the natural Set
+// for a config where zero means "the default".
+func (c QueueConfig) NonZero() ConfigFields {
+	var f ConfigFields
+	add := func(bit ConfigFields, nonzero bool) {
+		if nonzero {
+			f |= bit
+		}
+	}
+	add(FieldPartitions, c.Partitions != 0)
+	add(FieldReplicas, c.Replicas != 0)
+	add(FieldVisibilityTimeout, c.VisibilityTimeout != 0)
+	add(FieldMaxReceives, c.MaxReceives != 0)
+	add(FieldBackoffBase, c.BackoffBase != 0)
+	add(FieldBackoffMax, c.BackoffMax != 0)
+	add(FieldDedupWindow, c.DedupWindow != 0)
+	add(FieldMaxMessageBytes, c.MaxMessageBytes != 0)
+	add(FieldMaxDepth, c.MaxDepth != 0)
+	add(FieldMaxBytes, c.MaxBytes != 0)
+	add(FieldRetention, c.Retention != 0)
+	return f
+}
+
+// NodeState is a cluster member's state as the answering node sees it.
+type NodeState uint8
+
+// Node states. Append-only.
+const (
+	// NodeUnknown is a state this version does not know.
+	NodeUnknown NodeState = 0
+	// NodeAlive is a member that answers.
+	NodeAlive NodeState = 1
+	// NodeSuspect is a member that missed probes and may be down.
+	NodeSuspect NodeState = 2
+	// NodeDead is a member declared failed; it may come back.
+	NodeDead NodeState = 3
+	// NodeLeft is a member that left the cluster on purpose.
+	NodeLeft NodeState = 4
+)
+
+// String names the state.
+func (s NodeState) String() string {
+	switch s {
+	case NodeAlive:
+		return "alive"
+	case NodeSuspect:
+		return "suspect"
+	case NodeDead:
+		return "dead"
+	case NodeLeft:
+		return "left"
+	}
+	return "unknown"
+}
+
+// NodeInfo describes one cluster member.
+type NodeInfo struct {
+	// ID is the node's cluster-wide id.
+	ID string `msgpack:"id"`
+	// ClientAddr is where the node serves this protocol.
+	ClientAddr string `msgpack:"client_addr"`
+	// RaftAddr is the node's Raft transport address.
+	RaftAddr string `msgpack:"raft_addr,omitempty"`
+	// HTTPAddr is the node's admin and metrics address.
+	HTTPAddr string `msgpack:"http_addr,omitempty"`
+	// State is the node's membership state.
+	State NodeState `msgpack:"state"`
+}
+
+// PartitionInfo is the placement of one partition.
+type PartitionInfo struct {
+	// Index is the partition number, 0-based.
+	Index int `msgpack:"index"`
+	// Leader is the leader's node id; empty while no leader is known.
+	Leader string `msgpack:"leader,omitempty"`
+	// LeaderAddr is the leader's client address, where partition requests
+	// go; empty while no leader is known.
+	LeaderAddr string `msgpack:"leader_addr,omitempty"`
+	// Replicas are the node ids holding a replica.
+	Replicas []string `msgpack:"replicas,omitempty"`
+}
+
+// QueueInfo describes one queue: its effective config (defaults applied)
+// and its partitions in index order.
+type QueueInfo struct {
+	// Name is the queue's name.
+	Name string `msgpack:"name"`
+	// Config is the effective configuration.
+	Config QueueConfig `msgpack:"config"`
+	// Partitions holds one entry per partition, by index.
+	Partitions []PartitionInfo `msgpack:"partitions,omitempty"`
+}
+
+// MetadataRequest asks any node for cluster membership and placement.
+type MetadataRequest struct {
+	// Queue restricts the answer to one queue; empty means every queue.
+	// A named queue that does not exist is CodeQueueNotFound.
+	Queue string `msgpack:"queue,omitempty"`
+}
+
+// MetadataResponse describes the cluster as the answering node knows it.
+type MetadataResponse struct {
+	// Nodes lists every known member.
+	Nodes []NodeInfo `msgpack:"nodes,omitempty"`
+	// Queues lists the requested queues, sorted by name.
+	Queues []QueueInfo `msgpack:"queues,omitempty"`
+	// MetaIndex is the meta group's applied index the answer reflects: of
+	// two answers the one with the larger index is newer.
+	MetaIndex uint64 `msgpack:"meta_index,omitempty"`
+}
+
+// CreateQueueRequest creates a queue. Fields of Config named in Set are
+// taken as given (zero included); every other field takes its default.
+// Invalid settings are CodeInvalidConfig; an existing name is
+// CodeQueueExists.
+type CreateQueueRequest struct {
+	Name   string       `msgpack:"name"`
+	Config QueueConfig  `msgpack:"config"`
+	Set    ConfigFields `msgpack:"set,omitempty"`
+}
+
+// CreateQueueResponse returns the new queue with its effective config.
+// Partition leaders may still be unknown right after creation.
+type CreateQueueResponse struct {
+	Queue QueueInfo `msgpack:"queue"`
+}
+
+// UpdateQueueRequest changes the fields of Config named in Set, and only
+// those. Changing Partitions or Replicas is CodeInvalidConfig (they are
+// fixed at creation); an empty Set changes nothing.
+type UpdateQueueRequest struct {
+	Name   string       `msgpack:"name"`
+	Config QueueConfig  `msgpack:"config"`
+	Set    ConfigFields `msgpack:"set,omitempty"`
+}
+
+// UpdateQueueResponse returns the queue with its new config.
+type UpdateQueueResponse struct {
+	Queue QueueInfo `msgpack:"queue"`
+}
+
+// DeleteQueueRequest deletes a queue with all its messages and dead
+// letters.
+type DeleteQueueRequest struct {
+	Name string `msgpack:"name"`
+}
+
+// DeleteQueueResponse is empty: the queue is gone.
+type DeleteQueueResponse struct{}
+
+// ListQueuesRequest lists queues.
+type ListQueuesRequest struct {
+	// Prefix, when set, keeps only names starting with it.
+	Prefix string `msgpack:"prefix,omitempty"`
+}
+
+// ListQueuesResponse lists queues sorted by name.
+type ListQueuesResponse struct {
+	Queues []QueueInfo `msgpack:"queues,omitempty"`
+}

@@ -1,0 +1,130 @@
+package wire
+
+import (
+	"testing"
+	"time"
+)
+
+func TestWire_ConfigFieldsApply(t *testing.T) {
+	src := sampleConfig()
+	var dst QueueConfig
+	AllConfigFields.Apply(&dst, src)
+	if dst != src {
+		t.Fatalf("Apply(all) = %+v", dst)
+	}
+	if src.NonZero() != AllConfigFields {
+		t.Fatalf("NonZero of a full config = %s", src.NonZero())
+	}
+	base := QueueConfig{MaxReceives: 10, DedupWindow: time.Minute, MaxDepth: 5}
+	(FieldMaxReceives | FieldDedupWindow).Apply(&base, QueueConfig{MaxDepth: 99})
+	if base != (QueueConfig{MaxDepth: 5}) {
+		t.Fatalf("partial Apply = %+v", base)
+	}
+	if got := (QueueConfig{Replicas: 2, Retention: time.Hour}).NonZero(); got != FieldReplicas|FieldRetention {
+		t.Fatalf("NonZero = %s", got)
+	}
+	// Each bit copies exactly its own field.
+	for bit := ConfigFields(1); bit&AllConfigFields != 0; bit <<= 1 {
+		var d QueueConfig
+		bit.Apply(&d, src)
+		if d.NonZero() != bit {
+			t.Errorf("%s copies %s", bit, d.NonZero())
+		}
+	}
+}
+
+func TestWire_ConfigFieldsString(t *testing.T) {
+	cases := map[ConfigFields]string{
+		0:                                 "",
+		FieldPartitions:                   "partitions",
+		FieldMaxReceives | FieldRetention: "max_receives|retention",
+		AllConfigFields: "partitions|replicas|visibility_timeout|max_receives|backoff_base|" +
+			"backoff_max|dedup_window|max_message_bytes|max_depth|max_bytes|retention",
+		1<<11 | 1<<31: "bit(11)|bit(31)",
+	}
+	for f, want := range cases {
+		if got := f.String(); got != want {
+			t.Errorf("%#x: %q, want %q", uint32(f), got, want)
+		}
+	}
+	if !AllConfigFields.Has(FieldMaxBytes|FieldBackoffBase) || FieldMaxBytes.Has(FieldMaxBytes|FieldMaxDepth) {
+		t.Error("Has")
+	}
+}
+
+// TestWire_PartitionForPinned fails if the group mapping changes: messages
+// of a group would then split across partitions.
+func TestWire_PartitionForPinned(t *testing.T) {
+	cases := []struct {
+		group string
+		n     int
+		want  int
+	}{
+		{"", 8, 0}, {"order-1", 1, 0}, {"order-1", 0, 0}, {"order-1", -3, 0},
+		{"a", 64, 44}, {"order-1", 8, 5}, {"order-2", 8, 4}, {"acct-42", 16, 3},
+	}
+	for _, tc := range cases {
+		if got := PartitionFor(tc.group, tc.n); got != tc.want {
+			t.Errorf("PartitionFor(%q, %d) = %d, want %d", tc.group, tc.n, got, tc.want)
+		}
+	}
+	seen := map[int]bool{}
+	for i := range 1000 {
+		p := PartitionFor(string(rune('a'+i%26))+string(rune(i)), 8)
+		if p < 0 || p >= 8 {
+			t.Fatalf("partition %d out of range", p)
+		}
+		seen[p] = true
+	}
+	if len(seen) != 8 {
+		t.Errorf("1000 groups reach only %d of 8 partitions", len(seen))
+	}
+}
+
+func TestWire_StatsTotal(t *testing.T) {
+	a := sampleStats()
+	b := PartitionStats{Partition: 2, Ready: 1, OldestEligibleAge: int64(time.Hour), LastSeq: 3,
+		Counters: Counters{Sent: 100, RetentionExpired: 1}}
+	total := QueueStatsResponse{Partitions: []PartitionStats{a, b, {Partition: 3, Code: CodeUnavailable}}}.Total()
+	want := a
+	want.Partition, want.Leader, want.AppliedIndex = -1, "", 0
+	want.Ready, want.OldestEligibleAge = 11, int64(time.Hour)
+	want.Counters.Sent, want.Counters.RetentionExpired = 101, 13
+	if total != want {
+		t.Fatalf("Total:\n got %+v\nwant %+v", total, want)
+	}
+	if (QueueStatsResponse{}).Total() != (PartitionStats{Partition: -1}) {
+		t.Error("Total of nothing is not zero")
+	}
+}
+
+func TestWire_EnumStrings(t *testing.T) {
+	names := map[string]string{
+		NodeUnknown.String(): "unknown", NodeAlive.String(): "alive", NodeSuspect.String(): "suspect",
+		NodeDead.String(): "dead", NodeLeft.String(): "left", NodeState(9).String(): "unknown",
+		DeadAny.String(): "any", DeadRejected.String(): "rejected",
+		DeadRetriesExhausted.String(): "retries exhausted", DeadLeaseExpired.String(): "lease expired",
+		DeadReason(9).String(): "unknown", EventNacked.String(): "nacked",
+		EventLeaseExpired.String(): "lease expired", EventRejected.String(): "rejected",
+		EventRedriven.String(): "redriven", EventKind(0).String(): "unknown",
+	}
+	for got, want := range names {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+	pins := []struct{ got, want int }{
+		{int(DeadRejected), 1}, {int(DeadRetriesExhausted), 2}, {int(DeadLeaseExpired), 3},
+		{int(EventNacked), 1}, {int(EventLeaseExpired), 2}, {int(EventRejected), 3}, {int(EventRedriven), 4},
+		{int(NodeAlive), 1}, {int(NodeSuspect), 2}, {int(NodeDead), 3}, {int(NodeLeft), 4},
+	}
+	for i, p := range pins {
+		if p.got != p.want {
+			t.Errorf("pin %d: %d, want %d", i, p.got, p.want)
+		}
+	}
+	d := Delivery{Partition: 3, Seq: 9, Attempt: 2}
+	if d.Receipt() != (Receipt{Partition: 3, Seq: 9, Attempt: 2}) {
+		t.Error("Delivery.Receipt")
+	}
+}

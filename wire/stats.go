@@ -1,0 +1,141 @@
+package wire
+
+// QueueStatsRequest asks for the gauges and counters of a queue's
+// partitions. Any node may answer; it gathers each partition's figures from
+// the partition's leader.
+type QueueStatsRequest struct {
+	Queue string `msgpack:"queue"`
+	// Partitions selects partitions by index; empty means all.
+	Partitions []int `msgpack:"partitions,omitempty"`
+}
+
+// QueueStatsResponse holds one entry per requested partition, in index
+// order.
+type QueueStatsResponse struct {
+	Queue      string           `msgpack:"queue"`
+	Partitions []PartitionStats `msgpack:"partitions,omitempty"`
+}
+
+// Total sums the partitions' figures (see PartitionStats.Add).
+func (r QueueStatsResponse) Total() PartitionStats {
+	t := PartitionStats{Partition: -1}
+	for _, p := range r.Partitions {
+		t.Add(p)
+	}
+	return t
+}
+
+// Counters are a partition's monotonic event counts since creation.
+type Counters struct {
+	// Sent counts accepted messages (duplicates excluded).
+	Sent uint64 `msgpack:"sent,omitempty"`
+	// Duplicates counts sends answered as duplicates.
+	Duplicates uint64 `msgpack:"duplicates,omitempty"`
+	// Leased counts deliveries.
+	Leased uint64 `msgpack:"leased,omitempty"`
+	// Acked counts acknowledged messages.
+	Acked uint64 `msgpack:"acked,omitempty"`
+	// Nacked counts deliveries given back for a retry.
+	Nacked uint64 `msgpack:"nacked,omitempty"`
+	// Rejected counts deliveries rejected by consumers.
+	Rejected uint64 `msgpack:"rejected,omitempty"`
+	// Expired counts leases that ran out.
+	Expired uint64 `msgpack:"expired,omitempty"`
+	// DeadLettered counts messages moved to the dead letters.
+	DeadLettered uint64 `msgpack:"dead_lettered,omitempty"`
+	// Redriven counts dead letters moved back to ready.
+	Redriven uint64 `msgpack:"redriven,omitempty"`
+	// DeadDeleted counts dead letters deleted by operators.
+	DeadDeleted uint64 `msgpack:"dead_deleted,omitempty"`
+	// Purged counts messages deleted by purges.
+	Purged uint64 `msgpack:"purged,omitempty"`
+	// RetentionExpired counts messages deleted by retention.
+	RetentionExpired uint64 `msgpack:"retention_expired,omitempty"`
+}
+
+// Add adds o's counts to c.
+func (c *Counters) Add(o Counters) {
+	c.Sent += o.Sent
+	c.Duplicates += o.Duplicates
+	c.Leased += o.Leased
+	c.Acked += o.Acked
+	c.Nacked += o.Nacked
+	c.Rejected += o.Rejected
+	c.Expired += o.Expired
+	c.DeadLettered += o.DeadLettered
+	c.Redriven += o.Redriven
+	c.DeadDeleted += o.DeadDeleted
+	c.Purged += o.Purged
+	c.RetentionExpired += o.RetentionExpired
+}
+
+// PartitionStats are one partition's figures as its leader reported them.
+type PartitionStats struct {
+	// Partition is the index; -1 in a Total.
+	Partition int `msgpack:"partition"`
+	// Code and Error are set when the partition's figures could not be
+	// gathered (for example CodeUnavailable); the figures are then zero.
+	Code  Code   `msgpack:"code,omitempty"`
+	Error string `msgpack:"error,omitempty"`
+	// Leader is the node id that reported the figures.
+	Leader string `msgpack:"leader,omitempty"`
+	// AppliedIndex is the partition log index the figures reflect.
+	AppliedIndex uint64 `msgpack:"applied_index,omitempty"`
+
+	// Ready counts visible unleased messages, including those waiting
+	// behind an earlier message of their group.
+	Ready int64 `msgpack:"ready,omitempty"`
+	// Eligible counts the ready messages a receive could take now.
+	Eligible int64 `msgpack:"eligible,omitempty"`
+	// Delayed counts messages waiting for a send delay or retry backoff.
+	Delayed int64 `msgpack:"delayed,omitempty"`
+	// InFlight counts leased messages.
+	InFlight int64 `msgpack:"in_flight,omitempty"`
+	// Dead counts dead letters.
+	Dead int64 `msgpack:"dead,omitempty"`
+	// Bytes is the stored size of messages not acked or dead-lettered.
+	Bytes int64 `msgpack:"bytes,omitempty"`
+	// DeadBytes is the stored size of dead letters.
+	DeadBytes int64 `msgpack:"dead_bytes,omitempty"`
+	// OldestEligibleAge is how long the oldest eligible message has waited
+	// since it was enqueued, in nanoseconds; 0 when none is eligible.
+	OldestEligibleAge int64 `msgpack:"oldest_eligible_age,omitempty"`
+	// Groups counts message groups with messages.
+	Groups int64 `msgpack:"groups,omitempty"`
+	// LastSeq is the last sequence number assigned.
+	LastSeq uint64 `msgpack:"last_seq,omitempty"`
+	// Counters are the monotonic event counts.
+	Counters Counters `msgpack:"counters"`
+}
+
+// Err returns the partition's failure, or nil.
+func (s PartitionStats) Err() error { return AsError(s.Code, s.Error) }
+
+// Add folds o into s: gauges, bytes and counters are summed,
+// OldestEligibleAge and LastSeq take the larger value. Partition, Code,
+// Error, Leader and AppliedIndex of s are left alone.
+func (s *PartitionStats) Add(o PartitionStats) {
+	s.Ready += o.Ready
+	s.Eligible += o.Eligible
+	s.Delayed += o.Delayed
+	s.InFlight += o.InFlight
+	s.Dead += o.Dead
+	s.Bytes += o.Bytes
+	s.DeadBytes += o.DeadBytes
+	s.OldestEligibleAge = max(s.OldestEligibleAge, o.OldestEligibleAge)
+	s.Groups += o.Groups
+	s.LastSeq = max(s.LastSeq, o.LastSeq)
+	s.Counters.Add(o.Counters)
+}
+
+// PurgeRequest deletes every message of one partition that is not leased;
+// dead letters are kept.
+type PurgeRequest struct {
+	Queue     string `msgpack:"queue"`
+	Partition int    `msgpack:"partition"`
+}
+
+// PurgeResponse says how many messages were deleted.
+type PurgeResponse struct {
+	Count int `msgpack:"count"`
+}
