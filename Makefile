@@ -5,7 +5,7 @@ STATICCHECK   ?= $(shell go env GOPATH)/bin/staticcheck
 STATICCHECK_VERSION := v0.8.2
 PKGS          := ./...
 # Packages with goroutines or shared state run under the race detector.
-RACE_PKGS     := ./wal/...
+RACE_PKGS     := ./wal/... ./transport/... ./wire/... ./partition/...
 
 .PHONY: help build test test-short lint bench fuzz tools clean
 
@@ -22,6 +22,7 @@ build:
 test:
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race $(RACE_PKGS)
+	$(GO) test -count=1 -race ./fsm/ -rapid.checks=100
 
 lint: tools
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,131 @@
+package partition
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/hashicorp/raft"
+)
+
+// Config describes one partition replica.
+type Config struct {
+	// GroupID names the raft group (printable ASCII, no spaces).
+	GroupID string
+	// NodeID is this node's raft server id.
+	NodeID string
+	// Dir holds the raft log, snapshots and the message WAL.
+	Dir string
+	// Transport carries the group's raft traffic.
+	Transport raft.Transport
+	// Peers is the initial voter set (including this node) used to bootstrap
+	// a group that has no state yet. Every replica must pass the same list.
+	Peers []raft.Server
+	// Queue is the queue config the FSM starts with (raft replays the
+	// replicated one over it).
+	Queue fsm.QueueConfig
+
+	// HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout and
+	// CommitTimeout are raft's timings.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// MaxAppendEntries bounds how many proposals one disk write and one
+	// replication round carry (group commit).
+	MaxAppendEntries int
+	// SnapshotThreshold is how many log entries trigger a snapshot;
+	// TrailingLogs how many entries stay after one, so that a lagging
+	// follower catches up from the log rather than by snapshot install.
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
+	// ApplyTimeout bounds how long a proposal waits to be handed to raft.
+	ApplyTimeout time.Duration
+	// TickIntervalMax bounds how long the leader's timer sleeps between
+	// checks of the FSM's next deadline.
+	TickIntervalMax time.Duration
+	// CompactInterval is how often the WAL is compacted.
+	CompactInterval time.Duration
+
+	// Now is the clock stamped into commands; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns production defaults for a replica of group on node.
+func DefaultConfig(groupID, nodeID, dir string) Config {
+	return Config{
+		GroupID: groupID, NodeID: nodeID, Dir: dir,
+		Queue:              fsm.DefaultQueueConfig(),
+		HeartbeatTimeout:   1000 * time.Millisecond,
+		ElectionTimeout:    1000 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      5 * time.Millisecond,
+		MaxAppendEntries:   256,
+		SnapshotThreshold:  8192,
+		TrailingLogs:       10240,
+		SnapshotInterval:   120 * time.Second,
+		ApplyTimeout:       5 * time.Second,
+		TickIntervalMax:    250 * time.Millisecond,
+		CompactInterval:    10 * time.Second,
+	}
+}
+
+// Validate reports the first bad field, naming it.
+func (c Config) Validate() error {
+	bad := func(field string, v any, rule string) error {
+		return fmt.Errorf("%w: Config.%s = %v: %s", ErrInvalidConfig, field, v, rule)
+	}
+	switch {
+	case c.GroupID == "":
+		return bad("GroupID", `""`, "required")
+	case c.NodeID == "":
+		return bad("NodeID", `""`, "required")
+	case c.Dir == "":
+		return bad("Dir", `""`, "required")
+	case c.Transport == nil:
+		return bad("Transport", nil, "required")
+	case c.HeartbeatTimeout < 5*time.Millisecond:
+		return bad("HeartbeatTimeout", c.HeartbeatTimeout, "must be at least 5ms")
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return bad("ElectionTimeout", c.ElectionTimeout, "must be at least HeartbeatTimeout")
+	case c.LeaderLeaseTimeout <= 0 || c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return bad("LeaderLeaseTimeout", c.LeaderLeaseTimeout, "must be positive and at most HeartbeatTimeout")
+	case c.CommitTimeout <= 0:
+		return bad("CommitTimeout", c.CommitTimeout, "must be positive")
+	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024:
+		return bad("MaxAppendEntries", c.MaxAppendEntries, "must be between 1 and 1024")
+	case c.SnapshotThreshold < 1:
+		return bad("SnapshotThreshold", c.SnapshotThreshold, "must be positive")
+	case c.SnapshotInterval < 5*time.Millisecond:
+		return bad("SnapshotInterval", c.SnapshotInterval, "must be at least 5ms")
+	case c.ApplyTimeout <= 0:
+		return bad("ApplyTimeout", c.ApplyTimeout, "must be positive")
+	case c.TickIntervalMax <= 0:
+		return bad("TickIntervalMax", c.TickIntervalMax, "must be positive")
+	case c.CompactInterval <= 0:
+		return bad("CompactInterval", c.CompactInterval, "must be positive")
+	}
+	if err := c.Queue.Validate(); err != nil {
+		return fmt.Errorf("%w: Config.Queue: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.MaxAppendEntries = c.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.TrailingLogs = c.TrailingLogs
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.Logger = hclogFor(logger)
+	return rc
+}

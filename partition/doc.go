@@ -1,0 +1,14 @@
+// Package partition runs one replica of one queue partition: a hashicorp/raft
+// group whose state machine is an fsm.FSM with its bodies in a wal.Log, all
+// under the replica's own data directory.
+//
+// It owns the single proposal path of the partition (Propose): commands are
+// stamped with the leader's clock, replicated, applied, and their FSM result
+// unpacked; raft errors are mapped to this package's errors. On the leader it
+// also proposes Tick at the FSM's next deadline, so leases expire and delayed
+// messages become ready without any client activity, and it wakes long-poll
+// receivers when messages become eligible.
+//
+// It must never know about the client protocol, the meta catalog or other
+// partitions: the node package wires those together.
+package partition

@@ -1,0 +1,48 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by a Partition. FSM errors (fsm.ErrQueueFull, ...) reach
+// callers inside results, not through these.
+var (
+	// ErrNotLeader is returned when this replica is not the partition's
+	// leader. The error is a *NotLeaderError naming the leader if known.
+	ErrNotLeader = errors.New("not the partition leader")
+
+	// ErrUnknownOutcome is returned when a command was handed to raft but
+	// leadership was lost before its commit was known: it may or may not
+	// have been applied. Callers must treat it as ambiguous.
+	ErrUnknownOutcome = errors.New("outcome unknown: leadership lost while committing")
+
+	// ErrTimeout is returned when a command could not be handed to raft in
+	// time; it was not applied.
+	ErrTimeout = errors.New("timed out enqueuing the command")
+
+	// ErrClosed is returned after Close, or when raft is shutting down.
+	ErrClosed = errors.New("partition closed")
+
+	// ErrInvalidConfig is returned by Config.Validate; the message names the
+	// field.
+	ErrInvalidConfig = errors.New("invalid partition config")
+)
+
+// NotLeaderError is the detail of ErrNotLeader: the leader's raft server id
+// and address, empty when no leader is known.
+type NotLeaderError struct {
+	LeaderID   string
+	LeaderAddr string
+}
+
+// Error describes the error.
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return ErrNotLeader.Error() + " (no leader known)"
+	}
+	return fmt.Sprintf("%s (leader is %s at %s)", ErrNotLeader, e.LeaderID, e.LeaderAddr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }

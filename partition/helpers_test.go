@@ -1,0 +1,182 @@
+package partition
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/transport"
+	"github.com/hashicorp/raft"
+)
+
+const testGroup = "q1-0"
+
+// testCluster runs n replicas of one partition, each on its own mux.
+type testCluster struct {
+	t     *testing.T
+	dirs  []string
+	muxes []*transport.Mux
+	reps  []*Partition // nil while a replica is stopped
+	peers []raft.Server
+	tweak func(*Config)
+}
+
+func testLogger() *slog.Logger {
+	level := slog.LevelError + 4 // raft logs errors for every stopped peer
+	if os.Getenv("FERRY_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, tweak: tweak}
+	root := t.TempDir()
+	for i := range n {
+		mc := transport.DefaultMuxConfig("127.0.0.1:0")
+		mc.Logger = testLogger()
+		m, err := transport.NewMux(mc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.muxes = append(c.muxes, m)
+		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("n%d", i+1)))
+		c.peers = append(c.peers, raft.Server{ID: raft.ServerID(fmt.Sprintf("n%d", i+1)), Address: raft.ServerAddress(m.Addr().String())})
+	}
+	c.reps = make([]*Partition, n)
+	for i := range n {
+		c.start(i)
+	}
+	t.Cleanup(c.close)
+	return c
+}
+
+func (c *testCluster) config(i int) Config {
+	layer, err := c.muxes[i].Group(testGroup)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := DefaultConfig(testGroup, string(c.peers[i].ID), c.dirs[i])
+	tc := transport.DefaultTransportConfig()
+	tc.Logger = testLogger()
+	cfg.Transport = transport.NewTransport(layer, tc)
+	cfg.Peers = c.peers
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = 100*time.Millisecond, 100*time.Millisecond
+	cfg.LeaderLeaseTimeout, cfg.CommitTimeout = 50*time.Millisecond, 5*time.Millisecond
+	cfg.TickIntervalMax = 20 * time.Millisecond
+	cfg.Logger = testLogger()
+	if c.tweak != nil {
+		c.tweak(&cfg)
+	}
+	return cfg
+}
+
+func (c *testCluster) start(i int) {
+	p, err := Open(c.config(i))
+	if err != nil {
+		c.t.Fatalf("open replica %d: %v", i, err)
+	}
+	c.reps[i] = p
+}
+
+func (c *testCluster) stop(i int) {
+	if err := c.reps[i].Close(); err != nil {
+		c.t.Logf("close replica %d: %v", i, err)
+	}
+	c.reps[i] = nil
+}
+
+func (c *testCluster) close() {
+	for i, p := range c.reps {
+		if p != nil {
+			c.stop(i)
+		}
+	}
+	for _, m := range c.muxes {
+		m.Close()
+	}
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// leader waits for a leader among running replicas and returns its index.
+func (c *testCluster) leader() int {
+	c.t.Helper()
+	idx := -1
+	eventually(c.t, 10*time.Second, "a leader", func() bool {
+		for i, p := range c.reps {
+			if p != nil && p.IsLeader() {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	return idx
+}
+
+// converged waits until every running replica has the leader's applied
+// index and digest.
+func (c *testCluster) converged() {
+	c.t.Helper()
+	eventually(c.t, 15*time.Second, "replicas to converge", func() bool {
+		var idx uint64
+		var dig [32]byte
+		first := true
+		for _, p := range c.reps {
+			if p == nil {
+				continue
+			}
+			i, d := p.Digest()
+			if first {
+				idx, dig, first = i, d, false
+			} else if i != idx || d != dig {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// send proposes a batch of messages with ids prefix-0.. and returns seqs.
+func send(t *testing.T, p *Partition, prefix string, n int) []uint64 {
+	t.Helper()
+	msgs := make([]fsm.NewMessage, n)
+	for i := range msgs {
+		msgs[i] = fsm.NewMessage{ID: fmt.Sprintf("%s-%d", prefix, i), Body: []byte("body " + prefix)}
+	}
+	res, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdSend, Send: &fsm.SendCmd{Messages: msgs}})
+	if err != nil || res.Err != nil {
+		t.Fatalf("send: %v %v", err, res.Err)
+	}
+	seqs := make([]uint64, n)
+	for i, o := range res.Sent {
+		if o.Err != nil {
+			t.Fatalf("send %d: %v", i, o.Err)
+		}
+		seqs[i] = o.Seq
+	}
+	return seqs
+}

@@ -1,0 +1,178 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/transport"
+	"github.com/ferrymq/ferry/wal"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// Sizes of the raft stores.
+const (
+	logCacheEntries = 512
+	snapshotsKept   = 2
+)
+
+// Partition is one running replica of a queue partition.
+type Partition struct {
+	cfg    Config
+	logger *slog.Logger
+	now    func() time.Time
+
+	mu      sync.Mutex // guards fsm, applied, ready
+	fsm     *fsm.FSM
+	applied uint64        // index of the last raft entry applied
+	ready   chan struct{} // closed and replaced when messages become eligible
+
+	body      *wal.Log
+	raft      *raft.Raft
+	logStore  *raftboltdb.BoltStore
+	deadlines chan struct{} // pokes the ticker when the next deadline moved
+	closing   chan struct{}
+	closeOnce sync.Once
+	loops     sync.WaitGroup
+}
+
+// Open starts the replica: it opens its stores, starts raft (restoring the
+// newest snapshot and catching up from the leader), and bootstraps the group
+// from cfg.Peers when no replica state exists yet.
+//
+// The WAL is emptied first: the FSM is rebuilt from the snapshot and the raft
+// log, which are the durable record; the WAL only keeps bodies out of RAM.
+func Open(cfg Config) (*Partition, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Partition{
+		cfg: cfg, logger: cfg.Logger, now: cfg.Now,
+		ready:     make(chan struct{}),
+		deadlines: make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+	}
+	if p.logger == nil {
+		p.logger = slog.Default()
+	}
+	p.logger = p.logger.With("group", cfg.GroupID)
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if err := p.openState(); err != nil {
+		return nil, err
+	}
+	if err := p.startRaft(); err != nil {
+		p.body.Close()
+		return nil, err
+	}
+	p.loops.Add(2)
+	go p.runTicker()
+	go p.runCompactor()
+	return p, nil
+}
+
+func (p *Partition) openState() error {
+	walDir := filepath.Join(p.cfg.Dir, "wal")
+	if err := os.MkdirAll(walDir, 0o755); err != nil {
+		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
+	}
+	if err := wal.RemoveSegments(walDir); err != nil {
+		return fmt.Errorf("partition %s: reset wal: %w", p.cfg.GroupID, err)
+	}
+	body, _, err := wal.Open(wal.DefaultConfig(walDir))
+	if err != nil {
+		return fmt.Errorf("partition %s: open wal: %w", p.cfg.GroupID, err)
+	}
+	f, err := fsm.New(p.cfg.Queue, body)
+	if err != nil {
+		body.Close()
+		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
+	}
+	p.body, p.fsm = body, f
+	return nil
+}
+
+func (p *Partition) startRaft() error {
+	hlog := transport.NewHCLogger(p.logger)
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(p.cfg.Dir, "raft.db"),
+		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second},
+	})
+	if err != nil {
+		return fmt.Errorf("partition %s: open raft log: %w", p.cfg.GroupID, err)
+	}
+	cached, err := raft.NewLogCache(logCacheEntries, store)
+	if err != nil {
+		store.Close()
+		return err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(p.cfg.Dir, snapshotsKept, hlog.Named("snapshots"))
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("partition %s: snapshot store: %w", p.cfg.GroupID, err)
+	}
+	r, err := raft.NewRaft(p.cfg.raftConfig(p.logger), (*raftFSM)(p), cached, store, snaps, p.cfg.Transport)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("partition %s: start raft: %w", p.cfg.GroupID, err)
+	}
+	p.raft, p.logStore = r, store
+	return p.bootstrap(cached, store, snaps)
+}
+
+// bootstrap starts a brand-new group from cfg.Peers. A replica with any raft
+// state, or one that another replica's leader has already contacted, skips it.
+func (p *Partition) bootstrap(logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore) error {
+	if len(p.cfg.Peers) == 0 {
+		return nil
+	}
+	has, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil || has {
+		return err
+	}
+	f := p.raft.BootstrapCluster(raft.Configuration{Servers: p.cfg.Peers})
+	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("partition %s: bootstrap: %w", p.cfg.GroupID, err)
+	}
+	return nil
+}
+
+// Close stops the replica. A leader first tries to hand leadership over so
+// that clients see a short gap rather than an election timeout.
+func (p *Partition) Close() error {
+	var err error
+	p.closeOnce.Do(func() {
+		close(p.closing)
+		if p.raft.State() == raft.Leader && len(p.raft.GetConfiguration().Configuration().Servers) > 1 {
+			if terr := p.raft.LeadershipTransfer().Error(); terr != nil {
+				p.logger.Debug("leadership transfer before close failed", "err", terr)
+			}
+		}
+		err = p.raft.Shutdown().Error()
+		p.loops.Wait()
+		if c, ok := p.cfg.Transport.(io.Closer); ok {
+			c.Close()
+		}
+		p.logStore.Close()
+		p.mu.Lock()
+		p.body.Close()
+		p.mu.Unlock()
+	})
+	return err
+}
+
+// hclogFor is the raft logger: raft's Info chatter goes to Debug-level
+// output only when the node's logger enables it.
+func hclogFor(l *slog.Logger) hclog.Logger {
+	return transport.NewHCLogger(l).Named("raft")
+}

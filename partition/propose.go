@@ -1,0 +1,112 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/hashicorp/raft"
+)
+
+// ReceiveWaitMax is the longest long-poll a Receive may ask for.
+const ReceiveWaitMax = 20 * time.Second
+
+// Propose is the one way a command enters the partition: it stamps the
+// leader's clock, hands the command to raft, waits for commit and apply, and
+// returns the FSM's result. A context deadline bounds the wait to enqueue;
+// once enqueued, the outcome is always awaited (it is bounded by raft's
+// leader lease), so that a result is never reported lost when it was not.
+func (p *Partition) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	if err := p.checkLeader(); err != nil {
+		return fsm.Result{}, err
+	}
+	cmd.At = p.now().UnixNano()
+	data, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	timeout := p.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return fsm.Result{}, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+	}
+	f := p.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		return fsm.Result{}, p.mapRaftError(err)
+	}
+	res, ok := f.Response().(fsm.Result)
+	if !ok {
+		return fsm.Result{}, fmt.Errorf("partition %s: unexpected apply response %T", p.cfg.GroupID, f.Response())
+	}
+	return res, nil
+}
+
+func (p *Partition) checkLeader() error {
+	select {
+	case <-p.closing:
+		return ErrClosed
+	default:
+	}
+	if p.raft.State() != raft.Leader {
+		return p.notLeader()
+	}
+	return nil
+}
+
+func (p *Partition) notLeader() error {
+	addr, id := p.raft.LeaderWithID()
+	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr)}
+}
+
+// mapRaftError turns raft's errors into this package's.
+func (p *Partition) mapRaftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return p.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return ErrUnknownOutcome
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return ErrTimeout
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	}
+	return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
+}
+
+// Receive leases up to max messages, waiting up to wait (at most
+// ReceiveWaitMax) for one to become eligible. It proposes a receive only
+// when the leader's state shows an eligible message, so idle long-polls cost
+// no raft traffic.
+func (p *Partition) Receive(ctx context.Context, rc fsm.ReceiveCmd, wait time.Duration) ([]fsm.Delivery, error) {
+	wait = min(max(wait, 0), ReceiveWaitMax)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		if err := p.checkLeader(); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		eligible, ready := p.fsm.HasEligible(), p.ready
+		p.mu.Unlock()
+		if eligible {
+			res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdReceive, Receive: &rc})
+			if err != nil || res.Err != nil || len(res.Delivered) > 0 {
+				return res.Delivered, errors.Join(err, res.Err)
+			}
+			continue // another consumer took them first
+		}
+		select {
+		case <-ready:
+		case <-timer.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.closing:
+			return nil, ErrClosed
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package partition
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/hashicorp/raft"
+)
+
+// raftFSM adapts the partition's fsm.FSM to raft.BatchingFSM. Apply and
+// ApplyBatch run on raft's FSM goroutine; they take the partition's lock for
+// the whole batch so readers see whole batches.
+type raftFSM Partition
+
+var _ raft.BatchingFSM = (*raftFSM)(nil)
+
+// Apply applies one entry.
+func (r *raftFSM) Apply(l *raft.Log) any {
+	return r.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in order. Command entries yield an
+// fsm.Result each; configuration entries yield nil.
+func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
+	p := (*Partition)(r)
+	out := make([]any, len(logs))
+	p.mu.Lock()
+	before, hadDeadline := p.fsm.NextDeadline()
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			out[i] = p.fsm.Apply(l.Data)
+		}
+		p.applied = l.Index
+	}
+	after, hasDeadline := p.fsm.NextDeadline()
+	eligible := p.fsm.HasEligible()
+	if eligible {
+		close(p.ready)
+		p.ready = make(chan struct{})
+	}
+	p.mu.Unlock()
+	if hasDeadline && (!hadDeadline || after < before) {
+		select {
+		case p.deadlines <- struct{}{}:
+		default:
+		}
+	}
+	return out
+}
+
+// Snapshot freezes the FSM; raft persists it on another goroutine.
+func (r *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	p := (*Partition)(r)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return &raftSnapshot{applied: p.applied, snap: p.fsm.Snapshot()}, nil
+}
+
+// Restore replaces the FSM's state with a snapshot's.
+func (r *raftFSM) Restore(rc io.ReadCloser) error {
+	p := (*Partition)(r)
+	defer rc.Close()
+	var head [8]byte
+	if _, err := io.ReadFull(rc, head[:]); err != nil {
+		return fmt.Errorf("partition snapshot header: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.applied = binary.LittleEndian.Uint64(head[:])
+	return p.fsm.Restore(rc)
+}
+
+// raftSnapshot is the FSM's snapshot preceded by the index of the last
+// entry it includes, so a restored replica reports the same applied index
+// as the replica it came from.
+type raftSnapshot struct {
+	applied uint64
+	snap    *fsm.Snapshot
+}
+
+func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
+	var head [8]byte
+	binary.LittleEndian.PutUint64(head[:], s.applied)
+	_, err := sink.Write(head[:])
+	if err == nil {
+		err = s.snap.Persist(sink)
+	}
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *raftSnapshot) Release() { s.snap.Release() }

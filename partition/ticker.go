@@ -1,0 +1,81 @@
+package partition
+
+import (
+	"context"
+	"time"
+
+	"github.com/ferrymq/ferry/fsm"
+)
+
+// runTicker proposes Tick on the leader whenever the FSM's next deadline has
+// come, so leases expire, delayed messages become ready and dedup entries
+// age out without client activity. It sleeps until the deadline, at most
+// TickIntervalMax, and is woken early when an apply brings the deadline
+// closer.
+func (p *Partition) runTicker() {
+	defer p.loops.Done()
+	timer := time.NewTimer(p.cfg.TickIntervalMax)
+	defer timer.Stop()
+	for {
+		select {
+		case <-p.closing:
+			return
+		case <-timer.C:
+		case <-p.deadlines:
+		}
+		wait := p.cfg.TickIntervalMax
+		if p.IsLeader() {
+			wait = p.tickIfDue()
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+// tickIfDue proposes a Tick if the next deadline has passed and returns how
+// long to sleep before looking again.
+func (p *Partition) tickIfDue() time.Duration {
+	p.mu.Lock()
+	next, ok := p.fsm.NextDeadline()
+	p.mu.Unlock()
+	if !ok {
+		return p.cfg.TickIntervalMax
+	}
+	if wait := time.Duration(next - p.now().UnixNano()); wait > 0 {
+		return min(wait, p.cfg.TickIntervalMax)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ApplyTimeout)
+	defer cancel()
+	if _, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdTick}); err != nil {
+		p.logger.Debug("tick failed", "err", err)
+		return min(10*time.Millisecond, p.cfg.TickIntervalMax)
+	}
+	return 0
+}
+
+// runCompactor compacts the WAL every CompactInterval, on every replica.
+func (p *Partition) runCompactor() {
+	defer p.loops.Done()
+	t := time.NewTicker(p.cfg.CompactInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.closing:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		st, err := p.fsm.CompactBodies()
+		p.mu.Unlock()
+		if err != nil {
+			p.logger.Error("wal compaction failed", "err", err)
+		} else if st.SegmentsCompacted > 0 {
+			p.logger.Debug("wal compacted", "segments", st.SegmentsCompacted, "moved", st.RecordsMoved, "reclaimed", st.BytesReclaimed)
+		}
+	}
+}

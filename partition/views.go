@@ -1,0 +1,100 @@
+package partition
+
+import (
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/hashicorp/raft"
+)
+
+// Status is a replica's view of its group.
+type Status struct {
+	GroupID    string
+	State      string // Leader, Follower, Candidate, Shutdown
+	LeaderID   string
+	LeaderAddr string
+	// AppliedIndex is the index of the last raft entry applied to the FSM.
+	AppliedIndex uint64
+	Voters       []string
+}
+
+// Status reports the replica's raft role and progress.
+func (p *Partition) Status() Status {
+	addr, id := p.raft.LeaderWithID()
+	s := Status{
+		GroupID: p.cfg.GroupID, State: p.raft.State().String(),
+		LeaderID: string(id), LeaderAddr: string(addr),
+	}
+	if f := p.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			if srv.Suffrage == raft.Voter {
+				s.Voters = append(s.Voters, string(srv.ID))
+			}
+		}
+	}
+	p.mu.Lock()
+	s.AppliedIndex = p.applied
+	p.mu.Unlock()
+	return s
+}
+
+// IsLeader says whether this replica currently leads its group.
+func (p *Partition) IsLeader() bool { return p.raft.State() == raft.Leader }
+
+// Stats returns the FSM's stats as this replica has applied them. Served by
+// any replica; only the leader's are current.
+func (p *Partition) Stats() fsm.Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fsm.Stats()
+}
+
+// Digest returns the FSM's state digest and the raft index it was taken at,
+// so replicas can be compared.
+func (p *Partition) Digest() (uint64, [32]byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applied, p.fsm.Digest()
+}
+
+// ListDead lists dead letters (without bodies) from this replica's state.
+func (p *Partition) ListDead(f fsm.DeadFilter) ([]fsm.DeadLetter, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fsm.ListDead(f)
+}
+
+// PeekDead lists dead letters with their headers and bodies.
+func (p *Partition) PeekDead(f fsm.DeadFilter) ([]fsm.DeadLetter, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fsm.PeekDead(f)
+}
+
+// Config returns the queue config in force in this replica's FSM.
+func (p *Partition) Config() fsm.QueueConfig {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fsm.Config()
+}
+
+// AddVoter adds a replica to the group (leader only).
+func (p *Partition) AddVoter(id, addr string) error {
+	if err := p.checkLeader(); err != nil {
+		return err
+	}
+	return p.mapErr(p.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, p.cfg.ApplyTimeout).Error())
+}
+
+// RemoveServer removes a replica from the group (leader only).
+func (p *Partition) RemoveServer(id string) error {
+	if err := p.checkLeader(); err != nil {
+		return err
+	}
+	return p.mapErr(p.raft.RemoveServer(raft.ServerID(id), 0, p.cfg.ApplyTimeout).Error())
+}
+
+func (p *Partition) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return p.mapRaftError(err)
+}
