@@ -11,6 +11,8 @@ type Status struct {
 	State      string // Leader, Follower, Candidate, Shutdown
 	LeaderID   string
 	LeaderAddr string
+	// Term is the replica's current raft term.
+	Term uint64
 	// AppliedIndex is the index of the last raft entry applied to the FSM.
 	AppliedIndex uint64
 	Voters       []string
@@ -21,7 +23,7 @@ func (p *Partition) Status() Status {
 	addr, id := p.raft.LeaderWithID()
 	s := Status{
 		GroupID: p.cfg.GroupID, State: p.raft.State().String(),
-		LeaderID: string(id), LeaderAddr: string(addr),
+		LeaderID: string(id), LeaderAddr: string(addr), Term: p.raft.CurrentTerm(),
 	}
 	if f := p.raft.GetConfiguration(); f.Error() == nil {
 		for _, srv := range f.Configuration().Servers {
@@ -34,6 +36,15 @@ func (p *Partition) Status() Status {
 	s.AppliedIndex = p.applied
 	p.mu.Unlock()
 	return s
+}
+
+// LeaderTerm returns the raft term when this replica leads its group, and
+// false otherwise; cheap enough to call often.
+func (p *Partition) LeaderTerm() (uint64, bool) {
+	if p.raft.State() != raft.Leader {
+		return 0, false
+	}
+	return p.raft.CurrentTerm(), true
 }
 
 // IsLeader says whether this replica currently leads its group.

@@ -1,0 +1,141 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/partition"
+	"github.com/ferrymq/ferry/wire"
+)
+
+// codeOf maps an error of any layer to its stable wire code.
+func codeOf(err error) wire.Code {
+	var we *wire.Error
+	switch {
+	case err == nil:
+		return wire.CodeOK
+	case errors.As(err, &we):
+		return we.Code
+	case errors.Is(err, partition.ErrNotLeader):
+		return wire.CodeNotLeader
+	case errors.Is(err, partition.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
+		return wire.CodeTimeout
+	case errors.Is(err, partition.ErrTimeout), errors.Is(err, partition.ErrClosed), errors.Is(err, ErrClosed), errors.Is(err, ErrNoMetaLeader):
+		return wire.CodeUnavailable
+	case errors.Is(err, fsm.ErrInvalidConfig):
+		return wire.CodeInvalidConfig
+	case errors.Is(err, fsm.ErrInvalidArgument), errors.Is(err, meta.ErrInvalidArgument), errors.Is(err, meta.ErrInvalidName):
+		return wire.CodeInvalidArgument
+	case errors.Is(err, meta.ErrNotEnoughNodes):
+		return wire.CodeInvalidConfig
+	case errors.Is(err, fsm.ErrMessageTooLarge):
+		return wire.CodeMessageTooLarge
+	case errors.Is(err, fsm.ErrQueueFull):
+		return wire.CodeQueueFull
+	case errors.Is(err, fsm.ErrLeaseLost):
+		return wire.CodeLeaseLost
+	case errors.Is(err, fsm.ErrNotFound):
+		return wire.CodeMessageNotFound
+	case errors.Is(err, meta.ErrQueueNotFound):
+		return wire.CodeQueueNotFound
+	case errors.Is(err, meta.ErrQueueExists):
+		return wire.CodeQueueExists
+	}
+	return wire.CodeInternal
+}
+
+// wireError turns err into a *wire.Error; a not-leader error carries the
+// leader's client address so the client can go there directly.
+func (n *Node) wireError(err error) *wire.Error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	out := &wire.Error{Code: codeOf(err), Message: err.Error()}
+	var nl *partition.NotLeaderError
+	if errors.As(err, &nl) && nl.LeaderID != "" {
+		out.Leader = n.clientAddrOf(nl.LeaderID)
+	}
+	return out
+}
+
+// itemResult is the per-item form of err.
+func itemResult(err error) wire.ItemResult {
+	if err == nil {
+		return wire.ItemResult{}
+	}
+	return wire.ItemResult{Code: codeOf(err), Error: err.Error()}
+}
+
+// clientAddrOf maps a node id to its client address via the catalog, or
+// gossip for members not registered yet.
+func (n *Node) clientAddrOf(id string) string {
+	var addr string
+	n.meta.view(func(f *meta.FSM) {
+		if nd, ok := f.Node(id); ok {
+			addr = nd.ClientAddr
+		}
+	})
+	if addr != "" {
+		return addr
+	}
+	for _, m := range n.members.members() {
+		if m.ID == id {
+			return m.Client
+		}
+	}
+	return ""
+}
+
+func receiptOf(r wire.Receipt) fsm.Receipt { return fsm.Receipt{Seq: r.Seq, Attempt: r.Attempt} }
+
+func deadFilterOf(f wire.DeadFilter) fsm.DeadFilter {
+	return fsm.DeadFilter{Seqs: f.Seqs, Reason: fsm.DeadReason(f.Reason), Group: f.Group,
+		FromAt: f.FromAt, ToAt: f.ToAt, AfterSeq: f.AfterSeq, Limit: f.Limit}
+}
+
+func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {
+	out := wire.DeadLetter{
+		Partition: partitionIndex, Seq: d.Seq, ID: d.ID, Group: d.Group, Headers: d.Headers, Body: d.Body,
+		Bytes: d.Bytes, Attempts: d.Attempts, FirstEnqueuedAt: d.FirstEnqueuedAt, EnqueuedAt: d.EnqueuedAt,
+		FirstDeliveredAt: d.FirstDeliveredAt, LastDeliveredAt: d.LastDeliveredAt, DeadAt: d.DeadAt,
+		Reason: wire.DeadReason(d.Reason), ReasonText: d.ReasonText, LastConsumer: d.LastConsumer,
+	}
+	for _, e := range d.History {
+		out.History = append(out.History, wire.Event{Kind: wire.EventKind(e.Kind), At: e.At, Attempt: e.Attempt, Consumer: e.Consumer, Reason: e.Reason})
+	}
+	return out
+}
+
+func statsOf(index int, st fsm.Stats, s partition.Status) wire.PartitionStats {
+	c := st.Counters
+	return wire.PartitionStats{
+		Partition: index, Leader: s.LeaderID, AppliedIndex: s.AppliedIndex,
+		Ready: st.Ready, Eligible: st.Eligible, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead,
+		Bytes: st.Bytes, DeadBytes: st.DeadBytes, OldestEligibleAge: st.OldestEligibleAge, Groups: st.Groups, LastSeq: st.LastSeq,
+		Counters: wire.Counters{Sent: c.Sent, Duplicates: c.Duplicates, Leased: c.Leased, Acked: c.Acked, Nacked: c.Nacked,
+			Rejected: c.Rejected, Expired: c.Expired, DeadLettered: c.DeadLettered, Redriven: c.Redriven,
+			DeadDeleted: c.DeadDeleted, Purged: c.Purged, RetentionExpired: c.RetentionExpired},
+	}
+}
+
+// queueConfigOf renders a catalog config for the wire.
+func queueConfigOf(c meta.QueueConfig) wire.QueueConfig {
+	q := c.Queue
+	return wire.QueueConfig{
+		Partitions: c.Partitions, Replicas: c.Replicas, VisibilityTimeout: q.VisibilityTimeout, MaxReceives: q.MaxReceives,
+		BackoffBase: q.BackoffBase, BackoffMax: q.BackoffMax, DedupWindow: q.DedupWindow, MaxMessageBytes: q.MaxMessageBytes,
+		MaxDepth: q.MaxDepth, MaxBytes: q.MaxBytes, Retention: q.Retention,
+	}
+}
+
+// catalogConfigOf is the inverse of queueConfigOf.
+func catalogConfigOf(w wire.QueueConfig) meta.QueueConfig {
+	return meta.QueueConfig{Partitions: w.Partitions, Replicas: w.Replicas, Queue: fsm.QueueConfig{
+		VisibilityTimeout: w.VisibilityTimeout, MaxReceives: w.MaxReceives, BackoffBase: w.BackoffBase,
+		BackoffMax: w.BackoffMax, DedupWindow: w.DedupWindow, MaxMessageBytes: w.MaxMessageBytes,
+		MaxDepth: w.MaxDepth, MaxBytes: w.MaxBytes, Retention: w.Retention,
+	}}
+}

@@ -1,0 +1,11 @@
+// Package node is one member of a Ferry cluster: the glue between the
+// subsystems. It owns the node's listeners (one TCP port for all raft
+// traffic, one for the client protocol, one for HTTP admin and metrics, and
+// memberlist gossip), the meta raft group holding the queue catalog, and the
+// partition replicas the catalog assigns to this node. It serves the wire
+// protocol by handing each request to the local partition leader, or by
+// answering "not leader" with the leader's client address.
+//
+// It must never change queue state except through a partition's Propose, nor
+// the catalog except through the meta group's proposals.
+package node

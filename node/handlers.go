@@ -1,0 +1,185 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/partition"
+	"github.com/ferrymq/ferry/wire"
+)
+
+// handle serves one request and always returns a response for it.
+func (n *Node) handle(ctx context.Context, req wire.Request) wire.Response {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeoutMax)
+	defer cancel()
+	body, err := n.dispatch(ctx, req)
+	if err != nil {
+		return wire.ErrorResponse(req.ID, n.wireError(err))
+	}
+	resp, err := wire.NewResponse(req.ID, body)
+	if err != nil {
+		return wire.ErrorResponse(req.ID, wire.Errorf(wire.CodeInternal, "encode response: %v", err))
+	}
+	return resp
+}
+
+func (n *Node) dispatch(ctx context.Context, req wire.Request) (any, error) {
+	in := wire.NewRequestBody(req.Op)
+	if in == nil {
+		return nil, wire.Errorf(wire.CodeMalformed, "unknown op %d", req.Op)
+	}
+	if err := req.Decode(in); err != nil {
+		return nil, wire.Errorf(wire.CodeMalformed, "%s request: %v", req.Op, err)
+	}
+	switch r := in.(type) {
+	case *wire.SendRequest:
+		return n.handleSend(ctx, r)
+	case *wire.ReceiveRequest:
+		return n.handleReceive(ctx, r)
+	case *wire.AckRequest:
+		return n.handleAck(ctx, r)
+	case *wire.ExtendRequest:
+		return n.handleExtend(ctx, r)
+	case *wire.NackRequest:
+		return n.handleNack(ctx, r)
+	case *wire.RejectRequest:
+		return n.handleReject(ctx, r)
+	case *wire.DeadListRequest:
+		return n.handleDeadList(r.Queue, r.Partition, r.Filter, false)
+	case *wire.DeadPeekRequest:
+		letters, err := n.handleDeadList(r.Queue, r.Partition, r.Filter, true)
+		return (*wire.DeadPeekResponse)(letters), err
+	case *wire.DeadRedriveRequest:
+		return n.handleDeadChange(ctx, r.Queue, r.Partition, fsm.CmdRedrive, r.Filter)
+	case *wire.DeadDeleteRequest:
+		res, err := n.handleDeadChange(ctx, r.Queue, r.Partition, fsm.CmdDeleteDead, r.Filter)
+		return (*wire.DeadDeleteResponse)(res), err
+	case *wire.PurgeRequest:
+		return n.handlePurge(ctx, r)
+	case *wire.QueueStatsRequest:
+		return n.handleStats(r)
+	}
+	return n.dispatchAdmin(ctx, in)
+}
+
+// leaderOf returns the local leader replica of a queue partition, or a
+// not-leader error pointing at the leader (or a replica that knows it).
+func (n *Node) leaderOf(queue string, index int) (*partition.Partition, meta.Queue, error) {
+	var q meta.Queue
+	var ok bool
+	n.meta.view(func(f *meta.FSM) { q, ok = f.Queue(queue) })
+	if !ok {
+		return nil, q, wire.Errorf(wire.CodeQueueNotFound, "queue %q not found", queue)
+	}
+	if index < 0 || index >= len(q.Partitions) {
+		return nil, q, wire.Errorf(wire.CodeInvalidArgument, "queue %q has no partition %d", queue, index)
+	}
+	group := q.GroupID(index)
+	if p := n.replicas.get(group); p != nil {
+		if p.IsLeader() {
+			return p, q, nil
+		}
+		st := p.Status()
+		if st.LeaderID != "" {
+			return nil, q, &partition.NotLeaderError{LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
+		}
+	}
+	return nil, q, &partition.NotLeaderError{LeaderID: n.leaderHint(q, index)}
+}
+
+// leaderHint names the node most likely to lead a partition: the gossiped
+// leader, else the preferred replica.
+func (n *Node) leaderHint(q meta.Queue, index int) string {
+	if id, ok := n.members.leaderOf(q.GroupID(index)); ok {
+		return id
+	}
+	if r := q.Partitions[index].Replicas; len(r) > 0 {
+		return r[0]
+	}
+	return ""
+}
+
+func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendResponse, error) {
+	p, q, err := n.leaderOf(r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]fsm.NewMessage, len(r.Messages))
+	for i, m := range r.Messages {
+		if m.Group != "" && wire.PartitionFor(m.Group, len(q.Partitions)) != r.Partition {
+			return nil, wire.Errorf(wire.CodeInvalidArgument, "message %d: group %q belongs to partition %d", i, m.Group, wire.PartitionFor(m.Group, len(q.Partitions)))
+		}
+		msgs[i] = fsm.NewMessage{ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay}
+	}
+	res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdSend, Send: &fsm.SendCmd{Messages: msgs}})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	out := &wire.SendResponse{Results: make([]wire.SendResult, len(res.Sent))}
+	for i, o := range res.Sent {
+		out.Results[i] = wire.SendResult{Seq: o.Seq, Duplicate: o.Duplicate}
+		if o.Err != nil {
+			out.Results[i].Code, out.Results[i].Error = codeOf(o.Err), o.Err.Error()
+		}
+	}
+	return out, nil
+}
+
+func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire.ReceiveResponse, error) {
+	p, _, err := n.leaderOf(r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	maxCount := r.Max
+	if maxCount == 0 {
+		maxCount = 1
+	}
+	rc := fsm.ReceiveCmd{Consumer: r.Consumer, Max: maxCount, Visibility: r.Visibility}
+	ds, err := p.Receive(ctx, rc, min(r.Wait, wire.ReceiveWaitMax))
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.ReceiveResponse{Messages: make([]wire.Delivery, len(ds))}
+	for i, d := range ds {
+		out.Messages[i] = wire.Delivery{Partition: r.Partition, Seq: d.Receipt.Seq, Attempt: d.Receipt.Attempt, ID: d.ID,
+			Group: d.Group, Headers: d.Headers, Body: d.Body, EnqueuedAt: d.EnqueuedAt, Deadline: d.Deadline}
+	}
+	return out, nil
+}
+
+// settle proposes a per-item command built from the valid items and maps
+// the FSM's per-item errors back; items naming another partition fail alone.
+func (n *Node) settle(ctx context.Context, queue string, index int, receipts []wire.Receipt, build func(valid []int) fsm.Command) ([]wire.ItemResult, error) {
+	p, _, err := n.leaderOf(queue, index)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.ItemResult, len(receipts))
+	var valid []int
+	for i, rc := range receipts {
+		if rc.Partition != index {
+			out[i] = wire.ItemResult{Code: wire.CodeInvalidArgument, Error: fmt.Sprintf("receipt of partition %d sent to partition %d", rc.Partition, index)}
+			continue
+		}
+		valid = append(valid, i)
+	}
+	if len(valid) == 0 {
+		return out, nil
+	}
+	res, err := p.Propose(ctx, build(valid))
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	for k, i := range valid {
+		out[i] = itemResult(res.Settled[k])
+	}
+	return out, nil
+}

@@ -1,0 +1,123 @@
+package node
+
+import (
+	"context"
+	"strings"
+
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/partition"
+	"github.com/ferrymq/ferry/wire"
+)
+
+func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
+	switch r := in.(type) {
+	case *wire.MetadataRequest:
+		return n.handleMetadata(r)
+	case *wire.ListQueuesRequest:
+		md, err := n.handleMetadata(&wire.MetadataRequest{})
+		out := &wire.ListQueuesResponse{}
+		for _, q := range md.Queues {
+			if strings.HasPrefix(q.Name, r.Prefix) {
+				out.Queues = append(out.Queues, q)
+			}
+		}
+		return out, err
+	case *wire.CreateQueueRequest:
+		cfg := queueConfigOf(meta.DefaultQueueConfig())
+		cfg.Replicas = 0 // the catalog picks min(3, nodes)
+		r.Set.Apply(&cfg, r.Config)
+		res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdCreateQueue, CreateQueue: &meta.CreateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg)}})
+		return &wire.CreateQueueResponse{Queue: n.queueInfo(res.Queue)}, err
+	case *wire.UpdateQueueRequest:
+		var cur meta.Queue
+		var ok bool
+		n.meta.view(func(f *meta.FSM) { cur, ok = f.Queue(r.Name) })
+		if !ok {
+			return nil, meta.ErrQueueNotFound
+		}
+		cfg := queueConfigOf(cur.Config)
+		r.Set.Apply(&cfg, r.Config)
+		res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdUpdateQueue, UpdateQueue: &meta.UpdateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg)}})
+		return &wire.UpdateQueueResponse{Queue: n.queueInfo(res.Queue)}, err
+	case *wire.DeleteQueueRequest:
+		_, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdDeleteQueue, DeleteQueue: &meta.DeleteQueueCmd{Name: r.Name}})
+		return &wire.DeleteQueueResponse{}, err
+	}
+	return nil, wire.Errorf(wire.CodeMalformed, "unsupported request %T", in)
+}
+
+// proposeMeta applies a catalog change on the meta leader; elsewhere it
+// answers not-leader with the meta leader's client address.
+func (n *Node) proposeMeta(ctx context.Context, c meta.Command) (meta.Result, error) {
+	if !n.meta.isLeader() {
+		id := n.meta.leaderID()
+		if id == "" {
+			return meta.Result{}, ErrNoMetaLeader
+		}
+		return meta.Result{}, &partition.NotLeaderError{LeaderID: id}
+	}
+	res, err := n.meta.propose(ctx, c)
+	if err == nil {
+		err = res.Err
+	}
+	if err == nil {
+		n.replicas.reconcile() // start our replicas of a new queue at once
+	}
+	return res, err
+}
+
+func (n *Node) handleMetadata(r *wire.MetadataRequest) (*wire.MetadataResponse, error) {
+	var nodes []meta.Node
+	var queues []meta.Queue
+	n.meta.view(func(f *meta.FSM) {
+		nodes = f.Nodes()
+		if r.Queue != "" {
+			if q, ok := f.Queue(r.Queue); ok {
+				queues = []meta.Queue{q}
+			}
+		} else {
+			queues = f.Queues()
+		}
+	})
+	if r.Queue != "" && len(queues) == 0 {
+		return nil, wire.Errorf(wire.CodeQueueNotFound, "queue %q not found", r.Queue)
+	}
+	out := &wire.MetadataResponse{MetaIndex: n.meta.raft.AppliedIndex()}
+	for _, nd := range nodes {
+		out.Nodes = append(out.Nodes, wire.NodeInfo{ID: nd.ID, ClientAddr: nd.ClientAddr, RaftAddr: nd.RaftAddr,
+			HTTPAddr: nd.HTTPAddr, State: n.nodeState(nd.ID)})
+	}
+	for _, q := range queues {
+		out.Queues = append(out.Queues, n.queueInfo(q))
+	}
+	return out, nil
+}
+
+func (n *Node) nodeState(id string) wire.NodeState {
+	if id == n.cfg.ID {
+		return wire.NodeAlive
+	}
+	return n.members.state(id)
+}
+
+// queueInfo describes a queue with the best known leader of each partition.
+func (n *Node) queueInfo(q meta.Queue) wire.QueueInfo {
+	info := wire.QueueInfo{Name: q.Name, Config: queueConfigOf(q.Config)}
+	for i, p := range q.Partitions {
+		leader := n.partitionLeader(q, i)
+		info.Partitions = append(info.Partitions, wire.PartitionInfo{Index: i, Leader: leader,
+			LeaderAddr: n.clientAddrOf(leader), Replicas: append([]string(nil), p.Replicas...)})
+	}
+	return info
+}
+
+// partitionLeader is the local replica's view of the leader, else gossip's,
+// else the preferred replica.
+func (n *Node) partitionLeader(q meta.Queue, index int) string {
+	if p := n.replicas.get(q.GroupID(index)); p != nil {
+		if st := p.Status(); st.LeaderID != "" {
+			return st.LeaderID
+		}
+	}
+	return n.leaderHint(q, index)
+}

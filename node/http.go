@@ -1,0 +1,82 @@
+package node
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"sort"
+
+	"github.com/ferrymq/ferry/wire"
+)
+
+// httpHandler serves the admin API: health, readiness, cluster and queue
+// views, and replica digests (used to check that replicas converge).
+func (n *Node) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", n.handleReady)
+	mux.HandleFunc("GET /v1/cluster", n.handleClusterJSON)
+	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
+	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
+	return mux
+}
+
+// handleReady answers 200 once the node sees a meta leader.
+func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if n.meta.leaderID() == "" {
+		http.Error(w, "no meta leader yet\n", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+func (n *Node) handleClusterJSON(w http.ResponseWriter, _ *http.Request) {
+	md, _ := n.handleMetadata(&wire.MetadataRequest{})
+	writeJSON(w, map[string]any{
+		"node":        n.cfg.ID,
+		"meta_leader": n.meta.leaderID(),
+		"nodes":       md.Nodes,
+		"meta_index":  md.MetaIndex,
+	})
+}
+
+func (n *Node) handleQueuesJSON(w http.ResponseWriter, _ *http.Request) {
+	md, _ := n.handleMetadata(&wire.MetadataRequest{})
+	writeJSON(w, md.Queues)
+}
+
+// replicaJSON is one local replica's state for /v1/replicas.
+type replicaJSON struct {
+	Queue        string `json:"queue"`
+	Partition    int    `json:"partition"`
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Digest       string `json:"digest"`
+	Ready        int64  `json:"ready"`
+	InFlight     int64  `json:"in_flight"`
+	Delayed      int64  `json:"delayed"`
+	Dead         int64  `json:"dead"`
+}
+
+func (n *Node) handleReplicasJSON(w http.ResponseWriter, _ *http.Request) {
+	var out []replicaJSON
+	for _, r := range n.replicas.all() {
+		st := r.p.Status()
+		idx, dig := r.p.Digest()
+		s := r.p.Stats()
+		out = append(out, replicaJSON{Queue: r.a.Queue, Partition: r.a.Index, Group: r.a.GroupID, State: st.State,
+			Leader: st.LeaderID, AppliedIndex: idx, Digest: hex.EncodeToString(dig[:]),
+			Ready: s.Ready, InFlight: s.InFlight, Delayed: s.Delayed, Dead: s.Dead})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	writeJSON(w, out)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

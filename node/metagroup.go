@@ -1,0 +1,208 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/partition"
+	"github.com/ferrymq/ferry/transport"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// metaGroup hosts this node's replica of the meta raft group: the queue
+// catalog and the node registry.
+type metaGroup struct {
+	n        *Node
+	mu       sync.Mutex // guards fsm
+	fsm      *meta.FSM
+	raft     *raft.Raft
+	store    *raftboltdb.BoltStore
+	trans    *raft.NetworkTransport
+	hasState bool
+	changed  chan struct{} // poked after every apply
+}
+
+func openMetaGroup(n *Node, layer *transport.StreamLayer) (*metaGroup, error) {
+	g := &metaGroup{n: n, fsm: meta.New(), changed: make(chan struct{}, 1)}
+	dir := filepath.Join(n.cfg.DataDir, "meta")
+	pc := n.cfg.partitionConfig(partition.DefaultConfig(meta.MetaGroupID, n.cfg.ID, dir))
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.cfg.ID)
+	rc.HeartbeatTimeout, rc.ElectionTimeout = pc.HeartbeatTimeout, pc.ElectionTimeout
+	rc.LeaderLeaseTimeout, rc.CommitTimeout = pc.LeaderLeaseTimeout, pc.CommitTimeout
+	rc.SnapshotThreshold, rc.TrailingLogs = 1024, 2048
+	rc.Logger = transport.NewHCLogger(n.logger.With("group", meta.MetaGroupID)).Named("raft")
+	tc := transport.DefaultTransportConfig()
+	tc.Logger = n.logger
+	g.trans = transport.NewTransport(layer, tc)
+	if err := g.start(dir, rc); err != nil {
+		g.trans.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *metaGroup) start(dir string, rc *raft.Config) error {
+	if err := mkdir(dir); err != nil {
+		return err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, "raft.db"),
+		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second},
+	})
+	if err != nil {
+		return fmt.Errorf("meta: open raft log: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, rc.Logger.Named("snapshots"))
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("meta: snapshot store: %w", err)
+	}
+	if g.hasState, err = raft.HasExistingState(store, store, snaps); err != nil {
+		store.Close()
+		return err
+	}
+	r, err := raft.NewRaft(rc, (*metaFSM)(g), store, store, snaps, g.trans)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("meta: start raft: %w", err)
+	}
+	g.raft, g.store = r, store
+	return nil
+}
+
+// bootstrap forms the meta group with the given voters (identical on every
+// bootstrapping node).
+func (g *metaGroup) bootstrap(voters []raft.Server) error {
+	err := g.raft.BootstrapCluster(raft.Configuration{Servers: voters}).Error()
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("meta: bootstrap: %w", err)
+	}
+	g.hasState = true
+	return nil
+}
+
+func (g *metaGroup) isLeader() bool { return g.raft.State() == raft.Leader }
+
+// leaderID returns the meta leader's node id, or "".
+func (g *metaGroup) leaderID() string {
+	_, id := g.raft.LeaderWithID()
+	return string(id)
+}
+
+// propose applies a catalog command through the meta group (leader only).
+func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, error) {
+	if !g.isLeader() {
+		return meta.Result{}, &partition.NotLeaderError{LeaderID: g.leaderID()}
+	}
+	c.At = time.Now().UnixNano()
+	data, err := meta.EncodeCommand(c)
+	if err != nil {
+		return meta.Result{}, err
+	}
+	timeout := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	f := g.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return meta.Result{}, &partition.NotLeaderError{LeaderID: g.leaderID()}
+		case errors.Is(err, raft.ErrLeadershipLost):
+			return meta.Result{}, partition.ErrUnknownOutcome
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return meta.Result{}, partition.ErrTimeout
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return meta.Result{}, ErrClosed
+		}
+		return meta.Result{}, err
+	}
+	res, _ := f.Response().(meta.Result)
+	return res, nil
+}
+
+// view runs fn on the catalog under the lock.
+func (g *metaGroup) view(fn func(f *meta.FSM)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fn(g.fsm)
+}
+
+// servers returns the meta group's raft configuration.
+func (g *metaGroup) servers() ([]raft.Server, error) {
+	f := g.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	return f.Configuration().Servers, nil
+}
+
+func (g *metaGroup) close() {
+	if g.isLeader() {
+		if cfg, err := g.servers(); err == nil && len(cfg) > 1 {
+			g.raft.LeadershipTransfer().Error()
+		}
+	}
+	g.raft.Shutdown().Error()
+	g.trans.Close()
+	g.store.Close()
+}
+
+// metaFSM adapts the catalog to raft.FSM.
+type metaFSM metaGroup
+
+// Apply applies one catalog command.
+func (m *metaFSM) Apply(l *raft.Log) any {
+	g := (*metaGroup)(m)
+	g.mu.Lock()
+	res := g.fsm.Apply(l.Data)
+	g.mu.Unlock()
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+	return res
+}
+
+// Snapshot freezes the catalog.
+func (m *metaFSM) Snapshot() (raft.FSMSnapshot, error) {
+	g := (*metaGroup)(m)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return metaSnapshot{g.fsm.Snapshot()}, nil
+}
+
+// Restore replaces the catalog.
+func (m *metaFSM) Restore(rc io.ReadCloser) error {
+	g := (*metaGroup)(m)
+	defer rc.Close()
+	g.mu.Lock()
+	err := g.fsm.Restore(rc)
+	g.mu.Unlock()
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+type metaSnapshot struct{ s *meta.Snapshot }
+
+func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.s.Persist(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s metaSnapshot) Release() { s.s.Release() }

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/transport"
+)
+
+// Node is one running cluster member.
+type Node struct {
+	cfg        Config
+	logger     *slog.Logger
+	raftAddr   string
+	clientAddr string
+	httpAddr   string
+
+	mux      *transport.Mux
+	meta     *metaGroup
+	members  *membership
+	replicas *replicaSet
+	clients  *clientServer
+	http     *http.Server
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	loops     sync.WaitGroup
+}
+
+// Start brings a node up: listeners, the meta group, gossip (joining
+// cfg.Join), and the loops that bootstrap, register members and reconcile
+// the node's partition replicas with the catalog.
+func Start(cfg Config) (n *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n = &Node{cfg: cfg, logger: cfg.Logger, closing: make(chan struct{})}
+	if n.logger == nil {
+		n.logger = slog.Default()
+	}
+	n.logger = n.logger.With("node", cfg.ID)
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+	if err := mkdir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	clientLn, err := net.Listen("tcp", cfg.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("client listener: %w", err)
+	}
+	cleanup = append(cleanup, func() { clientLn.Close() })
+	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	cleanup = append(cleanup, func() { httpLn.Close() })
+	mc := transport.DefaultMuxConfig(cfg.RaftAddr)
+	mc.Logger = n.logger
+	if n.mux, err = transport.NewMux(mc); err != nil {
+		return nil, fmt.Errorf("raft listener: %w", err)
+	}
+	cleanup = append(cleanup, func() { n.mux.Close() })
+	n.raftAddr, n.clientAddr, n.httpAddr = n.mux.Addr().String(), clientLn.Addr().String(), httpLn.Addr().String()
+	layer, err := n.mux.Group(meta.MetaGroupID)
+	if err != nil {
+		return nil, err
+	}
+	if n.meta, err = openMetaGroup(n, layer); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, n.meta.close)
+	if n.members, err = newMembership(n); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, n.members.leave)
+	n.replicas = newReplicaSet(n)
+	n.clients = &clientServer{n: n, ln: clientLn, conns: map[net.Conn]struct{}{}}
+	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	n.startLoops(httpLn)
+	if err := n.members.join(cfg.Join); err != nil {
+		n.logger.Warn("could not join any seed yet; will keep gossiping", "seeds", cfg.Join, "err", err)
+		n.loops.Add(1)
+		go n.retryJoin()
+	}
+	n.logger.Info("node started", "raft", n.raftAddr, "client", n.clientAddr, "http", n.httpAddr, "gossip", n.members.gossipAddr())
+	return n, nil
+}
+
+func (n *Node) startLoops(httpLn net.Listener) {
+	n.clients.wg.Add(1)
+	go n.clients.serve()
+	go func() {
+		if err := n.http.Serve(httpLn); err != nil && err != http.ErrServerClosed {
+			n.logger.Error("http server stopped", "err", err)
+		}
+	}()
+	n.loops.Add(3)
+	go n.runBootstrap()
+	go n.runMetaDuties()
+	go n.runReconcile()
+}
+
+// retryJoin keeps trying the seeds until one answers or the node closes.
+func (n *Node) retryJoin() {
+	defer n.loops.Done()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-time.After(time.Second):
+		}
+		if err := n.members.join(n.cfg.Join); err == nil {
+			n.logger.Info("joined the cluster", "seeds", n.cfg.Join)
+			return
+		}
+	}
+}
+
+// Close shuts the node down: it stops serving clients, hands over raft
+// leaderships where it can, stops every replica and leaves the gossip ring.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.closing)
+		n.clients.close()
+		n.http.Close()
+		n.loops.Wait()
+		n.replicas.closeAll()
+		n.meta.close()
+		n.members.leave()
+		n.mux.Close()
+		n.logger.Info("node stopped")
+	})
+	return nil
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// ClientAddr returns the bound client protocol address.
+func (n *Node) ClientAddr() string { return n.clientAddr }
+
+// HTTPAddr returns the bound HTTP address.
+func (n *Node) HTTPAddr() string { return n.httpAddr }
+
+// GossipAddr returns the bound gossip address.
+func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
+
+// RaftAddr returns the bound raft address.
+func (n *Node) RaftAddr() string { return n.raftAddr }
+
+func mkdir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	return nil
+}

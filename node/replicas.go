@@ -1,0 +1,199 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/partition"
+	"github.com/ferrymq/ferry/transport"
+	"github.com/hashicorp/raft"
+)
+
+// leaderAnnounceInterval is how often the node gossips the groups it leads
+// when they changed.
+const leaderAnnounceInterval = 100 * time.Millisecond
+
+// replicaSet is the partition replicas this node runs, kept in step with the
+// catalog's assignments.
+type replicaSet struct {
+	n       *Node
+	mu      sync.Mutex
+	running map[string]*replica // by group id
+}
+
+type replica struct {
+	a meta.Assignment
+	p *partition.Partition
+}
+
+func newReplicaSet(n *Node) *replicaSet {
+	return &replicaSet{n: n, running: map[string]*replica{}}
+}
+
+// get returns the running replica of group, or nil.
+func (rs *replicaSet) get(group string) *partition.Partition {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if r := rs.running[group]; r != nil {
+		return r.p
+	}
+	return nil
+}
+
+// all returns the running replicas.
+func (rs *replicaSet) all() []*replica {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	out := make([]*replica, 0, len(rs.running))
+	for _, r := range rs.running {
+		out = append(out, r)
+	}
+	return out
+}
+
+func (n *Node) runReconcile() {
+	defer n.loops.Done()
+	reconcile := time.NewTicker(n.cfg.ReconcileInterval)
+	announce := time.NewTicker(leaderAnnounceInterval)
+	defer reconcile.Stop()
+	defer announce.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-n.meta.changed:
+			n.replicas.reconcile()
+		case <-reconcile.C:
+			n.replicas.reconcile()
+		case <-announce.C:
+			n.announceLeaders()
+		}
+	}
+}
+
+// announceLeaders gossips which groups (meta included) this node leads.
+func (n *Node) announceLeaders() {
+	groups := map[string]uint64{}
+	if n.meta.isLeader() {
+		groups[meta.MetaGroupID] = n.meta.raft.CurrentTerm()
+	}
+	for _, r := range n.replicas.all() {
+		if term, ok := r.p.LeaderTerm(); ok {
+			groups[r.a.GroupID] = term
+		}
+	}
+	n.members.announce(groups)
+}
+
+// reconcile starts replicas newly assigned to this node, stops those whose
+// queue was deleted, and has leaders adopt the catalog's queue config.
+func (rs *replicaSet) reconcile() {
+	var assigned []meta.Assignment
+	nodes := map[string]meta.Node{}
+	rs.n.meta.view(func(f *meta.FSM) {
+		assigned = f.Assignments(rs.n.cfg.ID)
+		for _, nd := range f.Nodes() {
+			nodes[nd.ID] = nd
+		}
+	})
+	want := map[string]meta.Assignment{}
+	for _, a := range assigned {
+		want[a.GroupID] = a
+	}
+	for _, r := range rs.all() {
+		if _, ok := want[r.a.GroupID]; !ok {
+			rs.remove(r)
+		}
+	}
+	for _, a := range assigned {
+		rs.mu.Lock()
+		r := rs.running[a.GroupID]
+		rs.mu.Unlock()
+		if r == nil {
+			rs.start(a, nodes)
+			continue
+		}
+		r.a = a
+		rs.syncConfig(r)
+	}
+}
+
+func (rs *replicaSet) dir(group string) string {
+	return filepath.Join(rs.n.cfg.DataDir, "partitions", group)
+}
+
+// start opens the replica of an assignment. Peers come from the catalog's
+// node registry; every replica passes the same list when bootstrapping.
+func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
+	peers := make([]raft.Server, 0, len(a.Replicas))
+	for _, id := range a.Replicas {
+		nd, ok := nodes[id]
+		if !ok {
+			return // registry not caught up yet; next reconcile
+		}
+		peers = append(peers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(nd.RaftAddr), Suffrage: raft.Voter})
+	}
+	layer, err := rs.n.mux.Group(a.GroupID)
+	if err != nil {
+		rs.n.logger.Error("cannot register raft group", "group", a.GroupID, "err", err)
+		return
+	}
+	tc := transport.DefaultTransportConfig()
+	tc.Logger = rs.n.logger
+	pc := rs.n.cfg.partitionConfig(partition.DefaultConfig(a.GroupID, rs.n.cfg.ID, rs.dir(a.GroupID)))
+	pc.Transport = transport.NewTransport(layer, tc)
+	pc.Peers = peers
+	pc.Queue = a.Config
+	pc.Logger = rs.n.logger.With("queue", a.Queue, "partition", a.Index)
+	p, err := partition.Open(pc)
+	if err != nil {
+		pc.Transport.(*raft.NetworkTransport).Close()
+		rs.n.logger.Error("cannot open partition replica", "group", a.GroupID, "err", err)
+		return
+	}
+	rs.mu.Lock()
+	rs.running[a.GroupID] = &replica{a: a, p: p}
+	rs.mu.Unlock()
+	rs.n.logger.Info("partition replica started", "queue", a.Queue, "partition", a.Index, "group", a.GroupID)
+}
+
+// remove stops a replica whose queue left the catalog and deletes its data.
+func (rs *replicaSet) remove(r *replica) {
+	rs.mu.Lock()
+	delete(rs.running, r.a.GroupID)
+	rs.mu.Unlock()
+	r.p.Close()
+	if err := os.RemoveAll(rs.dir(r.a.GroupID)); err != nil {
+		rs.n.logger.Error("removing partition data failed", "group", r.a.GroupID, "err", err)
+	}
+	rs.n.logger.Info("partition replica removed", "queue", r.a.Queue, "partition", r.a.Index)
+}
+
+// syncConfig has a leader propose the catalog's queue config when its FSM
+// still runs another one.
+func (rs *replicaSet) syncConfig(r *replica) {
+	if !r.p.IsLeader() || r.p.Config() == r.a.Config {
+		return
+	}
+	cfg := r.a.Config
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := r.p.Propose(ctx, fsm.Command{Type: fsm.CmdSetConfig, SetConfig: &cfg})
+	if err != nil || res.Err != nil {
+		rs.n.logger.Warn("applying queue config failed", "group", r.a.GroupID, "err", err, "result", res.Err)
+	}
+}
+
+func (rs *replicaSet) closeAll() {
+	for _, r := range rs.all() {
+		r.p.Close()
+	}
+	rs.mu.Lock()
+	rs.running = map[string]*replica{}
+	rs.mu.Unlock()
+}

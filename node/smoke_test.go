@@ -1,0 +1,146 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/wire"
+)
+
+// testNodes starts n nodes on 127.0.0.1 with free ports, bootstrapping
+// together.
+func testNodes(t *testing.T, count int) []*Node {
+	t.Helper()
+	root := t.TempDir()
+	level := slog.Level(100)
+	if os.Getenv("FERRY_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var nodes []*Node
+	var seeds []string
+	for i := range count {
+		cfg := DefaultConfig(fmt.Sprintf("n%d", i+1), filepath.Join(root, fmt.Sprintf("n%d", i+1)), "127.0.0.1", 0)
+		cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freePort(t)
+		cfg.BootstrapExpect = count
+		cfg.Join = seeds
+		cfg.GossipFast = true
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 150*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond
+		cfg.Logger = logger
+		nd, err := Start(cfg)
+		if err != nil {
+			t.Fatalf("start node %d: %v", i+1, err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		nodes = append(nodes, nd)
+		seeds = append(seeds, nd.GossipAddr())
+	}
+	return nodes
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type rawClient struct {
+	t    *testing.T
+	conn net.Conn
+	r    *wire.Reader
+	id   atomic.Uint64
+}
+
+func dialRaw(t *testing.T, addr string) *rawClient {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := &rawClient{t: t, conn: conn, r: wire.NewReader(conn)}
+	if _, err := wire.ClientHandshake(conn, c.r, wire.NewHello("smoke")); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *rawClient) call(op wire.Op, body, out any) error {
+	req, err := wire.NewRequest(c.id.Add(1), op, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := wire.WriteFrame(c.conn, req); err != nil {
+		c.t.Fatal(err)
+	}
+	resp, err := c.r.ReadResponse()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := resp.Err(); err != nil {
+		return err
+	}
+	return resp.Decode(out)
+}
+
+func TestNode_SmokeCreateSendReceive(t *testing.T) {
+	nodes := testNodes(t, 3)
+	deadline := time.Now().Add(15 * time.Second)
+	var meta *Node
+	for meta == nil {
+		for _, nd := range nodes {
+			if nd.meta.isLeader() {
+				meta = nd
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no meta leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c := dialRaw(t, meta.ClientAddr())
+	var created wire.CreateQueueResponse
+	for {
+		err := c.call(wire.OpCreateQueue, &wire.CreateQueueRequest{Name: "orders"}, &created)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("created %+v", created.Queue)
+	var sent wire.SendResponse
+	for {
+		var md wire.MetadataResponse
+		if err := c.call(wire.OpMetadata, &wire.MetadataRequest{Queue: "orders"}, &md); err != nil {
+			t.Fatal(err)
+		}
+		addr := md.Queues[0].Partitions[0].LeaderAddr
+		lc := dialRaw(t, addr)
+		err := lc.call(wire.OpSend, &wire.SendRequest{Queue: "orders", Messages: []wire.Message{{ID: "m1", Body: []byte("hello")}}}, &sent)
+		if err == nil {
+			var got wire.ReceiveResponse
+			if err := lc.call(wire.OpReceive, &wire.ReceiveRequest{Queue: "orders", Max: 1, Wait: time.Second}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Messages) != 1 || string(got.Messages[0].Body) != "hello" {
+				t.Fatalf("got %+v", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("send: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
