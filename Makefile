@@ -7,9 +7,10 @@ PKGS          := ./...
 # Packages with goroutines or shared state run under the race detector.
 RACE_PKGS     := ./wal/... ./transport/... ./wire/... ./partition/...
 
-.PHONY: help build test test-short lint bench fuzz tools clean
+.PHONY: help build run test lint bench fuzz tools clean
 
 help:
+	@echo "make run     - build and start a local three-node cluster (Ctrl-C stops it)"
 	@echo "make build   - compile every package and binary into ./bin"
 	@echo "make test    - run the whole test suite (race detector where there is concurrency)"
 	@echo "make lint    - gofmt, go vet, staticcheck"
@@ -18,6 +19,11 @@ help:
 
 build:
 	$(GO) build $(PKGS)
+	$(GO) build -o bin/ferryd ./cmd/ferryd
+	@if [ -d cmd/ferry ]; then $(GO) build -o bin/ferry ./cmd/ferry; fi
+
+run: build
+	./scripts/run-cluster.sh
 
 test:
 	$(GO) test -count=1 $(PKGS)

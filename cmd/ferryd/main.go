@@ -1,0 +1,113 @@
+// Command ferryd runs one Ferry node.
+//
+// Every flag can also be set with an environment variable: -data-dir is
+// FERRY_DATA_DIR, -bootstrap-expect is FERRY_BOOTSTRAP_EXPECT, and so on.
+//
+//	ferryd -id node1 -data-dir ./data/node1 -ip 127.0.0.1 -bootstrap-expect 3 \
+//	       -join 127.0.0.1:7302,127.0.0.1:7303
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/ferrymq/ferry/node"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "ferryd:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line settings.
+type options struct {
+	id, dataDir, ip                        string
+	raftAddr, clientAddr, httpAddr, gossip string
+	join, cluster, logLevel                string
+	portOffset, bootstrapExpect            int
+	fastGossip                             bool
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("ferryd", flag.ContinueOnError)
+	fs.StringVar(&o.id, "id", "", "node id, stable across restarts (required)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (default ./data/<id>)")
+	fs.StringVar(&o.ip, "ip", "127.0.0.1", "the node's own IP: listened on and advertised")
+	fs.IntVar(&o.portOffset, "port-offset", 0, "added to the default ports 7001 raft, 7101 client, 7201 http, 7301 gossip")
+	fs.StringVar(&o.raftAddr, "raft-addr", "", "raft address ip:port (overrides -ip/-port-offset)")
+	fs.StringVar(&o.clientAddr, "client-addr", "", "client protocol address ip:port")
+	fs.StringVar(&o.httpAddr, "http-addr", "", "HTTP admin address ip:port")
+	fs.StringVar(&o.gossip, "gossip-addr", "", "gossip address ip:port")
+	fs.StringVar(&o.join, "join", "", "comma-separated gossip addresses of members to join")
+	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many nodes see each other")
+	fs.StringVar(&o.cluster, "cluster", "ferry", "cluster name (separates clusters on one network)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "FERRY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			f.Value.Set(v)
+		}
+	})
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.id == "" {
+		return o, fmt.Errorf("-id is required")
+	}
+	if o.dataDir == "" {
+		o.dataDir = "data/" + o.id
+	}
+	return o, nil
+}
+
+func (o options) config(logger *slog.Logger) node.Config {
+	cfg := node.DefaultConfig(o.id, o.dataDir, o.ip, o.portOffset)
+	for _, set := range []struct {
+		dst *string
+		v   string
+	}{
+		{&cfg.RaftAddr, o.raftAddr}, {&cfg.ClientAddr, o.clientAddr}, {&cfg.HTTPAddr, o.httpAddr}, {&cfg.GossipAddr, o.gossip},
+	} {
+		if set.v != "" {
+			*set.dst = set.v
+		}
+	}
+	if o.join != "" {
+		cfg.Join = strings.Split(o.join, ",")
+	}
+	cfg.BootstrapExpect = o.bootstrapExpect
+	cfg.ClusterName = o.cluster
+	cfg.GossipFast = o.fastGossip
+	cfg.Logger = logger
+	return cfg
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	n, err := node.Start(o.config(logger))
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	logger.Info("shutting down", "signal", s.String())
+	return n.Close()
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Starts a local three-node Ferry cluster in the foreground: node1..node3 on
+# 127.0.0.1 with fixed ports and data in ./data/node{1,2,3}. Ctrl-C stops it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo
+  echo "stopping the cluster..."
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+seeds="127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303"
+for i in 1 2 3; do
+  mkdir -p "data/node$i"
+  ./bin/ferryd -id "node$i" -data-dir "data/node$i" -ip 127.0.0.1 -port-offset $((i - 1)) \
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip \
+    > >(sed -u "s/^/[node$i] /") 2>&1 &
+  pids+=($!)
+done
+
+for _ in $(seq 1 100); do
+  if curl -sf http://127.0.0.1:7201/readyz >/dev/null 2>&1; then break; fi
+  sleep 0.1
+done
+
+cat <<'TXT'
+
+Ferry is running: node1..node3 serve clients on 127.0.0.1:7101-7103
+(HTTP admin on :7201-7203). Try, in another terminal:
+
+  ./bin/ferry cluster status
+  ./bin/ferry queue create orders
+  ./bin/ferry send orders hello
+  ./bin/ferry recv orders --ack
+  ./bin/ferry queue stats orders
+
+Press Ctrl-C to stop the cluster (data stays in ./data; rm -rf data to start afresh).
+TXT
+wait
