@@ -39,9 +39,9 @@ func openMetaGroup(n *Node, layer *transport.StreamLayer) (*metaGroup, error) {
 	rc.HeartbeatTimeout, rc.ElectionTimeout = pc.HeartbeatTimeout, pc.ElectionTimeout
 	rc.LeaderLeaseTimeout, rc.CommitTimeout = pc.LeaderLeaseTimeout, pc.CommitTimeout
 	rc.SnapshotThreshold, rc.TrailingLogs = 1024, 2048
-	rc.Logger = transport.NewHCLogger(n.logger.With("group", meta.MetaGroupID)).Named("raft")
+	rc.Logger = partition.RaftLogger(n.logger.With("group", meta.MetaGroupID))
 	tc := transport.DefaultTransportConfig()
-	tc.Logger = n.logger
+	tc.Logger = n.logger.With("group", meta.MetaGroupID)
 	g.trans = transport.NewTransport(layer, tc)
 	if err := g.start(dir, rc); err != nil {
 		g.trans.Close()

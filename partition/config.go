@@ -126,6 +126,6 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval
-	rc.Logger = hclogFor(logger)
+	rc.Logger = RaftLogger(logger)
 	return rc
 }

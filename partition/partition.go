@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -103,7 +104,7 @@ func (p *Partition) openState() error {
 }
 
 func (p *Partition) startRaft() error {
-	hlog := transport.NewHCLogger(p.logger)
+	hlog := RaftLogger(p.logger)
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(p.cfg.Dir, "raft.db"),
 		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second},
@@ -171,8 +172,32 @@ func (p *Partition) Close() error {
 	return err
 }
 
-// hclogFor is the raft logger: raft's Info chatter goes to Debug-level
-// output only when the node's logger enables it.
-func hclogFor(l *slog.Logger) hclog.Logger {
-	return transport.NewHCLogger(l).Named("raft")
+// RaftLogger adapts l for hashicorp/raft. Raft reports routine events
+// (elections, pipeline restarts, snapshots) at Info; they are demoted to
+// Debug so that a node's Info log stays readable. Warnings and errors keep
+// their level.
+func RaftLogger(l *slog.Logger) hclog.Logger {
+	return transport.NewHCLogger(slog.New(demoteInfo{l.Handler()})).Named("raft")
+}
+
+// demoteInfo is a slog.Handler that logs Info records at Debug.
+type demoteInfo struct{ slog.Handler }
+
+func (d demoteInfo) Enabled(ctx context.Context, level slog.Level) bool {
+	return d.Handler.Enabled(ctx, demote(level))
+}
+
+func (d demoteInfo) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demote(r.Level)
+	return d.Handler.Handle(ctx, r)
+}
+
+func (d demoteInfo) WithAttrs(as []slog.Attr) slog.Handler { return demoteInfo{d.Handler.WithAttrs(as)} }
+func (d demoteInfo) WithGroup(name string) slog.Handler    { return demoteInfo{d.Handler.WithGroup(name)} }
+
+func demote(level slog.Level) slog.Level {
+	if level == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return level
 }
