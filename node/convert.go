@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/meta"
@@ -139,3 +140,5 @@ func catalogConfigOf(w wire.QueueConfig) meta.QueueConfig {
 		MaxDepth: w.MaxDepth, MaxBytes: w.MaxBytes, Retention: w.Retention,
 	}}
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }

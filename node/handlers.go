@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/meta"
@@ -14,7 +15,9 @@ import (
 func (n *Node) handle(ctx context.Context, req wire.Request) wire.Response {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeoutMax)
 	defer cancel()
+	start := time.Now()
 	body, err := n.dispatch(ctx, req)
+	n.metrics.observe(req.Op, codeOf(err), time.Since(start))
 	if err != nil {
 		return wire.ErrorResponse(req.ID, n.wireError(err))
 	}

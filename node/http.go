@@ -18,6 +18,7 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/cluster", n.handleClusterJSON)
 	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
+	mux.Handle("GET /metrics", n.metrics.handler())
 	return mux
 }
 

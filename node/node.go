@@ -25,6 +25,7 @@ type Node struct {
 	meta     *metaGroup
 	members  *membership
 	replicas *replicaSet
+	metrics  *metrics
 	clients  *clientServer
 	http     *http.Server
 
@@ -86,6 +87,7 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	cleanup = append(cleanup, n.members.leave)
 	n.replicas = newReplicaSet(n)
+	n.metrics = newMetrics(n)
 	n.clients = &clientServer{n: n, ln: clientLn, conns: map[net.Conn]struct{}{}}
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 	n.startLoops(httpLn)

@@ -1,0 +1,93 @@
+package node
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/ferrymq/ferry/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics holds the node's Prometheus registry: request counts and
+// latencies by op and result code, and the state of every partition this
+// node leads, read at scrape time.
+type metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(n *Node) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ferry_requests_total", Help: "Client requests served, by op and result code.",
+		}, []string{"op", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "ferry_request_seconds", Help: "Client request latency by op (long-polls included).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"op"}),
+	}
+	m.registry.MustRegister(m.requests, m.latency, partitionCollector{n},
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(op wire.Op, code wire.Code, elapsed time.Duration) {
+	m.requests.WithLabelValues(op.String(), code.String()).Inc()
+	m.latency.WithLabelValues(op.String()).Observe(elapsed.Seconds())
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+var (
+	partLabels  = []string{"queue", "partition"}
+	gaugeDescs  = map[string]*prometheus.Desc{}
+	gaugeNames  = []string{"ready", "eligible", "delayed", "in_flight", "dead", "bytes", "dead_bytes"}
+	counterDesc = prometheus.NewDesc("ferry_partition_events_total", "Partition events since the queue was created, by kind.",
+		append(partLabels, "event"), nil)
+	ageDesc = prometheus.NewDesc("ferry_partition_oldest_eligible_age_seconds", "Age of the oldest message waiting to be received.", partLabels, nil)
+)
+
+func init() {
+	for _, name := range gaugeNames {
+		gaugeDescs[name] = prometheus.NewDesc("ferry_partition_"+name, "Messages (or bytes) in this state, from the partition leader.", partLabels, nil)
+	}
+}
+
+// partitionCollector reports the partitions this node leads.
+type partitionCollector struct{ n *Node }
+
+func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range gaugeDescs {
+		ch <- d
+	}
+	ch <- counterDesc
+	ch <- ageDesc
+}
+
+func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.n.replicas.all() {
+		if !r.p.IsLeader() {
+			continue
+		}
+		st := r.p.Stats()
+		labels := []string{r.a.Queue, itoa(r.a.Index)}
+		values := []int64{st.Ready, st.Eligible, st.Delayed, st.InFlight, st.Dead, st.Bytes, st.DeadBytes}
+		for i, name := range gaugeNames {
+			ch <- prometheus.MustNewConstMetric(gaugeDescs[name], prometheus.GaugeValue, float64(values[i]), labels...)
+		}
+		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(st.OldestEligibleAge)/1e9, labels...)
+		k := st.Counters
+		for event, v := range map[string]uint64{
+			"sent": k.Sent, "duplicate": k.Duplicates, "leased": k.Leased, "acked": k.Acked, "nacked": k.Nacked,
+			"rejected": k.Rejected, "expired": k.Expired, "dead_lettered": k.DeadLettered, "redriven": k.Redriven,
+			"dead_deleted": k.DeadDeleted, "purged": k.Purged, "retention_expired": k.RetentionExpired,
+		} {
+			ch <- prometheus.MustNewConstMetric(counterDesc, prometheus.CounterValue, float64(v), append(labels, event)...)
+		}
+	}
+}
