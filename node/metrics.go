@@ -6,6 +6,7 @@ import (
 
 	"github.com/ferrymq/ferry/wire"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -30,7 +31,7 @@ func newMetrics(n *Node) *metrics {
 		}, []string{"op"}),
 	}
 	m.registry.MustRegister(m.requests, m.latency, partitionCollector{n},
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
