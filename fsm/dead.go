@@ -191,8 +191,8 @@ func (f *FSM) redriveOne(old *message) {
 	if old.group != nil {
 		m.group = f.joinGroup(old.group.name, m)
 	}
-	if seq, ok := f.dedup[m.id]; ok && seq == old.seq {
-		f.dedup[m.id] = m.seq
+	if key := keyOf(m.id); f.dedup[key] == old.seq {
+		f.dedup[key] = m.seq
 	}
 	f.schedule(m, f.clock, true)
 	f.counters.Redriven++

@@ -24,8 +24,7 @@ func (f *FSM) Digest() [32]byte {
 		int64(c.DeadDeleted), int64(c.Purged), int64(c.RetentionExpired))
 	f.eachMessage(d.message)
 	for _, e := range f.dedupEntries() {
-		d.str(e.ID)
-		d.ints(int64(e.Seq), e.At)
+		d.ints(int64(e.ID.Hi), int64(e.ID.Lo), int64(e.Seq), e.At)
 	}
 	var out [32]byte
 	copy(out[:], d.h.Sum(nil))

@@ -26,8 +26,8 @@ type FSM struct {
 	returned  *btree.BTreeG[*message] // other eligible messages by seq
 	timers    *btree.BTreeG[*message] // delayed and in-flight messages by (visibleAt, seq)
 	groups    map[string]*group       // groups with unfinished messages
-	dedup     map[string]uint64       // id -> seq, for ids inside the dedup window
-	dedupIDs  fifo[string]            // accepted ids in acceptance order
+	dedup     map[idKey]uint64        // id -> seq, for ids inside the dedup window
+	dedupIDs  fifo[idKey]             // accepted ids in acceptance order
 	marks     fifo[dedupMark]         // acceptance times of dedupIDs
 	dedupAt   uint64                  // absolute index of dedupIDs' front
 	lastMark  int64                   // time of the newest mark
@@ -78,7 +78,7 @@ func (f *FSM) reset() {
 	f.returned = btree.NewG(btreeDegree, bySeq)
 	f.timers = btree.NewG(btreeDegree, byTime)
 	f.groups = make(map[string]*group)
-	f.dedup = make(map[string]uint64)
+	f.dedup = make(map[idKey]uint64)
 	f.dedupIDs.reset()
 	f.marks.reset()
 	f.dedupAt, f.lastMark = 0, 0

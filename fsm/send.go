@@ -45,7 +45,7 @@ func (f *FSM) sendOne(nm *NewMessage) SendOutcome {
 	if err := f.validateNew(nm); err != nil {
 		return SendOutcome{Err: err}
 	}
-	if seq, ok := f.dedup[nm.ID]; ok {
+	if seq, ok := f.dedup[keyOf(nm.ID)]; ok {
 		f.counters.Duplicates++
 		return SendOutcome{Seq: seq, Duplicate: true}
 	}
@@ -109,13 +109,13 @@ func (f *FSM) joinGroup(name string, m *message) *group {
 // remember records id as accepted now, when deduplication is on.
 func (f *FSM) remember(id string, seq uint64) {
 	if f.cfg.DedupWindow > 0 {
-		f.rememberAt(id, seq, f.clock)
+		f.rememberAt(keyOf(id), seq, f.clock)
 	}
 }
 
 // rememberAt records id as accepted at time at, which must not be earlier
 // than the newest mark.
-func (f *FSM) rememberAt(id string, seq uint64, at int64) {
+func (f *FSM) rememberAt(id idKey, seq uint64, at int64) {
 	f.dedup[id] = seq
 	if f.marks.len() == 0 || f.lastMark != at {
 		f.marks.push(dedupMark{index: f.dedupAt + uint64(f.dedupIDs.len()), at: at})

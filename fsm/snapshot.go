@@ -12,7 +12,7 @@ import (
 )
 
 // snapshotVersion is the format version of persisted snapshots.
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 // ErrSnapshotFormat is returned by Restore for a stream that is not a
 // snapshot of a known version or is cut short.
@@ -66,7 +66,7 @@ type snapInfo struct {
 }
 
 type snapDedup struct {
-	ID  string `msgpack:"id"`
+	ID  idKey  `msgpack:"id"`
 	Seq uint64 `msgpack:"seq"`
 	At  int64  `msgpack:"at"`
 }
