@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 
 	"github.com/ferrymq/ferry/wire"
@@ -19,6 +20,10 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

@@ -62,7 +62,7 @@ func DefaultConfig(groupID, nodeID, dir string) Config {
 		HeartbeatTimeout:   1000 * time.Millisecond,
 		ElectionTimeout:    1000 * time.Millisecond,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
-		CommitTimeout:      5 * time.Millisecond,
+		CommitTimeout:      50 * time.Millisecond,
 		MaxAppendEntries:   256,
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,

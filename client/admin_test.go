@@ -1,0 +1,180 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/wire"
+)
+
+func TestClient_QueueAdmin(t *testing.T) {
+	fc := newFake(t, 3)
+	// Seeds start with node 1: catalog changes are redirected to node 0.
+	addrs := fc.Addrs()
+	c, err := client.Dial(testCtx(t, 5*time.Second), []string{addrs[1], addrs[2], addrs[0]})
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	defer c.Close()
+	ctx := testCtx(t, 5*time.Second)
+
+	err = c.CreateQueue(ctx, "jobs", client.QueueConfig{
+		Partitions: 3, MaxReceives: client.Unlimited, DedupWindow: client.Disabled, VisibilityTimeout: time.Minute,
+	})
+	if err != nil {
+		t.Fatalf("CreateQueue: %v", err)
+	}
+	creates := fc.requests(wire.OpCreateQueue)
+	if len(creates) != 2 || creates[0].node != 1 || creates[1].node != 0 {
+		t.Fatalf("create requests went to %v, want node 1 then node 0", nodesOf(creates))
+	}
+	req := creates[1].body.(*wire.CreateQueueRequest)
+	wantSet := wire.FieldPartitions | wire.FieldMaxReceives | wire.FieldDedupWindow | wire.FieldVisibilityTimeout
+	if req.Set != wantSet || req.Config.MaxReceives != 0 || req.Config.DedupWindow != 0 || req.Config.Partitions != 3 {
+		t.Fatalf("create request %+v (set %v)", req.Config, req.Set)
+	}
+	if err := c.CreateQueue(ctx, "jobs", client.QueueConfig{}); !errors.Is(err, client.ErrQueueExists) {
+		t.Fatalf("second CreateQueue: %v", err)
+	}
+	if err := c.CreateQueue(ctx, "bad", client.QueueConfig{Partitions: 65}); !errors.Is(err, client.ErrInvalidConfig) {
+		t.Fatalf("CreateQueue with 65 partitions: %v", err)
+	}
+	// The new queue is usable at once, through the cached placement.
+	if _, err := c.Queue("jobs").SendBatch(ctx, make([]client.Message, 9)); err != nil {
+		t.Fatalf("SendBatch: %v", err)
+	}
+	checkQueueAdmin(t, fc, c)
+}
+
+// checkQueueAdmin updates, lists, inspects, purges and deletes the queue
+// "jobs" made by TestClient_QueueAdmin.
+func checkQueueAdmin(t *testing.T, fc *fakeCluster, c *client.Client) {
+	ctx := testCtx(t, 5*time.Second)
+	if err := c.UpdateQueue(ctx, "jobs", client.QueueConfig{MaxDepth: 100, BackoffBase: time.Second}); err != nil {
+		t.Fatalf("UpdateQueue: %v", err)
+	}
+	upd := fc.requests(wire.OpUpdateQueue)
+	if u := upd[len(upd)-1].body.(*wire.UpdateQueueRequest); u.Set != wire.FieldMaxDepth|wire.FieldBackoffBase {
+		t.Fatalf("update set %v", u.Set)
+	}
+	qs, err := c.ListQueues(ctx, "jo")
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("ListQueues: %v %+v", err, qs)
+	}
+	cfg := qs[0].Config
+	if cfg.Partitions != 3 || cfg.MaxReceives != client.Unlimited || cfg.DedupWindow != client.Disabled ||
+		cfg.MaxDepth != 100 || cfg.VisibilityTimeout != time.Minute || len(qs[0].Partitions) != 3 {
+		t.Fatalf("listed config %+v", qs[0])
+	}
+	// A config read back can be sent back unchanged (fixed fields aside).
+	cfg.Partitions, cfg.Replicas = 0, 0
+	if err := c.UpdateQueue(ctx, "jobs", cfg); err != nil {
+		t.Fatalf("UpdateQueue with a read-back config: %v", err)
+	}
+
+	st, err := c.QueueStats(ctx, "jobs")
+	if err != nil || len(st.Partitions) != 3 || st.Total().Ready != 9 {
+		t.Fatalf("QueueStats: %v %+v", err, st)
+	}
+	n, err := c.Purge(ctx, "jobs")
+	if err != nil || n != 9 {
+		t.Fatalf("Purge: %d, %v", n, err)
+	}
+	ci, err := c.Cluster(ctx)
+	if err != nil || len(ci.Nodes) != 3 || len(ci.Queues) != 1 || ci.Nodes[0].State != client.NodeAlive {
+		t.Fatalf("Cluster: %v %+v", err, ci)
+	}
+	if got, want := ci.Queues[0].Partitions[2].LeaderAddr, fc.Addrs()[2]; got != want {
+		t.Fatalf("partition 2 led at %s, want %s", got, want)
+	}
+	if err := c.DeleteQueue(ctx, "jobs"); err != nil {
+		t.Fatalf("DeleteQueue: %v", err)
+	}
+	if _, err := c.Queue("jobs").Send(ctx, client.Message{}); !errors.Is(err, client.ErrQueueNotFound) {
+		t.Fatalf("Send to a deleted queue: %v", err)
+	}
+}
+
+func TestClient_DeadLetters(t *testing.T) {
+	fc := newFake(t, 2)
+	fc.addQueue("q", wire.QueueConfig{Partitions: 2})
+	c := dial(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	q := c.Queue("q")
+	var msgs []client.Message
+	for i := range 7 {
+		msgs = append(msgs, client.Message{ID: idFor(i%2, 2, "d"+string(rune('a'+i))), Group: "", Body: []byte{byte(i)}})
+	}
+	if _, err := q.SendBatch(ctx, msgs); err != nil {
+		t.Fatalf("SendBatch: %v", err)
+	}
+	for i, err := range q.RejectBatch(ctx, receiveAll(t, q, 7), "broken") {
+		if err != nil {
+			t.Fatalf("reject %d: %v", i, err)
+		}
+	}
+	letters, err := c.DeadLetters(ctx, "q", client.DeadFilter{})
+	if err != nil || len(letters) != 7 {
+		t.Fatalf("DeadLetters: %v, %d letters", err, len(letters))
+	}
+	if l := letters[0]; l.Reason != client.DeadRejected || l.ReasonText != "broken" || l.Body != nil || l.DeadAt.IsZero() {
+		t.Fatalf("letter %+v", l)
+	}
+	peeked, err := c.PeekDeadLetters(ctx, "q", client.DeadFilter{Limit: 3})
+	if err != nil || len(peeked) != 3 || peeked[0].Body == nil {
+		t.Fatalf("PeekDeadLetters: %v %+v", err, peeked)
+	}
+	one := letters[0]
+	n, err := c.DeleteDeadLetters(ctx, "q", client.DeadFilter{Partitions: []int{one.Partition}, Seqs: []uint64{one.Seq}})
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteDeadLetters: %d, %v", n, err)
+	}
+	if _, err := c.DeleteDeadLetters(ctx, "q", client.DeadFilter{Seqs: []uint64{1}}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("Seqs without a partition: %v", err)
+	}
+	n, err = c.RedriveDeadLetters(ctx, "q", client.DeadFilter{Limit: 4})
+	if err != nil || n != 4 {
+		t.Fatalf("RedriveDeadLetters with limit 4: %d, %v", n, err)
+	}
+	n, err = c.RedriveDeadLetters(ctx, "q", client.DeadFilter{})
+	if err != nil || n != 2 {
+		t.Fatalf("RedriveDeadLetters: %d, %v", n, err)
+	}
+	st, err := c.QueueStats(ctx, "q")
+	if err != nil || st.Total().Ready != 6 || st.Total().Dead != 0 {
+		t.Fatalf("stats after redrive %+v, %v", st.Total(), err)
+	}
+}
+
+func TestClient_DeadLetterPaging(t *testing.T) {
+	fc := newFake(t, 1)
+	fc.addQueue("q", wire.QueueConfig{})
+	c := dial(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	q := c.Queue("q")
+	const total = 1500 // more than one page
+	if _, err := q.SendBatch(ctx, make([]client.Message, total)); err != nil {
+		t.Fatalf("SendBatch: %v", err)
+	}
+	ds := receiveAll(t, q, total)
+	for _, err := range q.RejectBatch(ctx, ds, "x") {
+		if err != nil {
+			t.Fatalf("RejectBatch: %v", err)
+		}
+	}
+	letters, err := c.DeadLetters(ctx, "q", client.DeadFilter{})
+	if err != nil || len(letters) != total {
+		t.Fatalf("DeadLetters: %v, %d letters", err, len(letters))
+	}
+	n, err := c.RedriveDeadLetters(ctx, "q", client.DeadFilter{})
+	if err != nil || n != total {
+		t.Fatalf("RedriveDeadLetters: %d, %v", n, err)
+	}
+	for _, r := range fc.requests(wire.OpReject) {
+		if k := len(r.body.(*wire.RejectRequest).Items); k > 1000 {
+			t.Fatalf("reject request of %d items", k)
+		}
+	}
+}

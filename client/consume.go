@@ -1,0 +1,319 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Consume defaults.
+const (
+	// DefaultConsumeWait is the long-poll of Consume's receives.
+	DefaultConsumeWait = 5 * time.Second
+	// settleTimeout bounds the ack, nack or reject that follows a handler,
+	// which runs even after Consume's context is done.
+	settleTimeout = 10 * time.Second
+	// maxReasonBytes bounds the reason sent for a handler's error.
+	maxReasonBytes = 1024
+)
+
+// ConsumeOptions tune Consume. The zero value runs one handler at a time,
+// holds one lease, and uses the queue's visibility timeout.
+type ConsumeOptions struct {
+	// Concurrency is how many handlers run at once; 0 means 1.
+	Concurrency int
+	// Prefetch bounds the leases held at once: being handled, received
+	// and waiting for a handler, or being asked for. 0 means Concurrency.
+	// A Prefetch below Concurrency leaves handlers idle; one below the
+	// queue's partition count lets only that many partitions be polled at
+	// a time (the others wait up to Wait for their turn).
+	Prefetch int
+	// Visibility is the lease length; 0 means the queue's
+	// visibility_timeout.
+	Visibility time.Duration
+	// Wait is the long-poll of each receive; 0 means DefaultConsumeWait.
+	Wait time.Duration
+	// AutoExtend extends each lease by the visibility at half the
+	// visibility while its handler runs, so handlers may outlive one
+	// lease. If an extension finds the lease lost, the handler's context
+	// is cancelled (with ErrLeaseLost as its cause).
+	AutoExtend bool
+	// Consumer names this consumer, as in ReceiveOptions.
+	Consumer string
+}
+
+// Consume receives messages from the queue and passes each to handler
+// until ctx is done. After handler returns:
+//
+//   - nil: the delivery is acked;
+//   - an error made with Reject(err): it is rejected (dead-lettered) with
+//     err's text as the reason;
+//   - any other error (or a panic): it is nacked with the queue's backoff
+//     and the error's text as the reason.
+//
+// Each partition is long-polled by its own poller, and at most Prefetch
+// leases are held at once, counting those being asked for: a lease that
+// arrives after Consume stopped is given back at once (immediate nack),
+// never kept. Deliveries waiting in the Queue's Receive buffer are handled
+// first.
+//
+// When ctx is done Consume stops receiving, lets running handlers finish
+// (their context is ctx, so they see the cancellation), settles them,
+// gives back unstarted deliveries, and returns nil once its goroutines
+// have ended. Transient failures are retried with backoff (and logged);
+// Consume returns an error only for a fatal one: the queue does not exist,
+// the options are invalid, or the client was closed.
+//
+//	err := c.Queue("emails").Consume(ctx, func(ctx context.Context, d *client.Delivery) error {
+//		return send(ctx, d.Body)
+//	}, client.ConsumeOptions{Concurrency: 8, AutoExtend: true})
+func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Delivery) error, opts ConsumeOptions) error {
+	if handler == nil {
+		return invalidArg("nil handler")
+	}
+	if err := opts.normalize(q.c); err != nil {
+		return err
+	}
+	n, err := q.c.partitions(ctx, q.name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	slots := make(chan struct{}, opts.Prefetch) // one token per lease held or asked for
+	work := make(chan *Delivery, opts.Prefetch)
+	var workers, pollers sync.WaitGroup
+	for range opts.Concurrency {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for d := range work {
+				q.handle(ctx, d, handler, opts)
+				<-slots
+			}
+		}()
+	}
+	var fatal error
+	var once sync.Once
+	for p := range n {
+		pollers.Add(1)
+		go func() {
+			defer pollers.Done()
+			if err := q.pollLoop(ctx, p, n, slots, work, opts); err != nil {
+				once.Do(func() { fatal = err; stop(err) })
+			}
+		}()
+	}
+	pollers.Wait()
+	close(work)
+	workers.Wait()
+	return fatal
+}
+
+func (o *ConsumeOptions) normalize(c *Client) error {
+	if o.Concurrency < 0 || o.Prefetch < 0 || o.Visibility < 0 || o.Wait < 0 {
+		return invalidArg("negative consume option")
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
+	if o.Prefetch == 0 {
+		o.Prefetch = o.Concurrency
+	}
+	if o.Wait == 0 {
+		o.Wait = DefaultConsumeWait
+	}
+	o.Wait = min(o.Wait, MaxWait)
+	if o.Consumer == "" {
+		o.Consumer = c.consumer
+	}
+	return nil
+}
+
+// pollLoop feeds work from partition p while lease slots are free, until
+// ctx is done (nil) or a fatal error (returned).
+func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, work chan<- *Delivery, opts ConsumeOptions) error {
+	share := min(MaxReceive, (cap(slots)+n-1)/n)
+	for attempt := 0; ; {
+		k := acquire(ctx, slots, share)
+		if k == 0 {
+			return nil
+		}
+		ds := q.takeBuffered(k)
+		var err error
+		var cl class
+		if len(ds) == 0 {
+			ds, cl, err = q.pollOnce(ctx, p, k, opts)
+		}
+		for range k - len(ds) {
+			<-slots
+		}
+		for _, d := range ds {
+			work <- d // never blocks: work holds as many as there are slots
+		}
+		switch {
+		case err == nil:
+			attempt = 0
+			continue
+		case ctx.Err() != nil:
+			return nil
+		case cl == classDone:
+			return err
+		}
+		q.c.log.Warn("ferry: consume: receive failed", "queue", q.name, "partition", p, "err", err)
+		if q.c.sleep(ctx, attempt) != nil {
+			return nil
+		}
+		attempt++
+	}
+}
+
+// acquire takes one slot (waiting for it) and then up to most-1 more that
+// are free at once; it returns how many it took, 0 when ctx is done.
+func acquire(ctx context.Context, slots chan struct{}, most int) int {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	k := 1
+	for k < most {
+		select {
+		case slots <- struct{}{}:
+			k++
+		default:
+			return k
+		}
+	}
+	return k
+}
+
+// pollOnce long-polls one partition for up to k leases. An answer that
+// arrives after ctx is done is given back.
+func (q *Queue) pollOnce(ctx context.Context, p, k int, opts ConsumeOptions) ([]*Delivery, class, error) {
+	g := newGather(q, q.giveBack)
+	defer g.close()
+	req := q.receiveRequest(p, k, ReceiveOptions{Visibility: opts.Visibility, Consumer: opts.Consumer})
+	if !g.launch(p, req, time.Now().Add(opts.Wait)) {
+		return nil, classDone, ErrClosed
+	}
+	r, err := g.next(ctx)
+	if err != nil {
+		return nil, classDone, err
+	}
+	if len(r.ds) > k {
+		q.giveBack(r.ds[k:])
+		r.ds = r.ds[:k:k]
+	}
+	return r.ds, r.cl, r.err
+}
+
+// giveBack releases leases nobody will handle with an immediate nack.
+func (q *Queue) giveBack(ds []*Delivery) {
+	ctx, cancel := context.WithTimeout(q.c.ctx, settleTimeout)
+	defer cancel()
+	for _, err := range q.NackBatch(ctx, ds, NackOptions{Immediate: true, Reason: "consumer stopped"}) {
+		if err != nil {
+			q.c.log.Debug("ferry: consume: give back failed", "queue", q.name, "err", err)
+		}
+	}
+}
+
+// handle runs the handler on one delivery and settles it. A delivery
+// taken after ctx is done is given back without running the handler.
+func (q *Queue) handle(ctx context.Context, d *Delivery, handler func(context.Context, *Delivery) error, opts ConsumeOptions) {
+	if ctx.Err() != nil {
+		q.giveBack([]*Delivery{d})
+		return
+	}
+	hctx, cancel := context.WithCancelCause(ctx)
+	stop := func() {}
+	if opts.AutoExtend {
+		stop = q.autoExtend(hctx, cancel, d, q.visibility(d, opts))
+	}
+	err := q.runHandler(hctx, handler, d)
+	stop()
+	cancel(nil)
+
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer scancel()
+	var rej *rejectError
+	var serr error
+	switch {
+	case err == nil:
+		serr = d.Ack(sctx)
+	case errors.As(err, &rej):
+		serr = d.Reject(sctx, truncate(rej.reason(), maxReasonBytes))
+	default:
+		serr = d.Nack(sctx, NackOptions{Reason: truncate(err.Error(), maxReasonBytes)})
+	}
+	if serr != nil {
+		q.c.log.Warn("ferry: consume: settle failed", "queue", q.name, "id", d.ID, "err", serr)
+	}
+}
+
+// runHandler calls the handler, turning a panic into an error.
+func (q *Queue) runHandler(ctx context.Context, handler func(context.Context, *Delivery) error, d *Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			q.c.log.Error("ferry: consume: handler panicked", "queue", q.name, "id", d.ID, "panic", r)
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return handler(ctx, d)
+}
+
+// visibility returns the lease length to extend by: the option, else the
+// queue's configured visibility, else what the lease had left when it was
+// received.
+func (q *Queue) visibility(d *Delivery, opts ConsumeOptions) time.Duration {
+	if opts.Visibility > 0 {
+		return opts.Visibility
+	}
+	if cfg, ok := q.c.queueConfig(q.name); ok && cfg.VisibilityTimeout > 0 {
+		return cfg.VisibilityTimeout
+	}
+	return max(time.Until(d.Deadline), time.Second)
+}
+
+// autoExtend extends d's lease by vis every vis/2 (the first time at half
+// of what is left of the lease) until the returned stop is called. When
+// the lease is lost it cancels the handler's context with the cause.
+func (q *Queue) autoExtend(ctx context.Context, cancel context.CancelCauseFunc, d *Delivery, vis time.Duration) (stop func()) {
+	ctx, stopCtx := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first := vis / 2
+		if left := time.Until(d.Deadline) / 2; left > 0 && left < first {
+			first = left
+		}
+		t := time.NewTimer(first)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := d.Extend(ctx, vis)
+			if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrMessageNotFound) {
+				cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+				return
+			}
+			if err != nil && ctx.Err() == nil {
+				q.c.log.Warn("ferry: consume: extend failed", "queue", q.name, "id", d.ID, "err", err)
+			}
+			t.Reset(vis / 2)
+		}
+	}()
+	return func() {
+		stopCtx()
+		<-done
+	}
+}

@@ -1,0 +1,103 @@
+package client
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	// DefaultClientName names the client when WithClientName is not given.
+	DefaultClientName = "ferry-go"
+	// DefaultDialTimeout bounds connecting and the handshake.
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultBackoffMin and DefaultBackoffMax bound the pause between
+	// retries of transient failures.
+	DefaultBackoffMin = 20 * time.Millisecond
+	DefaultBackoffMax = 1 * time.Second
+)
+
+// software names this library in the handshake.
+const software = "ferry-go/0.1"
+
+// Option configures Dial.
+//
+//	c, err := client.Dial(ctx, seeds,
+//		client.WithClientName("billing"),
+//		client.WithDialTimeout(2*time.Second))
+type Option func(*config)
+
+type config struct {
+	name        string
+	dialTimeout time.Duration
+	logger      *slog.Logger
+	backoffMin  time.Duration
+	backoffMax  time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		name:        DefaultClientName,
+		dialTimeout: DefaultDialTimeout,
+		logger:      slog.New(slog.DiscardHandler),
+		backoffMin:  DefaultBackoffMin,
+		backoffMax:  DefaultBackoffMax,
+	}
+}
+
+// WithClientName names the client in the handshake and in the default
+// consumer id of receives ("<name>-<random suffix>"). Empty keeps
+// DefaultClientName.
+//
+//	client.Dial(ctx, seeds, client.WithClientName("invoice-worker"))
+func WithClientName(name string) Option {
+	return func(c *config) {
+		if name != "" {
+			c.name = name
+		}
+	}
+}
+
+// WithDialTimeout bounds each connection attempt, handshake included.
+// Values of 0 or below keep DefaultDialTimeout.
+//
+//	client.Dial(ctx, seeds, client.WithDialTimeout(time.Second))
+func WithDialTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.dialTimeout = d
+		}
+	}
+}
+
+// WithLogger sends the client's diagnostics (reconnects, redirects,
+// retries, handler panics) to l. By default they are discarded.
+//
+//	client.Dial(ctx, seeds, client.WithLogger(slog.Default()))
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// WithRetryBackoff bounds the pause between retries of transient failures:
+// it starts near minDelay and doubles up to maxDelay, with random jitter.
+// Values of 0 or below keep the defaults; a maximum below the minimum is
+// raised to it.
+//
+//	client.Dial(ctx, seeds, client.WithRetryBackoff(10*time.Millisecond, 500*time.Millisecond))
+func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(c *config) {
+		if minDelay > 0 {
+			c.backoffMin = minDelay
+		}
+		if maxDelay > 0 {
+			c.backoffMax = maxDelay
+		}
+		if c.backoffMax < c.backoffMin {
+			c.backoffMax = c.backoffMin
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrymq/ferry/wire"
+)
+
+// Queue is the handle of one named queue, from Client.Queue. It is cheap,
+// safe for concurrent use, and carries the queue's receive buffer.
+type Queue struct {
+	c    *Client
+	name string
+	rr   atomic.Uint64 // rotates the partition receives start with
+
+	mu  sync.Mutex
+	buf []*Delivery // leases received but not yet returned (see Receive)
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Message is a message to send.
+type Message struct {
+	// ID is the idempotency key: a second send of the same id within the
+	// queue's dedup window is not enqueued again and reports Duplicate.
+	// When empty, the client assigns a fresh time-ordered id (26
+	// characters) before the first attempt and keeps it for every retry.
+	ID string
+	// Group, when set, keeps the messages of one group (an order id, an
+	// account id) in one partition and delivers them one at a time in send
+	// order.
+	Group string
+	// Headers are free-form string pairs delivered with the message.
+	Headers map[string]string
+	// Body is the payload.
+	Body []byte
+	// Delay keeps the message invisible this long after it is accepted.
+	Delay time.Duration
+}
+
+// SendResult is the confirmed outcome of one sent message.
+type SendResult struct {
+	// ID is the message's id, the caller's or the one the client
+	// assigned. It is set even when the send failed, so that the message
+	// can be sent again with the same id.
+	ID string
+	// Partition is the partition the message was routed to.
+	Partition int
+	// Seq is the message's sequence number in its partition; for a
+	// duplicate, the original message's.
+	Seq uint64
+	// Duplicate is set when the id had already been accepted within the
+	// dedup window: the message was not enqueued a second time.
+	Duplicate bool
+}
+
+// Send enqueues one message and returns once a majority of the partition's
+// replicas has stored it. Transient failures (not leader, unavailable, lost
+// connection, server timeout) are retried with the same message id until
+// ctx is done. If the client then cannot tell whether the message was
+// stored, the error wraps ErrUnconfirmed: sending it again with the
+// returned result's ID is safe. Refusals are returned as they are:
+// ErrQueueFull (not retried by the client: back off and send again if the
+// message must go through), ErrMessageTooLarge, ErrInvalidArgument,
+// ErrQueueNotFound.
+//
+//	res, err := c.Queue("orders").Send(ctx, client.Message{
+//		Group: order.CustomerID,
+//		Body:  payload,
+//	})
+//	if errors.Is(err, client.ErrUnconfirmed) {
+//		// unknown outcome: resend later with ID res.ID
+//	}
+func (q *Queue) Send(ctx context.Context, m Message) (SendResult, error) {
+	res, err := q.SendBatch(ctx, []Message{m})
+	var be *BatchError
+	if errors.As(err, &be) {
+		return res[0], be.Errors[0]
+	}
+	if err != nil {
+		return SendResult{}, err
+	}
+	return res[0], nil
+}
+
+// SendBatch enqueues several messages. Each is routed to its partition
+// (by group when it has one, else by id) and each partition's messages go
+// to its leader in requests of up to 1000 messages, in order; partitions
+// are sent to concurrently. Ids are assigned, and retries made, as for
+// Send.
+//
+// The results are in the order of msgs. When some messages failed the
+// error is a *BatchError holding one error per message (nil for those that
+// were sent), and the results of the sent messages are still valid. Errors
+// that concern the whole call (an unknown queue, a closed client, an
+// invalid message) are returned alone, with nil results.
+//
+//	res, err := q.SendBatch(ctx, msgs)
+//	var be *client.BatchError
+//	if errors.As(err, &be) {
+//		for i, e := range be.Errors {
+//			if e != nil {
+//				log.Printf("message %s: %v", res[i].ID, e)
+//			}
+//		}
+//	}
+func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if q.c.isClosed() {
+		return nil, ErrClosed
+	}
+	wms := make([]wire.Message, len(msgs))
+	for i, m := range msgs {
+		if m.Delay < 0 {
+			return nil, invalidArg("message %d: negative delay %v", i, m.Delay)
+		}
+		id := m.ID
+		if id == "" {
+			id = newID()
+		}
+		wms[i] = wire.Message{ID: id, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay}
+	}
+	n, err := q.c.partitions(ctx, q.name)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]SendResult, len(msgs))
+	errs := make([]error, len(msgs))
+	byPart := make(map[int][]int)
+	for i, m := range wms {
+		key := m.Group
+		if key == "" {
+			key = m.ID
+		}
+		p := wire.PartitionFor(key, n)
+		results[i] = SendResult{ID: m.ID, Partition: p}
+		byPart[p] = append(byPart[p], i)
+	}
+	var wg sync.WaitGroup
+	for p, idx := range byPart {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// One partition's chunks go one after the other, keeping
+			// the order of its groups.
+			for _, ch := range chunk(idx, func(i int) int { return messageWeight(wms[i]) }) {
+				q.sendChunk(ctx, p, ch, wms, results, errs)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return results, &BatchError{Errors: errs}
+		}
+	}
+	return results, nil
+}
+
+// sendChunk sends the messages at idx to partition p and records their
+// outcomes in results and errs.
+func (q *Queue) sendChunk(ctx context.Context, p int, idx []int, wms []wire.Message,
+	results []SendResult, errs []error) {
+	runBatch(ctx, q.c, batchSpec[wire.SendResult]{
+		rt: partRoute{q.c, q.name, p},
+		op: wire.OpSend,
+		build: func(idx []int) any {
+			req := wire.SendRequest{Queue: q.name, Partition: p, Messages: make([]wire.Message, len(idx))}
+			for k, i := range idx {
+				req.Messages[k] = wms[i]
+			}
+			return req
+		},
+		decode: func(resp wire.Response) ([]wire.SendResult, error) {
+			var sr wire.SendResponse
+			err := resp.Decode(&sr)
+			return sr.Results, err
+		},
+		code: func(r wire.SendResult) wire.Code { return r.Code },
+		done: func(i int, r wire.SendResult, err error, amb bool) {
+			switch {
+			case err != nil && amb:
+				errs[i] = unconfirmed(err)
+			case err != nil:
+				errs[i] = err
+			default:
+				// A refusal after an ambiguous attempt is still a
+				// refusal: the server checks the dedup window first,
+				// so a stored message would have been reported as a
+				// duplicate.
+				errs[i] = r.Err()
+				results[i].Seq, results[i].Duplicate = r.Seq, r.Duplicate
+			}
+		},
+	}, idx)
+}
+
+// messageWeight approximates a message's encoded size.
+func messageWeight(m wire.Message) int {
+	n := len(m.ID) + len(m.Group) + len(m.Body) + 32
+	for k, v := range m.Headers {
+		n += len(k) + len(v) + 4
+	}
+	return n
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+	"github.com/spf13/cobra"
+)
+
+func benchCmd(g *globals) *cobra.Command {
+	var producers, size, batch, partitions int
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "bench QUEUE",
+		Short: "Measure confirmed sends per second and confirm latency",
+		Long: "Runs concurrent producers against QUEUE (created if missing) for --duration and reports\n" +
+			"confirmed messages per second and the p50/p99/max latency of a confirm.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ctx, cancel := context.WithTimeout(cmd.Context(), duration+g.timeout)
+			defer cancel()
+			err = c.CreateQueue(ctx, args[0], client.QueueConfig{Partitions: partitions})
+			if err != nil && !errors.Is(err, client.ErrQueueExists) {
+				return err
+			}
+			r := runBench(ctx, c.Queue(args[0]), producers, size, batch, duration)
+			if g.json {
+				return printJSON(r)
+			}
+			fmt.Printf("producers %d, batch %d, %d B bodies, %v\n", producers, batch, size, r.Elapsed.Round(time.Millisecond))
+			fmt.Printf("confirmed %d messages (%d errors): %.0f msgs/s\n", r.Confirmed, r.Errors, r.PerSecond)
+			fmt.Printf("confirm latency p50 %v  p99 %v  max %v\n", r.P50, r.P99, r.Max)
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&producers, "producers", "p", 16, "concurrent producers")
+	cmd.Flags().IntVar(&size, "size", 256, "body bytes")
+	cmd.Flags().IntVar(&batch, "batch", 1, "messages per send call")
+	cmd.Flags().IntVar(&partitions, "partitions", 1, "partitions when the queue is created")
+	cmd.Flags().DurationVarP(&duration, "duration", "d", 10*time.Second, "how long to send")
+	return cmd
+}
+
+// benchResult is what a bench run measured.
+type benchResult struct {
+	Confirmed, Errors int
+	Elapsed           time.Duration
+	PerSecond         float64
+	P50, P99, Max     time.Duration
+}
+
+func runBench(ctx context.Context, q *client.Queue, producers, size, batch int, d time.Duration) benchResult {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var r benchResult
+	body := make([]byte, size)
+	start := time.Now()
+	until := start.Add(d)
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msgs := make([]client.Message, batch)
+			for time.Now().Before(until) && ctx.Err() == nil {
+				for i := range msgs {
+					msgs[i] = client.Message{Body: body}
+				}
+				t0 := time.Now()
+				_, err := q.SendBatch(ctx, msgs)
+				el := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					r.Errors++
+				} else {
+					r.Confirmed += batch
+					lat = append(lat, el)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	r.Elapsed = time.Since(start)
+	r.PerSecond = float64(r.Confirmed) / r.Elapsed.Seconds()
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		r.P50, r.P99, r.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+	}
+	return r
+}

@@ -1,0 +1,97 @@
+// Command ferry is the command line client of a Ferry cluster: cluster
+// status, queues, sending and receiving, dead letters and a load generator.
+//
+// By default it talks to the local cluster that `make run` starts
+// (127.0.0.1:7101-7103); -s or FERRY_SERVERS names others. Output is a
+// human table, or JSON with --json.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+	"github.com/spf13/cobra"
+)
+
+// defaultServers is the cluster that `make run` starts.
+const defaultServers = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
+
+// globals are the flags every command shares.
+type globals struct {
+	servers string
+	json    bool
+	timeout time.Duration
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "ferry:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "ferry",
+		Short:         "Command line client of a Ferry cluster",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	servers := os.Getenv("FERRY_SERVERS")
+	if servers == "" {
+		servers = defaultServers
+	}
+	root.PersistentFlags().StringVarP(&g.servers, "servers", "s", servers, "comma-separated client addresses of cluster nodes (env FERRY_SERVERS)")
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
+	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), dlqCmd(g), purgeCmd(g), benchCmd(g))
+	return root
+}
+
+// connect dials the cluster and returns the client with a context bounded
+// by --timeout.
+func (g *globals) connect(cmd *cobra.Command) (*client.Client, context.Context, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	c, err := client.Dial(ctx, strings.Split(g.servers, ","), client.WithClientName("ferry-cli"))
+	if err != nil {
+		cancel()
+		return nil, nil, nil, fmt.Errorf("connect to %s: %w", g.servers, err)
+	}
+	return c, ctx, func() { c.Close(); cancel() }, nil
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes rows under a header, aligned in columns.
+func table(header []string, rows [][]string) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.Join(r, "\t"))
+	}
+	w.Flush()
+}
+
+// since renders a time as an age ("3s ago"), or "-" for the zero time.
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Millisecond).String() + " ago"
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+	"github.com/spf13/cobra"
+)
+
+func sendCmd(g *globals) *cobra.Command {
+	var group, id string
+	var delay time.Duration
+	var headers []string
+	cmd := &cobra.Command{
+		Use:   "send QUEUE [BODY...]",
+		Short: "Send one message per BODY argument, or per line of standard input",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			hdrs, err := parseHeaders(headers)
+			if err != nil {
+				return err
+			}
+			bodies := args[1:]
+			if len(bodies) == 0 {
+				if bodies, err = readLines(); err != nil {
+					return err
+				}
+			}
+			if id != "" && len(bodies) > 1 {
+				return errors.New("--id names one message; give a single body")
+			}
+			msgs := make([]client.Message, len(bodies))
+			for i, b := range bodies {
+				msgs[i] = client.Message{ID: id, Group: group, Headers: hdrs, Body: []byte(b), Delay: delay}
+			}
+			c, ctx, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := c.Queue(args[0]).SendBatch(ctx, msgs)
+			if g.json {
+				if perr := printJSON(res); perr != nil {
+					return perr
+				}
+				return err
+			}
+			var rows [][]string
+			for _, r := range res {
+				rows = append(rows, []string{r.ID, fmt.Sprint(r.Partition), fmt.Sprint(r.Seq), fmt.Sprint(r.Duplicate)})
+			}
+			if len(rows) > 0 {
+				table([]string{"ID", "PARTITION", "SEQ", "DUPLICATE"}, rows)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&group, "group", "", "message group (per-group order)")
+	cmd.Flags().StringVar(&id, "id", "", "message id (idempotency key); generated when empty")
+	cmd.Flags().DurationVar(&delay, "delay", 0, "keep the message invisible this long")
+	cmd.Flags().StringArrayVarP(&headers, "header", "H", nil, "header key=value (repeatable)")
+	return cmd
+}
+
+func parseHeaders(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("header %q: want key=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func readLines() ([]string, error) {
+	var lines []string
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read standard input: %w", err)
+	}
+	if len(lines) == 0 {
+		return nil, errors.New("no message bodies: give them as arguments or on standard input")
+	}
+	return lines, nil
+}
+
+func recvCmd(g *globals) *cobra.Command {
+	var maxCount int
+	var wait, visibility time.Duration
+	var ack bool
+	cmd := &cobra.Command{
+		Use:   "recv QUEUE",
+		Short: "Receive (lease) messages; --ack deletes them after printing",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			q := c.Queue(args[0])
+			ds, err := q.Receive(ctx, client.ReceiveOptions{Max: maxCount, Wait: wait, Visibility: visibility})
+			if err != nil {
+				return err
+			}
+			if ack && len(ds) > 0 {
+				if err := errors.Join(q.AckBatch(ctx, ds)...); err != nil {
+					return fmt.Errorf("ack: %w", err)
+				}
+			}
+			return printDeliveries(g, ds, ack)
+		},
+	}
+	cmd.Flags().IntVarP(&maxCount, "max", "n", 1, "most messages to receive")
+	cmd.Flags().DurationVarP(&wait, "wait", "w", 0, "long-poll up to this long (max 20s) when none is ready")
+	cmd.Flags().DurationVar(&visibility, "visibility", 0, "lease length (default: the queue's)")
+	cmd.Flags().BoolVar(&ack, "ack", false, "ack the messages after printing them")
+	return cmd
+}
+
+func printDeliveries(g *globals, ds []*client.Delivery, acked bool) error {
+	if g.json {
+		type out struct {
+			ID, Group            string
+			Headers              map[string]string `json:",omitempty"`
+			Body                 string
+			Partition            int
+			Seq                  uint64
+			Attempt              uint32
+			EnqueuedAt, Deadline time.Time
+			Acked                bool
+		}
+		list := make([]out, len(ds))
+		for i, d := range ds {
+			list[i] = out{d.ID, d.Group, d.Headers, string(d.Body), d.Partition, d.Seq, d.Attempt, d.EnqueuedAt, d.Deadline, acked}
+		}
+		return printJSON(list)
+	}
+	if len(ds) == 0 {
+		fmt.Println("no messages")
+		return nil
+	}
+	var rows [][]string
+	for _, d := range ds {
+		rows = append(rows, []string{d.ID, d.Group, fmt.Sprint(d.Partition), fmt.Sprint(d.Seq), fmt.Sprint(d.Attempt), string(d.Body)})
+	}
+	table([]string{"ID", "GROUP", "PARTITION", "SEQ", "ATTEMPT", "BODY"}, rows)
+	if !acked {
+		fmt.Fprintf(os.Stderr, "(leased, not acked: they come back when the lease ends; use --ack to delete)\n")
+	}
+	return nil
+}
