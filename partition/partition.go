@@ -192,8 +192,10 @@ func (d demoteInfo) Handle(ctx context.Context, r slog.Record) error {
 	return d.Handler.Handle(ctx, r)
 }
 
-func (d demoteInfo) WithAttrs(as []slog.Attr) slog.Handler { return demoteInfo{d.Handler.WithAttrs(as)} }
-func (d demoteInfo) WithGroup(name string) slog.Handler    { return demoteInfo{d.Handler.WithGroup(name)} }
+func (d demoteInfo) WithAttrs(as []slog.Attr) slog.Handler {
+	return demoteInfo{d.Handler.WithAttrs(as)}
+}
+func (d demoteInfo) WithGroup(name string) slog.Handler { return demoteInfo{d.Handler.WithGroup(name)} }
 
 func demote(level slog.Level) slog.Level {
 	if level == slog.LevelInfo {
