@@ -116,15 +116,12 @@ func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendR
 		}
 		msgs[i] = fsm.NewMessage{ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay}
 	}
-	res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdSend, Send: &fsm.SendCmd{Messages: msgs}})
+	sent, err := p.Send(ctx, msgs)
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	out := &wire.SendResponse{Results: make([]wire.SendResult, len(res.Sent))}
-	for i, o := range res.Sent {
+	out := &wire.SendResponse{Results: make([]wire.SendResult, len(sent))}
+	for i, o := range sent {
 		out.Results[i] = wire.SendResult{Seq: o.Seq, Duplicate: o.Duplicate}
 		if o.Err != nil {
 			out.Results[i].Code, out.Results[i].Error = codeOf(o.Err), o.Err.Error()
@@ -155,9 +152,9 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 	return out, nil
 }
 
-// settle proposes a per-item command built from the valid items and maps
-// the FSM's per-item errors back; items naming another partition fail alone.
-func (n *Node) settle(ctx context.Context, queue string, index int, receipts []wire.Receipt, build func(valid []int) fsm.Command) ([]wire.ItemResult, error) {
+// settle runs a per-item operation on the valid items and maps the FSM's
+// per-item errors back; items naming another partition fail alone.
+func (n *Node) settle(ctx context.Context, queue string, index int, receipts []wire.Receipt, run func(p *partition.Partition, valid []int) ([]error, error)) ([]wire.ItemResult, error) {
 	p, _, err := n.leaderOf(queue, index)
 	if err != nil {
 		return nil, err
@@ -174,15 +171,24 @@ func (n *Node) settle(ctx context.Context, queue string, index int, receipts []w
 	if len(valid) == 0 {
 		return out, nil
 	}
-	res, err := p.Propose(ctx, build(valid))
+	errs, err := run(p, valid)
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil {
-		return nil, res.Err
-	}
 	for k, i := range valid {
-		out[i] = itemResult(res.Settled[k])
+		out[i] = itemResult(errs[k])
 	}
 	return out, nil
+}
+
+// proposeSettle builds the per-item command for the valid items and
+// proposes it.
+func proposeSettle(ctx context.Context, build func(valid []int) fsm.Command) func(*partition.Partition, []int) ([]error, error) {
+	return func(p *partition.Partition, valid []int) ([]error, error) {
+		res, err := p.Propose(ctx, build(valid))
+		if err == nil {
+			err = res.Err
+		}
+		return res.Settled, err
+	}
 }

@@ -4,16 +4,17 @@ import (
 	"context"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/wire"
 )
 
 func (n *Node) handleAck(ctx context.Context, r *wire.AckRequest) (*wire.AckResponse, error) {
-	res, err := n.settle(ctx, r.Queue, r.Partition, r.Receipts, func(valid []int) fsm.Command {
-		c := &fsm.AckCmd{Receipts: make([]fsm.Receipt, len(valid))}
+	res, err := n.settle(ctx, r.Queue, r.Partition, r.Receipts, func(p *partition.Partition, valid []int) ([]error, error) {
+		receipts := make([]fsm.Receipt, len(valid))
 		for k, i := range valid {
-			c.Receipts[k] = receiptOf(r.Receipts[i])
+			receipts[k] = receiptOf(r.Receipts[i])
 		}
-		return fsm.Command{Type: fsm.CmdAck, Ack: c}
+		return p.Ack(ctx, receipts)
 	})
 	return &wire.AckResponse{Results: res}, err
 }
@@ -23,13 +24,13 @@ func (n *Node) handleExtend(ctx context.Context, r *wire.ExtendRequest) (*wire.E
 	for i, it := range r.Items {
 		receipts[i] = it.Receipt
 	}
-	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, func(valid []int) fsm.Command {
+	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
 		c := &fsm.ExtendCmd{Items: make([]fsm.ExtendItem, len(valid))}
 		for k, i := range valid {
 			c.Items[k] = fsm.ExtendItem{Receipt: receiptOf(r.Items[i].Receipt), Visibility: r.Items[i].Visibility}
 		}
 		return fsm.Command{Type: fsm.CmdExtend, Extend: c}
-	})
+	}))
 	return &wire.ExtendResponse{Results: res}, err
 }
 
@@ -38,14 +39,14 @@ func (n *Node) handleNack(ctx context.Context, r *wire.NackRequest) (*wire.NackR
 	for i, it := range r.Items {
 		receipts[i] = it.Receipt
 	}
-	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, func(valid []int) fsm.Command {
+	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
 		c := &fsm.NackCmd{Items: make([]fsm.NackItem, len(valid))}
 		for k, i := range valid {
 			it := r.Items[i]
 			c.Items[k] = fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay, Reason: it.Reason}
 		}
 		return fsm.Command{Type: fsm.CmdNack, Nack: c}
-	})
+	}))
 	return &wire.NackResponse{Results: res}, err
 }
 
@@ -54,13 +55,13 @@ func (n *Node) handleReject(ctx context.Context, r *wire.RejectRequest) (*wire.R
 	for i, it := range r.Items {
 		receipts[i] = it.Receipt
 	}
-	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, func(valid []int) fsm.Command {
+	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
 		c := &fsm.RejectCmd{Items: make([]fsm.RejectItem, len(valid))}
 		for k, i := range valid {
 			c.Items[k] = fsm.RejectItem{Receipt: receiptOf(r.Items[i].Receipt), Reason: r.Items[i].Reason}
 		}
 		return fsm.Command{Type: fsm.CmdReject, Reject: c}
-	})
+	}))
 	return &wire.RejectResponse{Results: res}, err
 }
 

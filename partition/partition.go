@@ -41,6 +41,8 @@ type Partition struct {
 	raft      *raft.Raft
 	logStore  *raftboltdb.BoltStore
 	deadlines chan struct{} // pokes the ticker when the next deadline moved
+	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
+	acks      *batcher[fsm.Receipt, error]
 	closing   chan struct{}
 	closeOnce sync.Once
 	loops     sync.WaitGroup
@@ -76,6 +78,7 @@ func Open(cfg Config) (*Partition, error) {
 		p.body.Close()
 		return nil, err
 	}
+	p.startBatchers()
 	p.loops.Add(2)
 	go p.runTicker()
 	go p.runCompactor()
