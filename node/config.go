@@ -37,10 +37,13 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
-	// SnapshotThreshold and TrailingLogs for partitions; zero takes the
-	// defaults.
+	// SnapshotThreshold, TrailingLogs and SnapshotInterval for partitions;
+	// zero takes the defaults. Raft looks at SnapshotThreshold only once
+	// every SnapshotInterval (randomized up to twice that), so a small
+	// threshold needs a short interval to take effect in a short test.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
 	// ReconcileInterval is how often the node compares its replicas with
 	// the catalog (it also reacts to every catalog change at once).
 	ReconcileInterval time.Duration
@@ -107,6 +110,9 @@ func (c Config) partitionConfig(pc partition.Config) partition.Config {
 	}
 	if c.TrailingLogs > 0 {
 		pc.TrailingLogs = c.TrailingLogs
+	}
+	if c.SnapshotInterval > 0 {
+		pc.SnapshotInterval = c.SnapshotInterval
 	}
 	pc.TickIntervalMax = min(pc.TickIntervalMax, pc.HeartbeatTimeout)
 	return pc

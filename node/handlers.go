@@ -50,9 +50,9 @@ func (n *Node) dispatch(ctx context.Context, req wire.Request) (any, error) {
 	case *wire.RejectRequest:
 		return n.handleReject(ctx, r)
 	case *wire.DeadListRequest:
-		return n.handleDeadList(r.Queue, r.Partition, r.Filter, false)
+		return n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, false)
 	case *wire.DeadPeekRequest:
-		letters, err := n.handleDeadList(r.Queue, r.Partition, r.Filter, true)
+		letters, err := n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, true)
 		return (*wire.DeadPeekResponse)(letters), err
 	case *wire.DeadRedriveRequest:
 		return n.handleDeadChange(ctx, r.Queue, r.Partition, fsm.CmdRedrive, r.Filter)
@@ -62,17 +62,15 @@ func (n *Node) dispatch(ctx context.Context, req wire.Request) (any, error) {
 	case *wire.PurgeRequest:
 		return n.handlePurge(ctx, r)
 	case *wire.QueueStatsRequest:
-		return n.handleStats(r)
+		return n.handleStats(ctx, r)
 	}
 	return n.dispatchAdmin(ctx, in)
 }
 
 // leaderOf returns the local leader replica of a queue partition, or a
 // not-leader error pointing at the leader (or a replica that knows it).
-func (n *Node) leaderOf(queue string, index int) (*partition.Partition, meta.Queue, error) {
-	var q meta.Queue
-	var ok bool
-	n.meta.view(func(f *meta.FSM) { q, ok = f.Queue(queue) })
+func (n *Node) leaderOf(ctx context.Context, queue string, index int) (*partition.Partition, meta.Queue, error) {
+	q, ok := n.meta.queue(ctx, queue)
 	if !ok {
 		return nil, q, wire.Errorf(wire.CodeQueueNotFound, "queue %q not found", queue)
 	}
@@ -105,7 +103,7 @@ func (n *Node) leaderHint(q meta.Queue, index int) string {
 }
 
 func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendResponse, error) {
-	p, q, err := n.leaderOf(r.Queue, r.Partition)
+	p, q, err := n.leaderOf(ctx, r.Queue, r.Partition)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +129,7 @@ func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendR
 }
 
 func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire.ReceiveResponse, error) {
-	p, _, err := n.leaderOf(r.Queue, r.Partition)
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +153,7 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 // settle runs a per-item operation on the valid items and maps the FSM's
 // per-item errors back; items naming another partition fail alone.
 func (n *Node) settle(ctx context.Context, queue string, index int, receipts []wire.Receipt, run func(p *partition.Partition, valid []int) ([]error, error)) ([]wire.ItemResult, error) {
-	p, _, err := n.leaderOf(queue, index)
+	p, _, err := n.leaderOf(ctx, queue, index)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,9 @@ import (
 func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 	switch r := in.(type) {
 	case *wire.MetadataRequest:
-		return n.handleMetadata(r)
+		return n.handleMetadata(ctx, r)
 	case *wire.ListQueuesRequest:
-		md, err := n.handleMetadata(&wire.MetadataRequest{})
+		md, err := n.handleMetadata(ctx, &wire.MetadataRequest{})
 		out := &wire.ListQueuesResponse{}
 		for _, q := range md.Queues {
 			if strings.HasPrefix(q.Name, r.Prefix) {
@@ -29,6 +29,9 @@ func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 		res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdCreateQueue, CreateQueue: &meta.CreateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg)}})
 		return &wire.CreateQueueResponse{Queue: n.queueInfo(res.Queue)}, err
 	case *wire.UpdateQueueRequest:
+		if err := n.metaLeaderHere(); err != nil {
+			return nil, err
+		}
 		var cur meta.Queue
 		var ok bool
 		n.meta.view(func(f *meta.FSM) { cur, ok = f.Queue(r.Name) })
@@ -49,12 +52,8 @@ func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 // proposeMeta applies a catalog change on the meta leader; elsewhere it
 // answers not-leader with the meta leader's client address.
 func (n *Node) proposeMeta(ctx context.Context, c meta.Command) (meta.Result, error) {
-	if !n.meta.isLeader() {
-		id := n.meta.leaderID()
-		if id == "" {
-			return meta.Result{}, ErrNoMetaLeader
-		}
-		return meta.Result{}, &partition.NotLeaderError{LeaderID: id}
+	if err := n.metaLeaderHere(); err != nil {
+		return meta.Result{}, err
 	}
 	res, err := n.meta.propose(ctx, c)
 	if err == nil {
@@ -66,16 +65,29 @@ func (n *Node) proposeMeta(ctx context.Context, c meta.Command) (meta.Result, er
 	return res, err
 }
 
-func (n *Node) handleMetadata(r *wire.MetadataRequest) (*wire.MetadataResponse, error) {
+// metaLeaderHere returns nil on the meta leader, else a not-leader error
+// naming it.
+func (n *Node) metaLeaderHere() error {
+	if n.meta.isLeader() {
+		return nil
+	}
+	if id := n.meta.leaderID(); id != "" {
+		return &partition.NotLeaderError{LeaderID: id}
+	}
+	return ErrNoMetaLeader
+}
+
+func (n *Node) handleMetadata(ctx context.Context, r *wire.MetadataRequest) (*wire.MetadataResponse, error) {
 	var nodes []meta.Node
 	var queues []meta.Queue
+	if r.Queue != "" {
+		if q, ok := n.meta.queue(ctx, r.Queue); ok {
+			queues = []meta.Queue{q}
+		}
+	}
 	n.meta.view(func(f *meta.FSM) {
 		nodes = f.Nodes()
-		if r.Queue != "" {
-			if q, ok := f.Queue(r.Queue); ok {
-				queues = []meta.Queue{q}
-			}
-		} else {
+		if r.Queue == "" {
 			queues = f.Queues()
 		}
 	})

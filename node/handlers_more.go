@@ -66,8 +66,8 @@ func (n *Node) handleReject(ctx context.Context, r *wire.RejectRequest) (*wire.R
 }
 
 // handleDeadList reads dead letters from the partition leader's state.
-func (n *Node) handleDeadList(queue string, index int, f wire.DeadFilter, bodies bool) (*wire.DeadListResponse, error) {
-	p, _, err := n.leaderOf(queue, index)
+func (n *Node) handleDeadList(ctx context.Context, queue string, index int, f wire.DeadFilter, bodies bool) (*wire.DeadListResponse, error) {
+	p, _, err := n.leaderOf(ctx, queue, index)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (n *Node) handleDeadList(queue string, index int, f wire.DeadFilter, bodies
 
 // handleDeadChange proposes a redrive or a dead-letter deletion.
 func (n *Node) handleDeadChange(ctx context.Context, queue string, index int, t fsm.CommandType, f wire.DeadFilter) (*wire.DeadRedriveResponse, error) {
-	p, _, err := n.leaderOf(queue, index)
+	p, _, err := n.leaderOf(ctx, queue, index)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (n *Node) handleDeadChange(ctx context.Context, queue string, index int, t 
 }
 
 func (n *Node) handlePurge(ctx context.Context, r *wire.PurgeRequest) (*wire.PurgeResponse, error) {
-	p, _, err := n.leaderOf(r.Queue, r.Partition)
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +119,8 @@ func (n *Node) handlePurge(ctx context.Context, r *wire.PurgeRequest) (*wire.Pur
 // handleStats reports each requested partition from its local leader; a
 // partition led elsewhere carries a not-leader code and the leader's
 // address in Error, so the client can ask there.
-func (n *Node) handleStats(r *wire.QueueStatsRequest) (*wire.QueueStatsResponse, error) {
-	_, q, err := n.leaderOf(r.Queue, 0)
+func (n *Node) handleStats(ctx context.Context, r *wire.QueueStatsRequest) (*wire.QueueStatsResponse, error) {
+	_, q, err := n.leaderOf(ctx, r.Queue, 0)
 	if q.Name == "" {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (n *Node) handleStats(r *wire.QueueStatsRequest) (*wire.QueueStatsResponse,
 	}
 	out := &wire.QueueStatsResponse{Queue: q.Name}
 	for _, i := range indexes {
-		p, _, err := n.leaderOf(r.Queue, i)
+		p, _, err := n.leaderOf(ctx, r.Queue, i)
 		if err != nil {
 			we := n.wireError(err)
 			out.Partitions = append(out.Partitions, wire.PartitionStats{Partition: i, Code: we.Code, Error: we.Message})

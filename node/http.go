@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -37,7 +38,7 @@ func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (n *Node) handleClusterJSON(w http.ResponseWriter, _ *http.Request) {
-	md, _ := n.handleMetadata(&wire.MetadataRequest{})
+	md, _ := n.handleMetadata(context.Background(), &wire.MetadataRequest{})
 	writeJSON(w, map[string]any{
 		"node":        n.cfg.ID,
 		"meta_leader": n.meta.leaderID(),
@@ -47,7 +48,7 @@ func (n *Node) handleClusterJSON(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (n *Node) handleQueuesJSON(w http.ResponseWriter, _ *http.Request) {
-	md, _ := n.handleMetadata(&wire.MetadataRequest{})
+	md, _ := n.handleMetadata(context.Background(), &wire.MetadataRequest{})
 	writeJSON(w, md.Queues)
 }
 

@@ -17,6 +17,10 @@ import (
 	"go.etcd.io/bbolt"
 )
 
+// catalogLagMax bounds how long a request waits for this node's catalog to
+// catch up with a queue it does not know yet.
+const catalogLagMax = time.Second
+
 // metaGroup hosts this node's replica of the meta raft group: the queue
 // catalog and the node registry.
 type metaGroup struct {
@@ -28,10 +32,11 @@ type metaGroup struct {
 	trans    *raft.NetworkTransport
 	hasState bool
 	changed  chan struct{} // poked after every apply
+	applied  chan struct{} // closed and replaced after every apply (guarded by mu)
 }
 
 func openMetaGroup(n *Node, layer *transport.StreamLayer) (*metaGroup, error) {
-	g := &metaGroup{n: n, fsm: meta.New(), changed: make(chan struct{}, 1)}
+	g := &metaGroup{n: n, fsm: meta.New(), changed: make(chan struct{}, 1), applied: make(chan struct{})}
 	dir := filepath.Join(n.cfg.DataDir, "meta")
 	pc := n.cfg.partitionConfig(partition.DefaultConfig(meta.MetaGroupID, n.cfg.ID, dir))
 	rc := raft.DefaultConfig()
@@ -130,6 +135,31 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, e
 	return res, nil
 }
 
+// queue looks a queue up. A node that does not lead the meta group may lag
+// behind it by a few milliseconds, so a queue just created elsewhere may
+// not be applied here yet: a missing queue is looked for again after each
+// catalog apply for up to catalogLagMax before it is reported missing.
+func (g *metaGroup) queue(ctx context.Context, name string) (meta.Queue, bool) {
+	deadline := time.NewTimer(catalogLagMax)
+	defer deadline.Stop()
+	for {
+		g.mu.Lock()
+		q, ok := g.fsm.Queue(name)
+		applied := g.applied
+		g.mu.Unlock()
+		if ok || g.isLeader() {
+			return q, ok
+		}
+		select {
+		case <-applied:
+		case <-deadline.C:
+			return q, false
+		case <-ctx.Done():
+			return q, false
+		}
+	}
+}
+
 // view runs fn on the catalog under the lock.
 func (g *metaGroup) view(fn func(f *meta.FSM)) {
 	g.mu.Lock()
@@ -165,6 +195,8 @@ func (m *metaFSM) Apply(l *raft.Log) any {
 	g := (*metaGroup)(m)
 	g.mu.Lock()
 	res := g.fsm.Apply(l.Data)
+	close(g.applied)
+	g.applied = make(chan struct{})
 	g.mu.Unlock()
 	select {
 	case g.changed <- struct{}{}:

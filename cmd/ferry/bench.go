@@ -39,6 +39,9 @@ func benchCmd(g *globals) *cobra.Command {
 			}
 			fmt.Printf("producers %d, batch %d, %d B bodies, %v\n", producers, batch, size, r.Elapsed.Round(time.Millisecond))
 			fmt.Printf("confirmed %d messages (%d errors): %.0f msgs/s\n", r.Confirmed, r.Errors, r.PerSecond)
+			if r.FirstError != "" {
+				fmt.Printf("first error: %s\n", r.FirstError)
+			}
 			fmt.Printf("confirm latency p50 %v  p99 %v  max %v\n", r.P50, r.P99, r.Max)
 			return nil
 		},
@@ -54,6 +57,7 @@ func benchCmd(g *globals) *cobra.Command {
 // benchResult is what a bench run measured.
 type benchResult struct {
 	Confirmed, Errors int
+	FirstError        string `json:",omitempty"`
 	Elapsed           time.Duration
 	PerSecond         float64
 	P50, P99, Max     time.Duration
@@ -82,6 +86,9 @@ func runBench(ctx context.Context, q *client.Queue, producers, size, batch int, 
 				mu.Lock()
 				if err != nil {
 					r.Errors++
+					if r.FirstError == "" {
+						r.FirstError = err.Error()
+					}
 				} else {
 					r.Confirmed += batch
 					lat = append(lat, el)
