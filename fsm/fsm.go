@@ -33,6 +33,9 @@ type FSM struct {
 	lastMark  int64                   // time of the newest mark
 	counters  Counters
 	gauges    gauges
+	// skipBodies leaves deliveries without headers and bodies: a replica
+	// that is not the leader answers no client, so reading them is waste.
+	skipBodies bool
 }
 
 // gauges are counts kept up to date on every transition.
@@ -150,6 +153,11 @@ func settleBatch(n int, one func(i int) error) ([]error, error) {
 	}
 	return out, nil
 }
+
+// SkipBodies makes receives return deliveries without headers and bodies
+// (skip) or with them (the default). It changes no state and no other part
+// of a result; a replica that answers no client sets it to save the reads.
+func (f *FSM) SkipBodies(skip bool) { f.skipBodies = skip }
 
 // Config returns the queue config in force.
 func (f *FSM) Config() QueueConfig { return f.cfg }

@@ -295,3 +295,18 @@ func TestFSM_SettleBatchesReportPerItem(t *testing.T) {
 		wantErrIs(t, h.apply(c).Err, ErrInvalidArgument)
 	}
 }
+
+func TestFSM_SkipBodiesChangesOnlyTheBodies(t *testing.T) {
+	a, b := newHarness(t), newHarness(t)
+	b.f.SkipBodies(true)
+	for _, h := range []*harness{a, b} {
+		h.sendMsgs(NewMessage{ID: "x", Group: "g", Body: []byte("body"), Headers: map[string]string{"k": "v"}})
+	}
+	da, db := a.receiveOne("c"), b.receiveOne("c")
+	if db.Body != nil || db.Headers != nil || db.ID != "x" || db.Group != "g" || db.Receipt != da.Receipt || db.Deadline != da.Deadline {
+		t.Fatalf("skipped delivery %+v vs %+v", db, da)
+	}
+	if string(da.Body) != "body" || a.f.Digest() != b.f.Digest() {
+		t.Fatal("skipping bodies changed the state")
+	}
+}

@@ -27,6 +27,9 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	p := (*Partition)(r)
 	out := make([]any, len(logs))
 	p.mu.Lock()
+	// Only the leader's results reach clients: a leader that steps down
+	// fails its pending futures, so followers need no bodies.
+	p.fsm.SkipBodies(p.raft.State() != raft.Leader)
 	before, hadDeadline := p.fsm.NextDeadline()
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
