@@ -5,7 +5,7 @@ STATICCHECK   ?= $(shell go env GOPATH)/bin/staticcheck
 STATICCHECK_VERSION := v0.8.2
 PKGS          := ./...
 # Packages with goroutines or shared state run under the race detector.
-RACE_PKGS     := ./wal/... ./transport/... ./wire/... ./partition/...
+RACE_PKGS     := ./wal/... ./transport/... ./wire/... ./partition/... ./client/... ./node/...
 
 .PHONY: help build run test lint bench fuzz tools clean
 
@@ -20,7 +20,7 @@ help:
 build:
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/ferryd ./cmd/ferryd
-	@if [ -d cmd/ferry ]; then $(GO) build -o bin/ferry ./cmd/ferry; fi
+	$(GO) build -o bin/ferry ./cmd/ferry
 
 run: build
 	./scripts/run-cluster.sh
@@ -42,7 +42,8 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzWAL -fuzztime 30s ./wal/
+	$(GO) test -run '^$$' -fuzz FuzzWAL_DecodeRecord -fuzztime 30s ./wal/
+	$(GO) test -run '^$$' -fuzz FuzzWire_ReadFrame -fuzztime 30s ./wire/
 
 clean:
 	rm -rf bin
