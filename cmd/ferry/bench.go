@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
@@ -13,7 +14,7 @@ import (
 )
 
 func benchCmd(g *globals) *cobra.Command {
-	var producers, size, batch, partitions int
+	var producers, consumers, size, batch, partitions int
 	var duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "bench QUEUE",
@@ -33,7 +34,11 @@ func benchCmd(g *globals) *cobra.Command {
 			if err != nil && !errors.Is(err, client.ErrQueueExists) {
 				return err
 			}
-			r := runBench(ctx, c.Queue(args[0]), producers, size, batch, duration)
+			q := c.Queue(args[0])
+			consumed := startConsumers(ctx, q, consumers, duration)
+			r := runBench(ctx, q, producers, size, batch, duration)
+			r.Acked = consumed()
+			r.AckedPerSecond = float64(r.Acked) / r.Elapsed.Seconds()
 			if g.json {
 				return printJSON(r)
 			}
@@ -43,10 +48,14 @@ func benchCmd(g *globals) *cobra.Command {
 				fmt.Printf("first error: %s\n", r.FirstError)
 			}
 			fmt.Printf("confirm latency p50 %v  p99 %v  max %v\n", r.P50, r.P99, r.Max)
+			if consumers > 0 {
+				fmt.Printf("consumers %d consumed %d messages (received, handled, acked): %.0f msgs/s\n", consumers, r.Acked, r.AckedPerSecond)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().IntVarP(&producers, "producers", "p", 16, "concurrent producers")
+	cmd.Flags().IntVarP(&consumers, "consumers", "c", 0, "concurrent consumers receiving and acking during the run")
 	cmd.Flags().IntVar(&size, "size", 256, "body bytes")
 	cmd.Flags().IntVar(&batch, "batch", 1, "messages per send call")
 	cmd.Flags().IntVar(&partitions, "partitions", 1, "partitions when the queue is created")
@@ -60,6 +69,8 @@ type benchResult struct {
 	FirstError        string `json:",omitempty"`
 	Elapsed           time.Duration
 	PerSecond         float64
+	Acked             int64
+	AckedPerSecond    float64
 	P50, P99, Max     time.Duration
 }
 
@@ -105,4 +116,28 @@ func runBench(ctx context.Context, q *client.Queue, producers, size, batch int, 
 		r.P50, r.P99, r.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 	}
 	return r
+}
+
+// startConsumers runs a Consume loop with n concurrent handlers that ack
+// every message, until the send window ends; the returned function stops it
+// and says how many messages the handlers took (each then acked).
+func startConsumers(ctx context.Context, q *client.Queue, n int, d time.Duration) func() int64 {
+	if n == 0 {
+		return func() int64 { return 0 }
+	}
+	var acked atomic.Int64
+	cctx, cancel := context.WithTimeout(ctx, d)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.Consume(cctx, func(context.Context, *client.Delivery) error {
+			acked.Add(1)
+			return nil
+		}, client.ConsumeOptions{Concurrency: n, Prefetch: 4 * n, Wait: time.Second})
+	}()
+	return func() int64 {
+		<-done
+		cancel()
+		return acked.Load()
+	}
 }

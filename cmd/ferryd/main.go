@@ -5,6 +5,10 @@
 //
 //	ferryd -id node1 -data-dir ./data/node1 -ip 127.0.0.1 -bootstrap-expect 3 \
 //	       -join 127.0.0.1:7302,127.0.0.1:7303
+//
+// The -raft-* flags tune raft's timings and partition snapshots for tests;
+// left at 0 they keep the defaults. LeaderLeaseTimeout must stay at most
+// HeartbeatTimeout, which must stay at most ElectionTimeout.
 package main
 
 import (
@@ -15,6 +19,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ferrymq/ferry/node"
 )
@@ -33,6 +38,29 @@ type options struct {
 	join, cluster, logLevel                string
 	portOffset, bootstrapExpect            int
 	fastGossip                             bool
+	raft                                   raftOptions
+}
+
+// raftOptions tune raft for tests (chaos runs use small snapshot
+// thresholds so that restarted and wiped replicas are rebuilt from
+// snapshots). Zero keeps the node's defaults.
+type raftOptions struct {
+	heartbeat, election, leaderLease, snapshotInterval time.Duration
+	snapshotThreshold, trailingLogs                    uint64
+}
+
+func (r *raftOptions) register(fs *flag.FlagSet) {
+	fs.DurationVar(&r.heartbeat, "raft-heartbeat-timeout", 0, "raft heartbeat timeout (0 = default 1s)")
+	fs.DurationVar(&r.election, "raft-election-timeout", 0, "raft election timeout (0 = default 1s)")
+	fs.DurationVar(&r.leaderLease, "raft-leader-lease-timeout", 0, "raft leader lease timeout (0 = default 500ms)")
+	fs.Uint64Var(&r.snapshotThreshold, "raft-snapshot-threshold", 0, "partition log entries that trigger a snapshot (0 = default 8192)")
+	fs.Uint64Var(&r.trailingLogs, "raft-trailing-logs", 0, "partition log entries kept after a snapshot (0 = default 10240)")
+	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
+}
+
+func (r raftOptions) apply(cfg *node.Config) {
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = r.heartbeat, r.election, r.leaderLease
+	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = r.snapshotThreshold, r.trailingLogs, r.snapshotInterval
 }
 
 func parseFlags(args []string) (options, error) {
@@ -51,6 +79,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cluster, "cluster", "ferry", "cluster name (separates clusters on one network)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
+	o.raft.register(fs)
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "FERRY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(env); ok {
@@ -87,6 +116,7 @@ func (o options) config(logger *slog.Logger) node.Config {
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ClusterName = o.cluster
 	cfg.GossipFast = o.fastGossip
+	o.raft.apply(&cfg)
 	cfg.Logger = logger
 	return cfg
 }
