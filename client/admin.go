@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/ferrymq/ferry/wire"
@@ -223,7 +224,13 @@ type PartitionStats = wire.PartitionStats
 // Counters are a partition's monotonic event counts.
 type Counters = wire.Counters
 
-// QueueStats returns the figures of every partition of a queue.
+// statsTries bounds the attempts to get one partition's figures from its
+// leader.
+const statsTries = 3
+
+// QueueStats returns the figures of every partition of a queue. A node
+// reports only the partitions it leads; the others are asked of their
+// leaders, concurrently.
 //
 //	st, err := c.QueueStats(ctx, "orders")
 //	if err == nil {
@@ -231,8 +238,39 @@ type Counters = wire.Counters
 //	}
 func (c *Client) QueueStats(ctx context.Context, name string) (Stats, error) {
 	var resp wire.QueueStatsResponse
-	err := c.call(ctx, nodeRoute{c}, wire.OpQueueStats, wire.QueueStatsRequest{Queue: name}, &resp)
-	return resp, err
+	if err := c.call(ctx, nodeRoute{c}, wire.OpQueueStats, wire.QueueStatsRequest{Queue: name}, &resp); err != nil {
+		return resp, err
+	}
+	var wg sync.WaitGroup
+	for i, p := range resp.Partitions {
+		if p.Code == wire.CodeNotLeader || p.Code == wire.CodeUnavailable {
+			wg.Go(func() { resp.Partitions[i] = c.partitionStats(ctx, name, p) })
+		}
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+// partitionStats asks the leader of a partition for its figures; it
+// returns last (the answer that named another leader) when none of a few
+// attempts gets them.
+func (c *Client) partitionStats(ctx context.Context, name string, last wire.PartitionStats) wire.PartitionStats {
+	for attempt := 0; attempt < statsTries; attempt++ {
+		var one wire.QueueStatsResponse
+		req := wire.QueueStatsRequest{Queue: name, Partitions: []int{last.Partition}}
+		if err := c.call(ctx, partRoute{c, name, last.Partition}, wire.OpQueueStats, req, &one); err != nil || len(one.Partitions) != 1 {
+			return last
+		}
+		if p := one.Partitions[0]; p.Code != wire.CodeNotLeader && p.Code != wire.CodeUnavailable {
+			return p
+		}
+		last = one.Partitions[0]
+		c.setLeader(name, last.Partition, "", "") // stale: reload the placement
+		if c.sleep(ctx, attempt) != nil {
+			return last
+		}
+	}
+	return last
 }
 
 // Purge deletes every message of the queue that is not leased, in every

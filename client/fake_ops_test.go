@@ -173,15 +173,25 @@ func (fc *fakeCluster) catalog(body any) (any, error) {
 	return nil, wire.Errorf(wire.CodeMalformed, "not a catalog op")
 }
 
-func (fc *fakeCluster) stats(queue string) (any, error) {
+// stats answers as a real node does: figures for the partitions node
+// leads, a not-leader entry for the others.
+func (fc *fakeCluster) stats(node int, req wire.QueueStatsRequest) (any, error) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	q := fc.queues[queue]
+	q := fc.queues[req.Queue]
 	if q == nil {
-		return nil, wire.Errorf(wire.CodeQueueNotFound, "queue %q", queue)
+		return nil, wire.Errorf(wire.CodeQueueNotFound, "queue %q", req.Queue)
 	}
-	resp := wire.QueueStatsResponse{Queue: queue}
+	resp := wire.QueueStatsResponse{Queue: req.Queue}
 	for _, p := range q.parts {
+		if len(req.Partitions) > 0 && !slices.Contains(req.Partitions, p.index) {
+			continue
+		}
+		if p.leader != node {
+			resp.Partitions = append(resp.Partitions, wire.PartitionStats{Partition: p.index,
+				Code: wire.CodeNotLeader, Error: "not the leader"})
+			continue
+		}
 		st := wire.PartitionStats{Partition: p.index, Leader: fc.nodes[p.leader].id, LastSeq: p.lastSeq,
 			Dead: int64(len(p.dead))}
 		for _, m := range p.msgs {

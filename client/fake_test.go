@@ -269,7 +269,7 @@ func (n *fakeNode) apply(c *fakeConn, op wire.Op, body any) (any, error) {
 	case *wire.ListQueuesRequest:
 		return fc.listQueues(b.Prefix), nil
 	case *wire.QueueStatsRequest:
-		return fc.stats(b.Queue)
+		return fc.stats(n.idx, *b)
 	case *wire.CreateQueueRequest, *wire.UpdateQueueRequest, *wire.DeleteQueueRequest:
 		if n.idx != 0 {
 			return nil, fc.notLeader(fc.nodes[0].addr)

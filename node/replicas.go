@@ -21,11 +21,15 @@ const leaderAnnounceInterval = 100 * time.Millisecond
 // replicaSet is the partition replicas this node runs, kept in step with the
 // catalog's assignments.
 type replicaSet struct {
-	n       *Node
-	mu      sync.Mutex
-	running map[string]*replica // by group id
+	n           *Node
+	reconciling sync.Mutex // one reconcile at a time (loop and catalog handlers)
+	mu          sync.Mutex
+	running     map[string]*replica // by group id
 }
 
+// replica is one running partition replica. It is never changed once in
+// the set (readers use it without the lock): a changed assignment
+// replaces it.
 type replica struct {
 	a meta.Assignment
 	p *partition.Partition
@@ -93,6 +97,8 @@ func (n *Node) announceLeaders() {
 // reconcile starts replicas newly assigned to this node, stops those whose
 // queue was deleted, and has leaders adopt the catalog's queue config.
 func (rs *replicaSet) reconcile() {
+	rs.reconciling.Lock()
+	defer rs.reconciling.Unlock()
 	var assigned []meta.Assignment
 	nodes := map[string]meta.Node{}
 	rs.n.meta.view(func(f *meta.FSM) {
@@ -113,12 +119,15 @@ func (rs *replicaSet) reconcile() {
 	for _, a := range assigned {
 		rs.mu.Lock()
 		r := rs.running[a.GroupID]
+		if r != nil {
+			r = &replica{a: a, p: r.p}
+			rs.running[a.GroupID] = r
+		}
 		rs.mu.Unlock()
 		if r == nil {
 			rs.start(a, nodes)
 			continue
 		}
-		r.a = a
 		rs.syncConfig(r)
 	}
 }

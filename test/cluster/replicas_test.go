@@ -1,0 +1,218 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+)
+
+// replica is one entry of a node's GET /v1/replicas answer.
+type replica struct {
+	Queue        string `json:"queue"`
+	Partition    int    `json:"partition"`
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Digest       string `json:"digest"`
+	Ready        int64  `json:"ready"`
+	InFlight     int64  `json:"in_flight"`
+	Delayed      int64  `json:"delayed"`
+	Dead         int64  `json:"dead"`
+}
+
+// replicas returns node i's replicas of queue, by partition.
+func (c *testCluster) replicas(i int, queue string) (map[int]replica, error) {
+	var all []replica
+	if err := c.getJSON(i, "/v1/replicas", &all); err != nil {
+		return nil, err
+	}
+	out := map[int]replica{}
+	for _, r := range all {
+		if r.Queue == queue {
+			out[r.Partition] = r
+		}
+	}
+	return out, nil
+}
+
+// waitLeaders waits until each of the queue's partitions has a leader
+// among the running nodes and returns the leader's node index per
+// partition.
+func (c *testCluster) waitLeaders(queue string, partitions int) []int {
+	c.t.Helper()
+	leaders := make([]int, partitions)
+	c.eventually(waitLong, "leaders of "+queue, func() error {
+		for p := range leaders {
+			leaders[p] = -1
+		}
+		for _, i := range c.running() {
+			rs, err := c.replicas(i, queue)
+			if err != nil {
+				return err
+			}
+			for p, r := range rs {
+				if p < partitions && r.State == "Leader" {
+					leaders[p] = i
+				}
+			}
+		}
+		for p, l := range leaders {
+			if l < 0 {
+				return fmt.Errorf("partition %d has no leader", p)
+			}
+		}
+		return nil
+	})
+	return leaders
+}
+
+// waitConverged waits until every running node holds a replica of the
+// partition and all of them report the same applied index and digest; it
+// returns that replica state (as the leader reports it).
+func (c *testCluster) waitConverged(queue string, partition int) replica {
+	c.t.Helper()
+	var agreed replica
+	c.eventually(waitLong, fmt.Sprintf("replicas of %s/%d converge", queue, partition), func() error {
+		var seen []replica
+		leaders := 0
+		for _, i := range c.running() {
+			rs, err := c.replicas(i, queue)
+			if err != nil {
+				return err
+			}
+			r, ok := rs[partition]
+			if !ok {
+				return fmt.Errorf("%s has no replica", c.members[i].cfg.ID)
+			}
+			if r.State == "Leader" {
+				leaders++
+				agreed = r
+			}
+			seen = append(seen, r)
+		}
+		if leaders != 1 {
+			return fmt.Errorf("%d leaders", leaders)
+		}
+		for k, r := range seen {
+			if r.AppliedIndex != agreed.AppliedIndex || r.Digest != agreed.Digest {
+				return fmt.Errorf("replica on %s at index %d digest %.12s, leader at %d %.12s",
+					c.members[c.running()[k]].cfg.ID, r.AppliedIndex, r.Digest, agreed.AppliedIndex, agreed.Digest)
+			}
+		}
+		return nil
+	})
+	return agreed
+}
+
+// leaderIndex returns the applied index of node i's replica of a
+// partition.
+func (c *testCluster) leaderIndex(queue string, partition, i int) uint64 {
+	c.t.Helper()
+	rs, err := c.replicas(i, queue)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return rs[partition].AppliedIndex
+}
+
+// waitApplied waits until node i's replica of a partition has applied the
+// raft log up to index.
+func (c *testCluster) waitApplied(i int, queue string, partition int, index uint64) {
+	c.t.Helper()
+	c.eventually(waitLong, fmt.Sprintf("%s applies %s/%d up to %d", c.members[i].cfg.ID, queue, partition, index), func() error {
+		rs, err := c.replicas(i, queue)
+		if err != nil {
+			return err
+		}
+		if r := rs[partition]; r.AppliedIndex < index {
+			return fmt.Errorf("applied %d", r.AppliedIndex)
+		}
+		return nil
+	})
+}
+
+// snapshots returns the raft snapshots node i keeps of a partition group.
+func (c *testCluster) snapshots(i int, group string) []string {
+	entries, _ := os.ReadDir(filepath.Join(c.members[i].cfg.DataDir, "partitions", group, "snapshots"))
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != "" && e.Name()[0] != '.' {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// opContext returns a context for one client call or a short sequence of
+// them, cancelled when the test ends.
+func opContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// createQueue creates a queue and waits until its partitions have leaders.
+func (c *testCluster) createQueue(cl *client.Client, name string, cfg client.QueueConfig) {
+	c.t.Helper()
+	if err := cl.CreateQueue(opContext(c.t), name, cfg); err != nil {
+		c.t.Fatalf("create queue %s: %v", name, err)
+	}
+	c.waitLeaders(name, max(cfg.Partitions, 1))
+}
+
+// mustSend sends one message and fails the test if it is not confirmed.
+func mustSend(t *testing.T, q *client.Queue, m client.Message) client.SendResult {
+	t.Helper()
+	res, err := q.Send(opContext(t), m)
+	if err != nil {
+		t.Fatalf("send %q to %s: %v", m.ID, q.Name(), err)
+	}
+	return res
+}
+
+// receiveOne receives exactly one message within wait, failing otherwise.
+func receiveOne(t *testing.T, q *client.Queue, opts client.ReceiveOptions) *client.Delivery {
+	t.Helper()
+	ds, err := q.Receive(opContext(t), opts)
+	if err != nil {
+		t.Fatalf("receive from %s: %v", q.Name(), err)
+	}
+	if len(ds) != 1 {
+		t.Fatalf("receive from %s: got %d messages, want 1", q.Name(), len(ds))
+	}
+	return ds[0]
+}
+
+// receiveNone checks that nothing is delivered within wait.
+func receiveNone(t *testing.T, q *client.Queue, wait time.Duration) {
+	t.Helper()
+	ds, err := q.Receive(opContext(t), client.ReceiveOptions{Max: 10, Wait: wait})
+	if err != nil {
+		t.Fatalf("receive from %s: %v", q.Name(), err)
+	}
+	for _, d := range ds {
+		t.Errorf("unexpected delivery from %s: id %s seq %d attempt %d", q.Name(), d.ID, d.Seq, d.Attempt)
+	}
+}
+
+// stats returns the queue's totals, failing the test if any partition
+// could not report.
+func stats(t *testing.T, cl *client.Client, queue string) client.PartitionStats {
+	t.Helper()
+	st, err := cl.QueueStats(opContext(t), queue)
+	if err != nil {
+		t.Fatalf("stats of %s: %v", queue, err)
+	}
+	for _, p := range st.Partitions {
+		if err := p.Err(); err != nil {
+			t.Fatalf("stats of %s partition %d: %v", queue, p.Partition, err)
+		}
+	}
+	return st.Total()
+}
