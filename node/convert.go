@@ -52,14 +52,26 @@ func codeOf(err error) wire.Code {
 func (n *Node) wireError(err error) *wire.Error {
 	var we *wire.Error
 	if errors.As(err, &we) {
-		return we
+		return n.unlessCatalogBehind(we)
 	}
 	out := &wire.Error{Code: codeOf(err), Message: err.Error()}
 	var nl *partition.NotLeaderError
 	if errors.As(err, &nl) && nl.LeaderID != "" {
 		out.Leader = n.clientAddrOf(nl.LeaderID)
 	}
-	return out
+	return n.unlessCatalogBehind(out)
+}
+
+// unlessCatalogBehind turns "queue not found" into "unavailable" while the
+// node's catalog has not caught up with the meta group (a restarted node
+// until the meta leader reaches it, a node cut off from it): such a node
+// cannot tell a missing queue from one it has not learned of yet, and
+// clients take "queue not found" as final but retry "unavailable".
+func (n *Node) unlessCatalogBehind(we *wire.Error) *wire.Error {
+	if we.Code != wire.CodeQueueNotFound || n.meta.caughtUp() {
+		return we
+	}
+	return &wire.Error{Code: wire.CodeUnavailable, Message: "catalog not caught up with the meta group: " + we.Message}
 }
 
 // itemResult is the per-item form of err.

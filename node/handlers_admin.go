@@ -23,6 +23,9 @@ func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 		}
 		return out, err
 	case *wire.CreateQueueRequest:
+		if err := n.registrationSettled(); err != nil {
+			return nil, err
+		}
 		cfg := queueConfigOf(meta.DefaultQueueConfig())
 		cfg.Replicas = 0 // the catalog picks min(3, nodes)
 		r.Set.Apply(&cfg, r.Config)
@@ -63,6 +66,25 @@ func (n *Node) proposeMeta(ctx context.Context, c meta.Command) (meta.Result, er
 		n.replicas.reconcile() // start our replicas of a new queue at once
 	}
 	return res, err
+}
+
+// registrationSettled refuses (retryably) while alive members are not yet
+// in the catalog: placing a queue then would give it fewer replicas than
+// the cluster has, or fail for want of registered nodes.
+func (n *Node) registrationSettled() error {
+	var registered map[string]bool
+	n.meta.view(func(f *meta.FSM) {
+		registered = map[string]bool{}
+		for _, nd := range f.Nodes() {
+			registered[nd.ID] = true
+		}
+	})
+	for _, m := range n.members.members() {
+		if !registered[m.ID] {
+			return wire.Errorf(wire.CodeUnavailable, "cluster still registering member %s; retry", m.ID)
+		}
+	}
+	return nil
 }
 
 // metaLeaderHere returns nil on the meta leader, else a not-leader error

@@ -12,6 +12,7 @@ import (
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/transport"
+	"github.com/ferrymq/ferry/wire"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
@@ -103,10 +104,44 @@ func (g *metaGroup) leaderID() string {
 	return string(id)
 }
 
+// caughtUp reports whether the catalog is known to be current: a meta
+// leader is known and every entry this replica knows to be committed has
+// been handed to the catalog. A restarted replica stays at its last
+// snapshot, with commit index 0, until the leader's first append.
+func (g *metaGroup) caughtUp() bool {
+	commit := g.raft.CommitIndex()
+	return g.leaderID() != "" && commit > 0 && g.raft.AppliedIndex() >= commit
+}
+
+// registered reports whether every server of the meta group is in the
+// catalog's node registry. Until then (just after the cluster formed, or
+// a node joined) the registry undercounts the cluster, and a queue created
+// with the default replica count, min(3, registered nodes), would get
+// fewer replicas than the cluster can give it: propose refuses such a
+// creation as unavailable, which clients retry.
+func (g *metaGroup) registered() bool {
+	servers, err := g.servers()
+	if err != nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range servers {
+		if _, ok := g.fsm.Node(string(s.ID)); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // propose applies a catalog command through the meta group (leader only).
 func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, error) {
 	if !g.isLeader() {
 		return meta.Result{}, &partition.NotLeaderError{LeaderID: g.leaderID()}
+	}
+	if c.Type == meta.CmdCreateQueue && c.CreateQueue.Config.Replicas == 0 && !g.registered() {
+		return meta.Result{}, wire.Errorf(wire.CodeUnavailable,
+			"cluster membership still settling: a meta group member is not registered yet, so the default replica count is not known")
 	}
 	c.At = time.Now().UnixNano()
 	data, err := meta.EncodeCommand(c)

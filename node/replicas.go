@@ -11,6 +11,7 @@ import (
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/transport"
+	"github.com/ferrymq/ferry/wire"
 	"github.com/hashicorp/raft"
 )
 
@@ -24,8 +25,12 @@ type replicaSet struct {
 	n           *Node
 	reconciling sync.Mutex // one reconcile at a time (loop and catalog handlers)
 	mu          sync.Mutex
-	running     map[string]*replica // by group id
+	running     map[string]*replica  // by group id
+	lastPrefer  map[string]time.Time // last leadership hand-over asked, by group id
 }
+
+// preferInterval spaces out leadership hand-overs of one partition.
+const preferInterval = 30 * time.Second
 
 // replica is one running partition replica. It is never changed once in
 // the set (readers use it without the lock): a changed assignment
@@ -36,7 +41,7 @@ type replica struct {
 }
 
 func newReplicaSet(n *Node) *replicaSet {
-	return &replicaSet{n: n, running: map[string]*replica{}}
+	return &replicaSet{n: n, running: map[string]*replica{}, lastPrefer: map[string]time.Time{}}
 }
 
 // get returns the running replica of group, or nil.
@@ -129,6 +134,7 @@ func (rs *replicaSet) reconcile() {
 			continue
 		}
 		rs.syncConfig(r)
+		rs.preferLeader(r, nodes)
 	}
 }
 
@@ -181,6 +187,33 @@ func (rs *replicaSet) remove(r *replica) {
 		rs.n.logger.Error("removing partition data failed", "group", r.a.GroupID, "err", err)
 	}
 	rs.n.logger.Info("partition replica removed", "queue", r.a.Queue, "partition", r.a.Index)
+}
+
+// preferLeader has a leader that is not its partition's preferred replica
+// (the first in the placement, which the catalog spreads across nodes) hand
+// leadership to it, so that partition leaders do not pile up on the node
+// that happened to start first. Only an alive preferred replica is asked,
+// and each partition is asked at most once per preferInterval.
+func (rs *replicaSet) preferLeader(r *replica, nodes map[string]meta.Node) {
+	if len(r.a.Replicas) == 0 || !r.p.IsLeader() {
+		return
+	}
+	preferred := r.a.Replicas[0]
+	nd, ok := nodes[preferred]
+	if preferred == rs.n.cfg.ID || !ok || rs.n.members.state(preferred) != wire.NodeAlive {
+		return
+	}
+	rs.mu.Lock()
+	last := rs.lastPrefer[r.a.GroupID]
+	if time.Since(last) < preferInterval {
+		rs.mu.Unlock()
+		return
+	}
+	rs.lastPrefer[r.a.GroupID] = time.Now()
+	rs.mu.Unlock()
+	if err := r.p.TransferLeadership(preferred, nd.RaftAddr); err != nil {
+		rs.n.logger.Debug("handing leadership to the preferred replica failed", "group", r.a.GroupID, "to", preferred, "err", err)
+	}
 }
 
 // syncConfig has a leader propose the catalog's queue config when its FSM

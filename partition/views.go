@@ -95,6 +95,15 @@ func (p *Partition) AddVoter(id, addr string) error {
 	return p.mapErr(p.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, p.cfg.ApplyTimeout).Error())
 }
 
+// TransferLeadership hands leadership to the replica id at addr (leader
+// only); it returns once the transfer finished or failed.
+func (p *Partition) TransferLeadership(id, addr string) error {
+	if err := p.checkLeader(); err != nil {
+		return err
+	}
+	return p.mapErr(p.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error())
+}
+
 // RemoveServer removes a replica from the group (leader only).
 func (p *Partition) RemoveServer(id string) error {
 	if err := p.checkLeader(); err != nil {
