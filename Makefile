@@ -7,7 +7,7 @@ PKGS          := ./...
 # Packages with goroutines or shared state run under the race detector.
 RACE_PKGS     := ./wal/... ./transport/... ./wire/... ./partition/... ./client/... ./node/...
 
-.PHONY: help build run test lint bench fuzz tools clean
+.PHONY: help build run test lint bench fuzz tools clean chaos
 
 help:
 	@echo "make run     - build and start a local three-node cluster (Ctrl-C stops it)"
@@ -16,6 +16,8 @@ help:
 	@echo "make lint    - gofmt, go vet, staticcheck"
 	@echo "make bench   - run the benchmarks"
 	@echo "make fuzz    - short fuzzing of the decoders"
+	@echo "make chaos   - long chaos suite (as root, with iptables): FERRY_CHAOS_DURATION (10m),"
+	@echo "               FERRY_CHAOS_SEED (random), FERRY_CHAOS_NODES (5); 'make test' runs a bounded one"
 
 build:
 	$(GO) build $(PKGS)
@@ -44,6 +46,12 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzWAL_DecodeRecord -fuzztime 30s ./wal/
 	$(GO) test -run '^$$' -fuzz FuzzWire_ReadFrame -fuzztime 30s ./wire/
+
+# The long chaos suite: real ferryd processes under kill -9, pauses,
+# partitions and restarts (test/chaos). Partition faults need root and
+# iptables; without them they are skipped, loudly.
+chaos:
+	FERRY_CHAOS=1 $(GO) test -count=1 -run TestChaos_Long -timeout 0 -v ./test/chaos/
 
 clean:
 	rm -rf bin

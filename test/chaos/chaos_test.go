@@ -1,0 +1,174 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChaos_Bounded runs every fault kind once against three nodes, then
+// the faults whose shape depends on the cluster's size (the partitions,
+// the meta leader's kill, a leader's pause) against five; a few minutes in
+// all. FERRY_CHAOS_NODES runs every kind against that many nodes instead.
+// It runs with go test ./... and in CI; -short skips it.
+func TestChaos_Bounded(t *testing.T) {
+	skipUnlessSupported(t)
+	if testing.Short() {
+		t.Skip("chaos suite skipped in -short mode")
+	}
+	seed := envSeed(t)
+	if os.Getenv("FERRY_CHAOS_NODES") != "" {
+		runBounded(t, seed, envInt(t, "FERRY_CHAOS_NODES", 3), AllFaults)
+		return
+	}
+	t.Run("3-nodes", func(t *testing.T) { runBounded(t, seed, 3, AllFaults) })
+	t.Run("5-nodes", func(t *testing.T) {
+		runBounded(t, seed, 5, []FaultKind{Bridge, Split, Isolate, KillMeta, PauseLeader})
+	})
+}
+
+// runBounded runs the bounded schedule's faults of the given kinds.
+func runBounded(t *testing.T, seed int64, nodes int, kinds []FaultKind) {
+	var sched []FaultSpec
+	for _, s := range BoundedSchedule(seed) {
+		if slices.Contains(kinds, s.Kind) {
+			sched = append(sched, s)
+		}
+	}
+	next := func() (FaultSpec, bool) {
+		if len(sched) == 0 {
+			return FaultSpec{}, false
+		}
+		s := sched[0]
+		sched = sched[1:]
+		return s, true
+	}
+	runChaos(t, Options{Seed: seed, Nodes: nodes, Next: next, Producers: 4, Consumers: 3, Pace: 50 * time.Millisecond})
+}
+
+// TestChaos_Long runs random faults for FERRY_CHAOS_DURATION (default 10m)
+// against FERRY_CHAOS_NODES nodes (default 5). It runs only with
+// FERRY_CHAOS=1: make chaos.
+func TestChaos_Long(t *testing.T) {
+	skipUnlessSupported(t)
+	if os.Getenv("FERRY_CHAOS") != "1" {
+		t.Skip("long chaos suite: set FERRY_CHAOS=1 (make chaos)")
+	}
+	seed := envSeed(t)
+	d, err := time.ParseDuration(envOr("FERRY_CHAOS_DURATION", "10m"))
+	if err != nil {
+		t.Fatalf("FERRY_CHAOS_DURATION: %v", err)
+	}
+	gen := LongSchedule(seed)
+	runChaos(t, Options{Seed: seed, Nodes: envInt(t, "FERRY_CHAOS_NODES", 5), FaultPhase: d,
+		Next: func() (FaultSpec, bool) { return gen(), true }, Producers: 4, Consumers: 3, Pace: 40 * time.Millisecond})
+}
+
+func skipUnlessSupported(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the chaos suite needs Linux (per-node loopback addresses, SIGSTOP, iptables)")
+	}
+}
+
+// runChaos runs the suite and fails the test on any violation or node
+// crash. The data and logs are kept when it fails (or with
+// FERRY_CHAOS_KEEP=1); the JSON report goes to FERRY_CHAOS_REPORT, by
+// default ferry-chaos-<seed>-<nodes>n.json in the temporary directory.
+func runChaos(t *testing.T, o Options) {
+	root, err := os.MkdirTemp("", fmt.Sprintf("ferry-chaos-%d-%dn-", o.Seed, o.Nodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	o.Root = root
+	o.Logf = func(format string, args ...any) {
+		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
+	}
+	o.Logf("seed %d (FERRY_CHAOS_SEED=%d replays this schedule), %d nodes; data and logs in %s", o.Seed, o.Seed, o.Nodes, root)
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("chaos run could not be carried out: %v\ndata and logs kept in %s", err, root)
+	}
+	var sb strings.Builder
+	rep.Summary(&sb)
+	t.Log("\n" + sb.String())
+	path := envOr("FERRY_CHAOS_REPORT", filepath.Join(os.TempDir(), fmt.Sprintf("ferry-chaos-%d-%dn.json", o.Seed, o.Nodes)))
+	if err := rep.WriteJSON(path); err != nil {
+		t.Errorf("write report: %v", err)
+	} else {
+		t.Logf("JSON report: %s", path)
+	}
+	crashed := false
+	for _, n := range rep.Notes {
+		crashed = crashed || strings.HasPrefix(n, "NODE CRASH")
+	}
+	if rep.Failed() || crashed {
+		t.Errorf("chaos run FAILED (seed %d): violations %v, node crashes %v; data, logs and history.json kept in %s",
+			o.Seed, rep.ViolationCounts, crashed, root)
+		return
+	}
+	if os.Getenv("FERRY_CHAOS_KEEP") == "1" {
+		t.Logf("data and logs kept in %s", root)
+		return
+	}
+	os.RemoveAll(root)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 3 || n > 5 {
+		t.Fatalf("%s=%q: want 3, 4 or 5", name, v)
+	}
+	return n
+}
+
+// envSeed returns FERRY_CHAOS_SEED, or a fresh seed.
+func envSeed(t *testing.T) int64 {
+	v := os.Getenv("FERRY_CHAOS_SEED")
+	if v == "" {
+		return time.Now().UnixNano() % 1_000_000_000
+	}
+	s, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("FERRY_CHAOS_SEED=%q: %v", v, err)
+	}
+	return s
+}
+
+// TestChaos_Recheck runs the checker again on the history.json of a kept
+// run: FERRY_CHAOS_HISTORY=/tmp/ferry-chaos-.../history.json.
+func TestChaos_Recheck(t *testing.T) {
+	path := os.Getenv("FERRY_CHAOS_HISTORY")
+	if path == "" {
+		t.Skip("set FERRY_CHAOS_HISTORY to a kept run's history.json")
+	}
+	h, final, err := readHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := Check(h, final)
+	var sb strings.Builder
+	rep.Summary(&sb)
+	t.Log("\n" + sb.String())
+	if rep.Failed() {
+		t.Error("violations found")
+	}
+}

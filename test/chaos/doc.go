@@ -1,0 +1,68 @@
+// Package chaos is Ferry's chaos suite: real ferryd processes under
+// kill -9, SIGSTOP pauses, network partitions and full restarts, with a
+// workload whose every call is recorded and a checker in the manner of
+// Jepsen.
+//
+// # What a run does
+//
+// The harness builds ferryd once and starts N processes (3 by default, 5
+// for the long suite), each on its own loopback address (127.0.0.11,
+// .12, ...) with its own ports, data directory and log file. Partitions
+// snapshot often (see DefaultServerArgs) so that restarted and wiped
+// replicas are rebuilt from snapshots.
+//
+// Producers send to three queues (3, 2 and 1 partitions): grouped messages
+// (each group has exactly one producer, which sends one message at a time,
+// so the group's order is the producer's), ungrouped ones, some delayed.
+// Every attempt is recorded as confirmed, definitely failed, or unknown
+// (client.ErrUnconfirmed, or the context ending mid-call); an unconfirmed
+// message is retried with the same id. Consumers ack most deliveries, nack
+// some (with a delay or the queue's backoff), reject a few, abandon some
+// leases (a simulated consumer crash) and sometimes work past the 1.5 s
+// visibility timeout; one message in 80 is poison and runs out of its 5
+// receives. Every delivery and every ack, nack and reject outcome is
+// recorded with its times.
+//
+// Faults follow a schedule drawn from a seed (printed; FERRY_CHAOS_SEED
+// replays it): kill -9 of a random node, of a partition's leader and of
+// the meta leader, each restarted later from its data; SIGSTOP of a
+// partition leader and of a follower for 3-6 s (past the 1 s election
+// timeout); iptables partitions that isolate one node, split a minority
+// from the majority, or leave two halves joined only by a bridge node;
+// kill -9 of every node followed by a restart of all; and a node killed,
+// its data directory deleted, and restarted empty. Faults come one at a
+// time; after each the harness waits until every partition has a leader
+// and every replica has caught up.
+//
+// At the end the harness heals everything, stops the producers, has the
+// consumers ack everything until every queue is empty, lists the dead
+// letters, and polls GET /v1/replicas on every node until the replicas of
+// each partition report the same digest at the same applied index. Check
+// then judges the history (see its violation kinds); the run fails on any
+// violation or on a node exiting by itself. Duplicates with their causes,
+// unconfirmed sends and what became of them, availability gaps and
+// latencies are reported, not judged.
+//
+// # Partitions and iptables
+//
+// Partition rules live in the FERRY-CHAOS chain, hooked into INPUT and
+// OUTPUT. The chain is removed when a run ends, when the test process gets
+// SIGINT or SIGTERM, and, should a run have been killed outright, when
+// the next run starts (runs on one machine take turns, through a lock
+// file). Without root or without iptables, or with
+// FERRY_CHAOS_NO_IPTABLES=1, the partition faults are skipped, and the run
+// says so loudly in its log and report.
+//
+// # Running it
+//
+//	go test ./test/chaos/                     # TestChaos_Bounded: each fault once, 3 nodes
+//	make chaos                                # TestChaos_Long: FERRY_CHAOS=1, 10 minutes, 5 nodes
+//	FERRY_CHAOS_DURATION=3m FERRY_CHAOS_NODES=3 FERRY_CHAOS_SEED=42 make chaos
+//
+// FERRY_CHAOS_KEEP=1 keeps the data and logs of a passing run (a failing
+// run always keeps them, with history.json: every recorded call and the
+// final state); FERRY_CHAOS_REPORT names the JSON report's path, by
+// default ferry-chaos-<seed>-<nodes>n.json in the temporary directory.
+// FERRY_CHAOS_HISTORY=<dir>/history.json go test -run TestChaos_Recheck
+// runs the checker again on a kept history.
+package chaos

@@ -1,0 +1,398 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Node is one ferryd process of the cluster: its own loopback address
+// (127.0.0.11, .12, ...), ports, data directory and log file.
+type Node struct {
+	Index      int
+	ID         string
+	IP         string
+	RaftAddr   string
+	ClientAddr string
+	HTTPAddr   string
+	GossipAddr string
+	DataDir    string
+	LogPath    string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	paused  bool
+	expect  bool // the current process is expected to exit (we killed it)
+	starts  int
+	crashes []string // exits we did not cause
+}
+
+// Cluster runs N ferryd processes.
+type Cluster struct {
+	Nodes []*Node
+	Root  string // holds data/ and logs/
+	bin   string
+	args  []string // extra ferryd flags
+	logf  func(string, ...any)
+}
+
+// ClusterOptions configure NewCluster.
+type ClusterOptions struct {
+	Nodes int
+	Root  string
+	Bin   string
+	Args  []string
+	Logf  func(string, ...any)
+}
+
+// BuildFerryd compiles the server binary into dir and returns its path.
+func BuildFerryd(dir string) (string, error) {
+	bin := filepath.Join(dir, "ferryd")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("go tool not found: %w", err)
+	}
+	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/ferrymq/ferry/cmd/ferryd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build ferryd: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// NewCluster lays out the nodes' addresses and directories. Ports come from
+// one random base below the ephemeral range, checked free on every node
+// address; they stay the same across restarts.
+func NewCluster(o ClusterOptions) (*Cluster, error) {
+	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, logf: o.Logf}
+	for _, d := range []string{"data", "logs"} {
+		if err := os.MkdirAll(filepath.Join(o.Root, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	base, err := pickPorts(o.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	for i := range o.Nodes {
+		ip := fmt.Sprintf("127.0.0.%d", 11+i)
+		port := func(k int) string { return net.JoinHostPort(ip, strconv.Itoa(base+4*i+k)) }
+		id := fmt.Sprintf("n%d", i+1)
+		c.Nodes = append(c.Nodes, &Node{
+			Index: i, ID: id, IP: ip,
+			RaftAddr: port(0), ClientAddr: port(1), HTTPAddr: port(2), GossipAddr: port(3),
+			DataDir: filepath.Join(o.Root, "data", id), LogPath: filepath.Join(o.Root, "logs", id+".log"),
+		})
+	}
+	return c, nil
+}
+
+// pickPorts finds a base port such that base .. base+4n-1 are free on the
+// node addresses (TCP, and UDP for gossip).
+func pickPorts(n int) (int, error) {
+	for try := 0; try < 50; try++ {
+		base := 20000 + rand.N(12000/4)*4
+		if portsFree(base, n) {
+			return base, nil
+		}
+	}
+	return 0, errors.New("no free port range found")
+}
+
+func portsFree(base, n int) bool {
+	var closers []func() error
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	for i := range n {
+		ip := fmt.Sprintf("127.0.0.%d", 11+i)
+		for k := range 4 {
+			addr := net.JoinHostPort(ip, strconv.Itoa(base+4*i+k))
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return false
+			}
+			closers = append(closers, ln.Close)
+			if k == 3 {
+				pc, err := net.ListenPacket("udp", addr)
+				if err != nil {
+					return false
+				}
+				closers = append(closers, pc.Close)
+			}
+		}
+	}
+	return true
+}
+
+// ClientAddrs returns every node's client address.
+func (c *Cluster) ClientAddrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.ClientAddr
+	}
+	return out
+}
+
+func (c *Cluster) nodeArgs(n *Node) []string {
+	var join []string
+	for _, m := range c.Nodes {
+		join = append(join, m.GossipAddr)
+	}
+	args := []string{
+		"-id", n.ID, "-data-dir", n.DataDir, "-ip", n.IP,
+		"-raft-addr", n.RaftAddr, "-client-addr", n.ClientAddr, "-http-addr", n.HTTPAddr, "-gossip-addr", n.GossipAddr,
+		"-join", strings.Join(join, ","), "-bootstrap-expect", strconv.Itoa(len(c.Nodes)), "-fast-gossip",
+	}
+	return append(args, c.args...)
+}
+
+// marker appends a line to a node's log, so the log shows what the
+// harness did and when.
+func (n *Node) marker(format string, args ...any) {
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(f, "=== chaos %s: %s ===\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	f.Close()
+}
+
+// Start launches the node's process (from its data directory as it is).
+func (c *Cluster) Start(n *Node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("%s already running", n.ID)
+	}
+	if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	n.starts++
+	fmt.Fprintf(f, "=== chaos %s: start #%d ===\n", time.Now().Format("15:04:05.000"), n.starts)
+	cmd := exec.Command(c.bin, c.nodeArgs(n)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Own process group: a Ctrl-C in the terminal reaches the test, which
+	// cleans up; Pdeathsig ends the node if the test process dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", n.ID, err)
+	}
+	done := make(chan struct{})
+	n.cmd, n.done, n.paused, n.expect = cmd, done, false, false
+	go c.reap(n, cmd, f, done)
+	return nil
+}
+
+// reap waits for a process to end and notes exits the harness did not
+// cause.
+func (c *Cluster) reap(n *Node, cmd *exec.Cmd, f *os.File, done chan struct{}) {
+	err := cmd.Wait()
+	f.Close()
+	n.mu.Lock()
+	if !n.expect {
+		msg := fmt.Sprintf("%s exited by itself at %s: %v (see %s)", n.ID, time.Now().Format("15:04:05.000"), err, n.LogPath)
+		n.crashes = append(n.crashes, msg)
+		if c.logf != nil {
+			c.logf("!!! %s", msg)
+		}
+	}
+	if n.cmd == cmd {
+		n.cmd = nil
+	}
+	n.mu.Unlock()
+	close(done)
+}
+
+// Running reports whether the node's process is up (paused or not).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// Paused reports whether the node is stopped by SIGSTOP.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused
+}
+
+// Crashes lists the exits of the node that the harness did not cause.
+func (n *Node) Crashes() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.crashes...)
+}
+
+// signal sends sig to the node's process; expectExit marks the exit that
+// follows as ours.
+func (n *Node) signal(sig syscall.Signal, expectExit bool) (chan struct{}, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return nil, fmt.Errorf("%s is not running", n.ID)
+	}
+	if expectExit {
+		n.expect = true
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		return nil, err
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		n.paused = true
+	case syscall.SIGCONT:
+		n.paused = false
+	}
+	return n.done, nil
+}
+
+// Kill ends the node with SIGKILL (kill -9) and waits for it.
+func (c *Cluster) Kill(n *Node) error {
+	n.marker("kill -9")
+	done, err := n.signal(syscall.SIGKILL, true)
+	if err != nil {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// Stop ends the node with SIGTERM (a clean stop), escalating to SIGKILL
+// after timeout.
+func (c *Cluster) Stop(n *Node, timeout time.Duration) {
+	if n.Paused() {
+		c.Resume(n)
+	}
+	done, err := n.signal(syscall.SIGTERM, true)
+	if err != nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		c.Kill(n)
+	}
+}
+
+// Pause stops the node with SIGSTOP.
+func (c *Cluster) Pause(n *Node) error {
+	n.marker("SIGSTOP")
+	_, err := n.signal(syscall.SIGSTOP, false)
+	return err
+}
+
+// Resume continues a paused node with SIGCONT.
+func (c *Cluster) Resume(n *Node) error {
+	n.marker("SIGCONT")
+	_, err := n.signal(syscall.SIGCONT, false)
+	return err
+}
+
+// Wipe deletes a stopped node's data directory.
+func (c *Cluster) Wipe(n *Node) error {
+	if n.Running() {
+		return fmt.Errorf("%s is running", n.ID)
+	}
+	n.marker("data directory wiped")
+	return os.RemoveAll(n.DataDir)
+}
+
+// StartAll starts every node that is not running.
+func (c *Cluster) StartAll() error {
+	var errs []error
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			errs = append(errs, c.Start(n))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// KillAll kills every running node at once.
+func (c *Cluster) KillAll() {
+	var dones []chan struct{}
+	for _, n := range c.Nodes {
+		n.marker("kill -9 (all nodes)")
+		if done, err := n.signal(syscall.SIGKILL, true); err == nil {
+			dones = append(dones, done)
+		}
+	}
+	for _, d := range dones {
+		<-d
+	}
+}
+
+// ResumeAll continues every paused node.
+func (c *Cluster) ResumeAll() {
+	for _, n := range c.Nodes {
+		if n.Paused() {
+			c.Resume(n)
+		}
+	}
+}
+
+// Close stops every node: cleanly when clean is set, else with SIGKILL.
+func (c *Cluster) Close(clean bool) {
+	c.ResumeAll()
+	if !clean {
+		c.KillAll()
+		return
+	}
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Stop(n, 10*time.Second)
+		}()
+	}
+	wg.Wait()
+}
+
+// Crashes lists every node exit the harness did not cause.
+func (c *Cluster) Crashes() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.Crashes()...)
+	}
+	return out
+}
+
+// ByID returns the node with the given id, or nil.
+func (c *Cluster) ByID(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// Up returns the nodes that are running and not paused.
+func (c *Cluster) Up() []*Node {
+	var out []*Node
+	for _, n := range c.Nodes {
+		if n.Running() && !n.Paused() {
+			out = append(out, n)
+		}
+	}
+	return out
+}

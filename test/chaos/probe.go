@@ -1,0 +1,263 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// httpc asks the nodes' admin APIs; a paused node must not hang a probe.
+var httpc = &http.Client{Timeout: time.Second}
+
+// ReplicaStatus is one entry of GET /v1/replicas.
+type ReplicaStatus struct {
+	Queue        string `json:"queue"`
+	Partition    int    `json:"partition"`
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Digest       string `json:"digest"`
+}
+
+// PartRef names one queue partition.
+type PartRef struct {
+	Queue     string
+	Partition int
+}
+
+func (p PartRef) String() string { return fmt.Sprintf("%s/%d", p.Queue, p.Partition) }
+
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// Replicas returns a node's replica states.
+func (c *Cluster) Replicas(ctx context.Context, n *Node) ([]ReplicaStatus, error) {
+	var out []ReplicaStatus
+	err := getJSON(ctx, "http://"+n.HTTPAddr+"/v1/replicas", &out)
+	return out, err
+}
+
+// MetaLeader returns the meta leader's node as the reachable nodes see it
+// (the most common answer), or nil.
+func (c *Cluster) MetaLeader(ctx context.Context) *Node {
+	votes := map[string]int{}
+	for _, n := range c.Up() {
+		var v struct {
+			MetaLeader string `json:"meta_leader"`
+		}
+		if getJSON(ctx, "http://"+n.HTTPAddr+"/v1/cluster", &v) == nil && v.MetaLeader != "" {
+			votes[v.MetaLeader]++
+		}
+	}
+	best := ""
+	for id, k := range votes {
+		if best == "" || k > votes[best] || (k == votes[best] && id < best) {
+			best = id
+		}
+	}
+	return c.ByID(best)
+}
+
+// view is every reachable node's replicas, by partition.
+type view map[PartRef][]nodeReplica
+
+type nodeReplica struct {
+	node string
+	ReplicaStatus
+}
+
+// View gathers the replicas of every reachable node.
+func (c *Cluster) View(ctx context.Context) view {
+	v := view{}
+	for _, n := range c.Up() {
+		rs, err := c.Replicas(ctx, n)
+		if err != nil {
+			continue
+		}
+		for _, r := range rs {
+			k := PartRef{r.Queue, r.Partition}
+			v[k] = append(v[k], nodeReplica{n.ID, r})
+		}
+	}
+	return v
+}
+
+// leader returns the node that leads p by its own account and that the
+// other replicas agree on, or "".
+func (v view) leader(p PartRef) string {
+	leader := ""
+	for _, r := range v[p] {
+		if r.State == "Leader" {
+			if leader != "" {
+				return "" // two claim it: an election is settling
+			}
+			leader = r.node
+		}
+	}
+	for _, r := range v[p] {
+		if r.Leader != leader {
+			return ""
+		}
+	}
+	return leader
+}
+
+// PartitionLeader returns the node leading p, or nil.
+func (c *Cluster) PartitionLeader(ctx context.Context, p PartRef) *Node {
+	return c.ByID(c.View(ctx).leader(p))
+}
+
+// Ready reports whether every running node answers /readyz.
+func (c *Cluster) Ready(ctx context.Context) bool {
+	for _, n := range c.Nodes {
+		if !n.Running() || n.Paused() {
+			return false
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+"/readyz", nil)
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitHealthy waits until every node is up and ready, every partition of
+// placement has all its replicas running under one agreed leader, and
+// every replica has applied at least what its leader had applied when the
+// leaders were first agreed (it caught up). It returns the first problem
+// still present when ctx ends.
+func (c *Cluster) WaitHealthy(ctx context.Context, placement map[PartRef][]string) error {
+	var target map[PartRef]uint64
+	for {
+		problem := c.health(ctx, placement, &target)
+		if problem == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not healthy: %s", problem)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// health returns what keeps the cluster from being healthy, or "". The
+// first time all leaders are agreed it fills target with their applied
+// indexes.
+func (c *Cluster) health(ctx context.Context, placement map[PartRef][]string, target *map[PartRef]uint64) string {
+	if !c.Ready(ctx) {
+		return "a node is down or not ready"
+	}
+	v := c.View(ctx)
+	leaders := map[PartRef]uint64{}
+	for p, want := range placement {
+		if len(v[p]) < len(want) {
+			return fmt.Sprintf("%s: %d of %d replicas running", p, len(v[p]), len(want))
+		}
+		l := v.leader(p)
+		if l == "" {
+			return fmt.Sprintf("%s: no agreed leader", p)
+		}
+		for _, r := range v[p] {
+			if r.node == l {
+				leaders[p] = r.AppliedIndex
+			}
+		}
+	}
+	if *target == nil {
+		*target = leaders
+	}
+	for p, idx := range *target {
+		for _, r := range v[p] {
+			if r.AppliedIndex < idx {
+				return fmt.Sprintf("%s: %s applied %d of %d", p, r.node, r.AppliedIndex, idx)
+			}
+		}
+	}
+	return ""
+}
+
+// Converge polls the replicas until those of every partition report the
+// same digest at the same applied index, or ctx ends; it returns the last
+// observation.
+func (c *Cluster) Converge(ctx context.Context, placement map[PartRef][]string) []Convergence {
+	for {
+		out, agreed := c.convergence(ctx, placement)
+		if agreed {
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) convergence(ctx context.Context, placement map[PartRef][]string) ([]Convergence, bool) {
+	v := c.View(ctx)
+	all := true
+	var out []Convergence
+	for p, want := range placement {
+		cv := Convergence{Queue: p.Queue, Partition: p.Partition, Agreed: len(v[p]) == len(want)}
+		seen := map[string]bool{}
+		for _, r := range v[p] {
+			cv.Group = r.Group
+			state := fmt.Sprintf("%d:%.12s", r.AppliedIndex, r.Digest)
+			seen[state] = true
+			cv.AppliedIndex = r.AppliedIndex
+			cv.Replicas = append(cv.Replicas, r.node+"@"+state)
+		}
+		sort.Strings(cv.Replicas)
+		cv.Agreed = cv.Agreed && len(seen) == 1
+		if len(cv.Replicas) < len(want) {
+			cv.Replicas = append(cv.Replicas, "missing: "+strings.Join(missing(want, v[p]), ","))
+		}
+		all = all && cv.Agreed
+		out = append(out, cv)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Queue != out[j].Queue {
+			return out[i].Queue < out[j].Queue
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, all
+}
+
+func missing(want []string, have []nodeReplica) []string {
+	got := map[string]bool{}
+	for _, r := range have {
+		got[r.node] = true
+	}
+	var out []string
+	for _, id := range want {
+		if !got[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
