@@ -6,8 +6,10 @@
 // # What a run does
 //
 // The harness builds ferryd once and starts N processes (3 by default, 5
-// for the long suite), each on its own loopback address (127.0.0.11,
-// .12, ...) with its own ports, data directory and log file. Partitions
+// for the long suite), each on its own loopback address (127.0.1.11,
+// .12, ...; apart from the 127.0.0.x addresses other packages' tests use,
+// since iptables rules are machine-wide) with its own ports, data
+// directory and log file. Partitions
 // snapshot often (see DefaultServerArgs) so that restarted and wiped
 // replicas are rebuilt from snapshots.
 //

@@ -16,7 +16,7 @@ import (
 )
 
 // Node is one ferryd process of the cluster: its own loopback address
-// (127.0.0.11, .12, ...), ports, data directory and log file.
+// (127.0.1.11, .12, ...), ports, data directory and log file.
 type Node struct {
 	Index      int
 	ID         string
@@ -84,7 +84,7 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	for i := range o.Nodes {
-		ip := fmt.Sprintf("127.0.0.%d", 11+i)
+		ip := fmt.Sprintf("127.0.1.%d", 11+i)
 		port := func(k int) string { return net.JoinHostPort(ip, strconv.Itoa(base+4*i+k)) }
 		id := fmt.Sprintf("n%d", i+1)
 		c.Nodes = append(c.Nodes, &Node{
@@ -116,7 +116,7 @@ func portsFree(base, n int) bool {
 		}
 	}()
 	for i := range n {
-		ip := fmt.Sprintf("127.0.0.%d", 11+i)
+		ip := fmt.Sprintf("127.0.1.%d", 11+i)
 		for k := range 4 {
 			addr := net.JoinHostPort(ip, strconv.Itoa(base+4*i+k))
 			ln, err := net.Listen("tcp", addr)
