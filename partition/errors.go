@@ -38,8 +38,11 @@ type NotLeaderError struct {
 
 // Error describes the error.
 func (e *NotLeaderError) Error() string {
-	if e.LeaderID == "" {
+	switch {
+	case e.LeaderID == "":
 		return ErrNotLeader.Error() + " (no leader known)"
+	case e.LeaderAddr == "":
+		return fmt.Sprintf("%s (leader is %s)", ErrNotLeader, e.LeaderID)
 	}
 	return fmt.Sprintf("%s (leader is %s at %s)", ErrNotLeader, e.LeaderID, e.LeaderAddr)
 }

@@ -189,3 +189,16 @@ func TestPartition_ConfigValidateNamesTheField(t *testing.T) {
 		t.Fatalf("missing transport accepted: %v", err)
 	}
 }
+
+func TestPartition_NotLeaderErrorNamesWhatIsKnown(t *testing.T) {
+	cases := map[string]*NotLeaderError{
+		"not the partition leader (no leader known)":            {},
+		"not the partition leader (leader is n3)":               {LeaderID: "n3"},
+		"not the partition leader (leader is n3 at 10.0.0.3:1)": {LeaderID: "n3", LeaderAddr: "10.0.0.3:1"},
+	}
+	for want, e := range cases {
+		if got := e.Error(); got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
