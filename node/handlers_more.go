@@ -10,57 +10,40 @@ import (
 
 func (n *Node) handleAck(ctx context.Context, r *wire.AckRequest) (*wire.AckResponse, error) {
 	res, err := n.settle(ctx, r.Queue, r.Partition, r.Receipts, func(p *partition.Partition, valid []int) ([]error, error) {
-		receipts := make([]fsm.Receipt, len(valid))
-		for k, i := range valid {
-			receipts[k] = receiptOf(r.Receipts[i])
-		}
-		return p.Ack(ctx, receipts)
+		return p.Ack(ctx, pick(r.Receipts, valid, receiptOf))
 	})
 	return &wire.AckResponse{Results: res}, err
 }
 
 func (n *Node) handleExtend(ctx context.Context, r *wire.ExtendRequest) (*wire.ExtendResponse, error) {
-	receipts := make([]wire.Receipt, len(r.Items))
-	for i, it := range r.Items {
-		receipts[i] = it.Receipt
-	}
+	receipts := pick(r.Items, nil, func(it wire.ExtendItem) wire.Receipt { return it.Receipt })
 	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
-		c := &fsm.ExtendCmd{Items: make([]fsm.ExtendItem, len(valid))}
-		for k, i := range valid {
-			c.Items[k] = fsm.ExtendItem{Receipt: receiptOf(r.Items[i].Receipt), Visibility: r.Items[i].Visibility}
-		}
-		return fsm.Command{Type: fsm.CmdExtend, Extend: c}
+		items := pick(r.Items, valid, func(it wire.ExtendItem) fsm.ExtendItem {
+			return fsm.ExtendItem{Receipt: receiptOf(it.Receipt), Visibility: it.Visibility}
+		})
+		return fsm.Command{Type: fsm.CmdExtend, Extend: &fsm.ExtendCmd{Items: items}}
 	}))
 	return &wire.ExtendResponse{Results: res}, err
 }
 
 func (n *Node) handleNack(ctx context.Context, r *wire.NackRequest) (*wire.NackResponse, error) {
-	receipts := make([]wire.Receipt, len(r.Items))
-	for i, it := range r.Items {
-		receipts[i] = it.Receipt
-	}
+	receipts := pick(r.Items, nil, func(it wire.NackItem) wire.Receipt { return it.Receipt })
 	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
-		c := &fsm.NackCmd{Items: make([]fsm.NackItem, len(valid))}
-		for k, i := range valid {
-			it := r.Items[i]
-			c.Items[k] = fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay, Reason: it.Reason}
-		}
-		return fsm.Command{Type: fsm.CmdNack, Nack: c}
+		items := pick(r.Items, valid, func(it wire.NackItem) fsm.NackItem {
+			return fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay, Reason: it.Reason}
+		})
+		return fsm.Command{Type: fsm.CmdNack, Nack: &fsm.NackCmd{Items: items}}
 	}))
 	return &wire.NackResponse{Results: res}, err
 }
 
 func (n *Node) handleReject(ctx context.Context, r *wire.RejectRequest) (*wire.RejectResponse, error) {
-	receipts := make([]wire.Receipt, len(r.Items))
-	for i, it := range r.Items {
-		receipts[i] = it.Receipt
-	}
+	receipts := pick(r.Items, nil, func(it wire.RejectItem) wire.Receipt { return it.Receipt })
 	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
-		c := &fsm.RejectCmd{Items: make([]fsm.RejectItem, len(valid))}
-		for k, i := range valid {
-			c.Items[k] = fsm.RejectItem{Receipt: receiptOf(r.Items[i].Receipt), Reason: r.Items[i].Reason}
-		}
-		return fsm.Command{Type: fsm.CmdReject, Reject: c}
+		items := pick(r.Items, valid, func(it wire.RejectItem) fsm.RejectItem {
+			return fsm.RejectItem{Receipt: receiptOf(it.Receipt), Reason: it.Reason}
+		})
+		return fsm.Command{Type: fsm.CmdReject, Reject: &fsm.RejectCmd{Items: items}}
 	}))
 	return &wire.RejectResponse{Results: res}, err
 }
@@ -141,4 +124,21 @@ func (n *Node) handleStats(ctx context.Context, r *wire.QueueStatsRequest) (*wir
 		out.Partitions = append(out.Partitions, statsOf(i, p.Stats(), p.Status()))
 	}
 	return out, nil
+}
+
+// pick converts the items at the given indexes (all items when indexes is
+// nil), keeping their order.
+func pick[T, U any](items []T, indexes []int, conv func(T) U) []U {
+	if indexes == nil {
+		out := make([]U, len(items))
+		for i, it := range items {
+			out[i] = conv(it)
+		}
+		return out
+	}
+	out := make([]U, len(indexes))
+	for k, i := range indexes {
+		out[k] = conv(items[i])
+	}
+	return out
 }
