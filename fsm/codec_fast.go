@@ -120,16 +120,22 @@ func (m *NewMessage) decode(dec *msgpack.Decoder) error {
 }
 
 // EncodeMsgpack writes the receive as an array.
+// The fourth field, MaxBytes, was appended later: entries with three fields
+// still decode (MaxBytes 0).
 func (c *ReceiveCmd) EncodeMsgpack(enc *msgpack.Encoder) error {
-	return encodeAll(enc.EncodeArrayLen(3), enc.EncodeString(c.Consumer), enc.EncodeInt(int64(c.Max)), enc.EncodeInt(int64(c.Visibility)))
+	return encodeAll(enc.EncodeArrayLen(4), enc.EncodeString(c.Consumer), enc.EncodeInt(int64(c.Max)),
+		enc.EncodeInt(int64(c.Visibility)), enc.EncodeInt(c.MaxBytes))
 }
 
 // DecodeMsgpack reads what EncodeMsgpack wrote.
 func (c *ReceiveCmd) DecodeMsgpack(dec *msgpack.Decoder) error {
-	if err := expectArray(dec, "receive", 3); err != nil {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
 		return err
 	}
-	var err error
+	if n != 3 && n != 4 {
+		return fmt.Errorf("receive with %d fields (want 3 or 4)", n)
+	}
 	if c.Consumer, err = dec.DecodeString(); err != nil {
 		return err
 	}
@@ -138,6 +144,10 @@ func (c *ReceiveCmd) DecodeMsgpack(dec *msgpack.Decoder) error {
 	}
 	vis, err := dec.DecodeInt64()
 	c.Visibility = time.Duration(vis)
+	if err != nil || n == 3 {
+		return err
+	}
+	c.MaxBytes, err = dec.DecodeInt64()
 	return err
 }
 

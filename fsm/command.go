@@ -80,6 +80,13 @@ type ReceiveCmd struct {
 	Max      int    `msgpack:"max"`
 	// Visibility is the lease length; 0 means the queue's VisibilityTimeout.
 	Visibility time.Duration `msgpack:"visibility,omitempty"`
+	// MaxBytes bounds the deliveries' size (DeliveryBytes summed): a
+	// message that would take the answer past it stays ready for the next
+	// receive, so no lease is granted that cannot be delivered in one
+	// answer. The first message is always leased (the proposer's budget
+	// must exceed the largest message plus DeliveryOverheadBytes). 0 means
+	// no byte bound (entries written before the bound existed).
+	MaxBytes int64 `msgpack:"max_bytes,omitempty"`
 }
 
 // Receipt names one delivery attempt of one message.

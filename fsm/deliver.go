@@ -16,13 +16,20 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 		return nil, fmt.Errorf("%w: receive max %d (want 1..%d)", ErrInvalidArgument, c.Max, ReceiveMax)
 	case c.Visibility < 0 || c.Visibility > VisibilityTimeoutMax:
 		return nil, fmt.Errorf("%w: visibility %v (want 0..%v)", ErrInvalidArgument, c.Visibility, VisibilityTimeoutMax)
+	case c.MaxBytes < 0:
+		return nil, fmt.Errorf("%w: receive byte budget %d is negative", ErrInvalidArgument, c.MaxBytes)
 	}
 	visibility := c.Visibility
 	if visibility == 0 {
 		visibility = f.cfg.VisibilityTimeout
 	}
 	var out []Delivery
+	var answerBytes int64
 	for len(out) < c.Max {
+		if next := f.oldestEligible(); next != nil && c.MaxBytes > 0 && len(out) > 0 &&
+			answerBytes+next.deliveryBytes() > c.MaxBytes {
+			break // the rest stays ready for the next receive
+		}
 		m := f.popEligible()
 		if m == nil {
 			break
@@ -37,9 +44,29 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 			continue
 		}
 		f.lease(m, c.Consumer, int64(visibility))
+		answerBytes += m.deliveryBytes()
 		out = append(out, f.delivery(m))
 	}
 	return out, nil
+}
+
+// DeliveryOverheadBytes is what a delivery costs in an answer beyond its
+// stored headers and body, id and group: receipt, times and encoding.
+const DeliveryOverheadBytes = 128
+
+// DeliveryBytes is the size a delivery of a message with these parts counts
+// against ReceiveCmd.MaxBytes.
+func DeliveryBytes(storedBytes, idBytes, groupBytes int) int64 {
+	return int64(storedBytes) + int64(idBytes) + int64(groupBytes) + DeliveryOverheadBytes
+}
+
+// deliveryBytes is m's DeliveryBytes.
+func (m *message) deliveryBytes() int64 {
+	groupBytes := 0
+	if m.group != nil {
+		groupBytes = len(m.group.name)
+	}
+	return DeliveryBytes(int(m.stored), len(m.id), groupBytes)
 }
 
 // delivery reads m's body and builds what the consumer gets. A body that

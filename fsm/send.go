@@ -17,6 +17,19 @@ func (f *FSM) applySend(c *SendCmd) ([]SendOutcome, error) {
 	return out, nil
 }
 
+// ValidateNew reports whether a message would be refused for its own shape
+// or size under the current config, whatever the partition's state. It
+// changes nothing: the leader uses it to refuse a message before proposing
+// it, so that a message the FSM would refuse never costs a raft entry.
+// Apply still checks every message (the config may change in between).
+func (f *FSM) ValidateNew(nm *NewMessage) error { return f.validateNew(nm) }
+
+// EncodedBytes approximates the bytes nm takes in an encoded send command:
+// id, group, headers, body and a fixed allowance for framing.
+func (nm *NewMessage) EncodedBytes() int {
+	return len(nm.ID) + len(nm.Group) + messageBytes(nm.Headers, nm.Body) + 16
+}
+
 // validateNew checks one message against the limits that do not depend on
 // the partition's state.
 func (f *FSM) validateNew(nm *NewMessage) error {

@@ -128,6 +128,11 @@ func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendR
 	return out, nil
 }
 
+// receiveAnswerBytesMax is the byte budget of one receive: the frame limit
+// less room for the response's own framing. The FSM leases only what fits,
+// so every granted lease reaches the consumer in the answer.
+const receiveAnswerBytesMax = wire.MaxFrameBytes - 64<<10
+
 func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire.ReceiveResponse, error) {
 	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
 	if err != nil {
@@ -137,7 +142,7 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 	if maxCount == 0 {
 		maxCount = 1
 	}
-	rc := fsm.ReceiveCmd{Consumer: r.Consumer, Max: maxCount, Visibility: r.Visibility}
+	rc := fsm.ReceiveCmd{Consumer: r.Consumer, Max: maxCount, Visibility: r.Visibility, MaxBytes: receiveAnswerBytesMax}
 	ds, err := p.Receive(ctx, rc, min(r.Wait, wire.ReceiveWaitMax))
 	if err != nil {
 		return nil, err

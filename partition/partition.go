@@ -22,8 +22,7 @@ import (
 
 // Sizes of the raft stores.
 const (
-	logCacheEntries = 512
-	snapshotsKept   = 2
+	snapshotsKept = 2
 )
 
 // Partition is one running replica of a queue partition.
@@ -115,11 +114,7 @@ func (p *Partition) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("partition %s: open raft log: %w", p.cfg.GroupID, err)
 	}
-	cached, err := raft.NewLogCache(logCacheEntries, store)
-	if err != nil {
-		store.Close()
-		return err
-	}
+	cached := newBoundedLogCache(store)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(p.cfg.Dir, snapshotsKept, hlog.Named("snapshots"))
 	if err != nil {
 		store.Close()

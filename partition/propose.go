@@ -13,6 +13,12 @@ import (
 // ReceiveWaitMax is the longest long-poll a Receive may ask for.
 const ReceiveWaitMax = 20 * time.Second
 
+// EntryBytesMax bounds one raft entry: a merged proposal of at most
+// ProposalBytesMax, or one message of the largest size a queue may allow
+// with its id, group and framing. Propose refuses anything larger, so no
+// entry that replicas might fail to ship or store is ever written.
+const EntryBytesMax = fsm.MessageBytesLimit + 64<<10
+
 // Propose is the one way a command enters the partition: it stamps the
 // leader's clock, hands the command to raft, waits for commit and apply, and
 // returns the FSM's result. A context deadline bounds the wait to enqueue;
@@ -26,6 +32,10 @@ func (p *Partition) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, e
 	data, err := fsm.EncodeCommand(cmd)
 	if err != nil {
 		return fsm.Result{}, err
+	}
+	if len(data) > EntryBytesMax {
+		return fsm.Result{}, fmt.Errorf("%w: %s command of %d bytes exceeds the %d-byte entry limit",
+			fsm.ErrMessageTooLarge, cmd.Type, len(data), EntryBytesMax)
 	}
 	timeout := p.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
