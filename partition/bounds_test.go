@@ -1,8 +1,8 @@
 package partition
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
