@@ -30,7 +30,7 @@ type metaGroup struct {
 	fsm      *meta.FSM
 	raft     *raft.Raft
 	store    *raftboltdb.BoltStore
-	trans    *raft.NetworkTransport
+	trans    *transport.BoundedTransport
 	hasState bool
 	changed  chan struct{} // poked after every apply
 	applied  chan struct{} // closed and replaced after every apply (guarded by mu)

@@ -167,7 +167,7 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	pc.Logger = rs.n.logger.With("queue", a.Queue, "partition", a.Index)
 	p, err := partition.Open(pc)
 	if err != nil {
-		pc.Transport.(*raft.NetworkTransport).Close()
+		pc.Transport.(*transport.BoundedTransport).Close()
 		rs.n.logger.Error("cannot open partition replica", "group", a.GroupID, "err", err)
 		return
 	}

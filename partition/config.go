@@ -33,7 +33,10 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 	// MaxAppendEntries bounds how many proposals one disk write and one
-	// replication round carry (group commit).
+	// replication round carry (group commit). With entries of at most
+	// ProposalBytesMax (merged sends) it also bounds the entry data a
+	// leader loads to catch up a lagging follower: 64 x 1 MiB. Concurrent
+	// sends are merged into few entries, so a larger count buys nothing.
 	MaxAppendEntries int
 	// SnapshotThreshold is how many log entries trigger a snapshot;
 	// TrailingLogs how many entries stay after one, so that a lagging
@@ -67,7 +70,7 @@ func DefaultConfig(groupID, nodeID, dir string) Config {
 		ElectionTimeout:    1000 * time.Millisecond,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
-		MaxAppendEntries:   256,
+		MaxAppendEntries:   64,
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,
 		SnapshotInterval:   120 * time.Second,

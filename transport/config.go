@@ -129,6 +129,11 @@ type TransportConfig struct {
 	// installs) and the dial timeout. Zero or negative means DefaultTimeout.
 	Timeout time.Duration
 
+	// RPCBytesMax bounds the entry data of one AppendEntries RPC; larger
+	// requests are sent in parts. Zero or negative means
+	// DefaultRPCBytesMax.
+	RPCBytesMax int
+
 	// AddressProvider, when set, resolves a peer's raft.ServerID to the
 	// address to dial, overriding the address stored in the raft
 	// configuration. Nil means the stored address is dialed.
@@ -142,7 +147,7 @@ type TransportConfig struct {
 // DefaultTransportConfig returns a TransportConfig with every default
 // written out.
 func DefaultTransportConfig() TransportConfig {
-	return TransportConfig{MaxPool: DefaultMaxPool, Timeout: DefaultTimeout}
+	return TransportConfig{MaxPool: DefaultMaxPool, Timeout: DefaultTimeout, RPCBytesMax: DefaultRPCBytesMax}
 }
 
 // withDefaults returns c with zero or negative fields replaced by their
@@ -153,6 +158,12 @@ func (c TransportConfig) withDefaults() TransportConfig {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.RPCBytesMax <= 0 {
+		c.RPCBytesMax = DefaultRPCBytesMax
+	}
+	if c.RPCBytesMax <= 0 {
+		c.RPCBytesMax = DefaultRPCBytesMax
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -62,7 +62,7 @@ func (countSnapshot) Release() {}
 // stop, so it can be restarted with the same state.
 type replica struct {
 	r     *raft.Raft
-	trans *raft.NetworkTransport
+	trans *BoundedTransport
 	fsm   *countFSM
 	logs  *raft.InmemStore
 	snaps *raft.InmemSnapshotStore
@@ -77,7 +77,8 @@ type testNode struct {
 
 // cluster is a set of nodes running the same raft groups.
 type cluster struct {
-	t      *testing.T
+	t           *testing.T
+	rpcBytesMax int // 0: the default
 	nodes  []*testNode
 	groups []string
 }
@@ -86,7 +87,14 @@ type cluster struct {
 // group, all bootstrapped with the same voter list.
 func startCluster(t *testing.T, ips []string, groups ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, groups: groups}
+	return startClusterWith(t, ips, 0, groups...)
+}
+
+// startClusterWith is startCluster with transports bounded at rpcBytesMax
+// bytes of entry data per RPC (0: the default).
+func startClusterWith(t *testing.T, ips []string, rpcBytesMax int, groups ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, groups: groups, rpcBytesMax: rpcBytesMax}
 	for i, ip := range ips {
 		n := &testNode{
 			id:       raft.ServerID(fmt.Sprintf("n%d", i+1)),
@@ -118,7 +126,7 @@ func startCluster(t *testing.T, ips []string, groups ...string) *cluster {
 func (c *cluster) startReplica(n *testNode, g string, rep *replica) {
 	c.t.Helper()
 	layer := mustGroup(c.t, n.mux, g)
-	rep.trans = NewTransport(layer, TransportConfig{Timeout: 2 * time.Second, Logger: testLogger()})
+	rep.trans = NewTransport(layer, TransportConfig{Timeout: 2 * time.Second, Logger: testLogger(), RPCBytesMax: c.rpcBytesMax})
 	rep.fsm = &countFSM{}
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = n.id
@@ -178,12 +186,18 @@ func (c *cluster) leader(g string) *replica {
 // retrying on leader changes.
 func (c *cluster) apply(g string, k int) {
 	c.t.Helper()
+	c.applyData(g, k, []byte("x"))
+}
+
+// applyData is apply with a given command.
+func (c *cluster) applyData(g string, k int, data []byte) {
+	c.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for done := 0; done < k; {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("group %s: only %d of %d applies confirmed", g, done, k)
 		}
-		err := c.leader(g).r.Apply([]byte("x"), time.Second).Error()
+		err := c.leader(g).r.Apply(data, time.Second).Error()
 		switch {
 		case err == nil:
 			done++

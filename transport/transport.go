@@ -7,14 +7,17 @@ import "github.com/hashicorp/raft"
 // DefaultMaxPool, Timeout DefaultTimeout). The transport owns layer from
 // then on: its Close closes layer, which unregisters the group. Close it
 // after raft.Raft.Shutdown has returned.
-func NewTransport(layer *StreamLayer, cfg TransportConfig) *raft.NetworkTransport {
+//
+// AppendEntries requests are cut into RPCs of at most cfg.RPCBytesMax bytes
+// of entry data (see BoundedTransport).
+func NewTransport(layer *StreamLayer, cfg TransportConfig) *BoundedTransport {
 	cfg = cfg.withDefaults()
 	logger := NewHCLogger(cfg.Logger.With("group", layer.ID())).Named("raft-net")
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return &BoundedTransport{RPCBytesMax: cfg.RPCBytesMax, NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: cfg.AddressProvider,
 		Logger:                logger,
 		Stream:                layer,
 		MaxPool:               cfg.MaxPool,
 		Timeout:               cfg.Timeout,
-	})
+	})}
 }

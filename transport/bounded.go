@@ -1,0 +1,276 @@
+package transport
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// DefaultRPCBytesMax is the entry data one AppendEntries RPC carries at
+// most (a single larger entry travels alone). raft fills a request with up
+// to MaxAppendEntries entries whatever their size; a lagging follower could
+// otherwise be sent hundreds of megabytes in one RPC that cannot arrive
+// within the transport timeout, and retried for ever.
+const DefaultRPCBytesMax = 8 << 20
+
+// BoundedTransport is a raft transport whose AppendEntries requests are cut
+// into RPCs of at most RPCBytesMax bytes of entry data, sent in order on
+// the same path. Cutting is safe in raft: each part is the AppendEntries a
+// leader with a smaller MaxAppendEntries would have sent (its PrevLogEntry
+// is the last entry of the part before), and the caller sees the answer to
+// the last part, or to the first part that failed.
+type BoundedTransport struct {
+	*raft.NetworkTransport
+	// RPCBytesMax bounds one RPC's entry data.
+	RPCBytesMax int
+
+	split atomic.Uint64
+}
+
+// SplitRequests counts the AppendEntries requests sent in parts so far.
+func (t *BoundedTransport) SplitRequests() uint64 { return t.split.Load() }
+
+var (
+	_ raft.Transport   = (*BoundedTransport)(nil)
+	_ raft.WithClose   = (*BoundedTransport)(nil)
+	_ raft.WithPreVote = (*BoundedTransport)(nil)
+)
+
+// splitAppend cuts args into requests of at most maxBytes of entry data
+// each (at least one entry each). It returns args itself when it fits.
+func splitAppend(args *raft.AppendEntriesRequest, maxBytes int) []*raft.AppendEntriesRequest {
+	total := 0
+	for _, e := range args.Entries {
+		total += len(e.Data) + len(e.Extensions)
+	}
+	if total <= maxBytes || len(args.Entries) < 2 {
+		return []*raft.AppendEntriesRequest{args}
+	}
+	var parts []*raft.AppendEntriesRequest
+	prevIndex, prevTerm := args.PrevLogEntry, args.PrevLogTerm
+	for start := 0; start < len(args.Entries); {
+		end, size := start, 0
+		for end < len(args.Entries) {
+			n := len(args.Entries[end].Data) + len(args.Entries[end].Extensions)
+			if end > start && size+n > maxBytes {
+				break
+			}
+			size, end = size+n, end+1
+		}
+		part := *args
+		part.Entries = args.Entries[start:end]
+		part.PrevLogEntry, part.PrevLogTerm = prevIndex, prevTerm
+		parts = append(parts, &part)
+		last := args.Entries[end-1]
+		prevIndex, prevTerm = last.Index, last.Term
+		start = end
+	}
+	return parts
+}
+
+// AppendEntries sends args as one or more bounded RPCs.
+func (t *BoundedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	parts := splitAppend(args, t.RPCBytesMax)
+	if len(parts) == 1 {
+		return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	}
+	t.split.Add(1)
+	for _, part := range parts {
+		var r raft.AppendEntriesResponse
+		if err := t.NetworkTransport.AppendEntries(id, target, part, &r); err != nil {
+			return err
+		}
+		*resp = r
+		if !r.Success || r.Term > args.Term {
+			return nil
+		}
+	}
+	return nil
+}
+
+// AppendEntriesPipeline returns a pipeline that cuts requests the same way.
+func (t *BoundedTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	inner, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	p := &boundedPipeline{inner: inner, maxBytes: t.RPCBytesMax, split: &t.split, out: make(chan raft.AppendFuture, 128),
+		closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	go p.gather()
+	return p, nil
+}
+
+// boundedPipeline sends each request's parts down the inner pipeline and
+// hands raft one future per request once all its parts are answered.
+type boundedPipeline struct {
+	inner    raft.AppendPipeline
+	maxBytes int
+	split    *atomic.Uint64
+	out      chan raft.AppendFuture
+	closed   chan struct{}
+	wake     chan struct{}
+
+	mu        sync.Mutex
+	pending   []*splitFuture // in send order
+	closeOnce sync.Once
+}
+
+// AppendEntries sends args's parts; the returned future resolves when the
+// last part is answered (or a part fails).
+func (p *boundedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	parts := splitAppend(args, p.maxBytes)
+	if len(parts) == 1 {
+		f, err := p.inner.AppendEntries(args, resp)
+		if err != nil {
+			return nil, err
+		}
+		p.push(&splitFuture{start: time.Now(), req: args, resp: resp, want: 1, single: f})
+		return f, nil
+	}
+	p.split.Add(1)
+	sf := &splitFuture{start: time.Now(), req: args, resp: resp, want: len(parts), done: make(chan struct{})}
+	p.push(sf)
+	for i, part := range parts {
+		if _, err := p.inner.AppendEntries(part, new(raft.AppendEntriesResponse)); err != nil {
+			p.mu.Lock()
+			sf.want = i // no more parts of it will come back
+			p.mu.Unlock()
+			return nil, err
+		}
+	}
+	return sf, nil
+}
+
+func (p *boundedPipeline) push(sf *splitFuture) {
+	p.mu.Lock()
+	p.pending = append(p.pending, sf)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// gather matches the inner pipeline's answers, in order, to the requests
+// they belong to.
+func (p *boundedPipeline) gather() {
+	in := p.inner.Consumer()
+	for {
+		var f raft.AppendFuture
+		select {
+		case f = <-in:
+		case <-p.closed:
+			return
+		}
+		sf := p.head()
+		if sf == nil {
+			return // an answer to nothing sent: the pipeline is broken
+		}
+		if sf.single != nil {
+			p.pop()
+			if !p.emit(f) {
+				return
+			}
+			continue
+		}
+		if complete := p.record(sf, f); complete {
+			p.pop()
+			close(sf.done)
+			if !p.emit(sf) {
+				return
+			}
+		}
+	}
+}
+
+// head returns the oldest request awaiting answers, waiting for it to be
+// pushed if the answer beat the push.
+func (p *boundedPipeline) head() *splitFuture {
+	for {
+		p.mu.Lock()
+		if len(p.pending) > 0 {
+			sf := p.pending[0]
+			p.mu.Unlock()
+			return sf
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.wake:
+		case <-p.closed:
+			return nil
+		}
+	}
+}
+
+func (p *boundedPipeline) pop() {
+	p.mu.Lock()
+	p.pending = p.pending[1:]
+	p.mu.Unlock()
+}
+
+// record notes one part's answer; it reports whether sf is complete.
+func (p *boundedPipeline) record(sf *splitFuture, f raft.AppendFuture) bool {
+	err := f.Error()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sf.got++
+	if sf.err == nil && !sf.failed {
+		if err != nil {
+			sf.err = err
+		} else {
+			*sf.resp = *f.Response()
+			sf.failed = !sf.resp.Success || sf.resp.Term > sf.req.Term
+		}
+	}
+	return sf.got >= sf.want
+}
+
+func (p *boundedPipeline) emit(f raft.AppendFuture) bool {
+	select {
+	case p.out <- f:
+		return true
+	case <-p.closed:
+		return false
+	}
+}
+
+// Consumer yields one future per request, in order.
+func (p *boundedPipeline) Consumer() <-chan raft.AppendFuture { return p.out }
+
+// Close closes the inner pipeline and stops gathering.
+func (p *boundedPipeline) Close() error {
+	p.closeOnce.Do(func() { close(p.closed) })
+	return p.inner.Close()
+}
+
+// splitFuture is the future of a request sent in parts.
+type splitFuture struct {
+	start  time.Time
+	req    *raft.AppendEntriesRequest
+	resp   *raft.AppendEntriesResponse
+	want   int
+	single raft.AppendFuture // set when the request went whole
+	done   chan struct{}
+
+	// Guarded by the pipeline's mu until done is closed.
+	got    int
+	err    error
+	failed bool
+}
+
+// Error waits for every part and returns the first part's error.
+func (f *splitFuture) Error() error {
+	<-f.done
+	return f.err
+}
+
+// Start is when the request was handed to the pipeline.
+func (f *splitFuture) Start() time.Time { return f.start }
+
+// Request is the whole request, as raft built it.
+func (f *splitFuture) Request() *raft.AppendEntriesRequest { return f.req }
+
+// Response is the last part's answer, or the first failing part's.
+func (f *splitFuture) Response() *raft.AppendEntriesResponse { return f.resp }
