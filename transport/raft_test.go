@@ -79,8 +79,8 @@ type testNode struct {
 type cluster struct {
 	t           *testing.T
 	rpcBytesMax int // 0: the default
-	nodes  []*testNode
-	groups []string
+	nodes       []*testNode
+	groups      []string
 }
 
 // startCluster starts one Mux per IP and, on each, one raft replica per
