@@ -129,3 +129,35 @@ func TestPartition_LogCacheIsBoundedInBytes(t *testing.T) {
 		t.Fatalf("delete range: %v, %d bytes cached", err, c.cachedBytes())
 	}
 }
+
+// Close returns promptly while large sends are queued and in flight, and
+// every waiting sender gets an answer.
+func TestPartition_CloseAnswersQueuedSendsPromptly(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.Queue.MaxMessageBytes = 1 << 20 })
+	li := c.leader()
+	p := c.reps[li]
+	body := bytes.Repeat([]byte("c"), 500<<10)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			msgs := make([]fsm.NewMessage, 10)
+			for i := range msgs {
+				msgs[i] = fsm.NewMessage{ID: fmt.Sprintf("w%d-%d", w, i), Body: body}
+			}
+			_, _ = p.Send(context.Background(), msgs) // any answer will do
+		})
+	}
+	start := time.Now()
+	if err := p.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("senders still waiting 30s after Close")
+	}
+	c.reps[li] = nil
+	t.Logf("close and all answers took %v", time.Since(start))
+}
