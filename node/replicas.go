@@ -121,6 +121,7 @@ func (rs *replicaSet) reconcile() {
 			rs.remove(r)
 		}
 	}
+	var starts []meta.Assignment
 	for _, a := range assigned {
 		rs.mu.Lock()
 		r := rs.running[a.GroupID]
@@ -130,12 +131,39 @@ func (rs *replicaSet) reconcile() {
 		}
 		rs.mu.Unlock()
 		if r == nil {
-			rs.start(a, nodes)
+			starts = append(starts, a)
 			continue
 		}
 		rs.syncConfig(r)
 		rs.preferLeader(r, nodes)
 	}
+	inParallel(len(starts), func(i int) { rs.start(starts[i], nodes) })
+}
+
+// replicaOpenersMax bounds how many replicas a node opens or closes at
+// once. Opening replays a replica's log and closing may wait for a
+// leadership hand-over: done one after another, one slow partition would
+// hold up every other, and a node with a hundred partitions would take a
+// hundred times as long to come up or stop.
+const replicaOpenersMax = 16
+
+// inParallel runs fn(0..n-1) on at most replicaOpenersMax goroutines and
+// waits for all of them.
+func inParallel(n int, fn func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(n, replicaOpenersMax) {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 func (rs *replicaSet) dir(group string) string {
@@ -232,9 +260,8 @@ func (rs *replicaSet) syncConfig(r *replica) {
 }
 
 func (rs *replicaSet) closeAll() {
-	for _, r := range rs.all() {
-		r.p.Close()
-	}
+	all := rs.all()
+	inParallel(len(all), func(i int) { all[i].p.Close() })
 	rs.mu.Lock()
 	rs.running = map[string]*replica{}
 	rs.mu.Unlock()
