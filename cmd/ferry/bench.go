@@ -30,7 +30,7 @@ func benchCmd(g *globals) *cobra.Command {
 			defer done()
 			ctx, cancel := context.WithTimeout(cmd.Context(), duration+g.timeout)
 			defer cancel()
-			err = c.CreateQueue(ctx, args[0], client.QueueConfig{Partitions: partitions})
+			err = c.CreateQueue(ctx, args[0], client.Partitions(partitions))
 			if err != nil && !errors.Is(err, client.ErrQueueExists) {
 				return err
 			}

@@ -158,12 +158,16 @@ func opContext(t *testing.T) context.Context {
 }
 
 // createQueue creates a queue and waits until its partitions have leaders.
-func (c *testCluster) createQueue(cl *client.Client, name string, cfg client.QueueConfig) {
+func (c *testCluster) createQueue(cl *client.Client, name string, settings ...client.QueueSetting) {
 	c.t.Helper()
-	if err := cl.CreateQueue(opContext(c.t), name, cfg); err != nil {
+	if err := cl.CreateQueue(opContext(c.t), name, settings...); err != nil {
 		c.t.Fatalf("create queue %s: %v", name, err)
 	}
-	c.waitLeaders(name, max(cfg.Partitions, 1))
+	qs, err := cl.ListQueues(opContext(c.t), name)
+	if err != nil || len(qs) == 0 || qs[0].Name != name {
+		c.t.Fatalf("list queue %s after creating it: %v %+v", name, err, qs)
+	}
+	c.waitLeaders(name, qs[0].Config.Partitions)
 }
 
 // mustSend sends one message and fails the test if it is not confirmed.
