@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -116,7 +117,12 @@ func queueCreateCmd(g *globals, update bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(qs)
+			for _, q := range qs {
+				if q.Name == args[0] {
+					return printJSON(jsonview.QueueOf(q))
+				}
+			}
+			return fmt.Errorf("queue %s %s but not listed afterwards", args[0], map[bool]string{false: "created", true: "updated"}[update])
 		},
 	}
 	f.bind(cmd.Flags(), update)
@@ -138,7 +144,7 @@ func queueListCmd(g *globals) *cobra.Command {
 			}
 			qs, err := c.ListQueues(ctx, prefix)
 			if err != nil || g.json {
-				return firstErr(err, func() error { return printJSON(qs) })
+				return firstErr(err, func() error { return printJSON(jsonview.QueuesOf(qs)) })
 			}
 			var rows [][]string
 			for _, q := range qs {
@@ -163,7 +169,7 @@ func queueStatsCmd(g *globals) *cobra.Command {
 			defer done()
 			st, err := c.QueueStats(ctx, args[0])
 			if err != nil || g.json {
-				return firstErr(err, func() error { return printJSON(st) })
+				return firstErr(err, func() error { return printJSON(jsonview.StatsOf(st)) })
 			}
 			var rows [][]string
 			row := func(name string, p client.PartitionStats) []string {

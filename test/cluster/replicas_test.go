@@ -16,7 +16,7 @@ type replica struct {
 	Queue        string `json:"queue"`
 	Partition    int    `json:"partition"`
 	Group        string `json:"group"`
-	State        string `json:"state"`
+	Role         string `json:"role"`
 	Leader       string `json:"leader"`
 	AppliedIndex uint64 `json:"applied_index"`
 	Digest       string `json:"digest"`
@@ -57,7 +57,7 @@ func (c *testCluster) waitLeaders(queue string, partitions int) []int {
 				return err
 			}
 			for p, r := range rs {
-				if p < partitions && r.State == "Leader" {
+				if p < partitions && r.Role == "leader" {
 					leaders[p] = i
 				}
 			}
@@ -90,7 +90,7 @@ func (c *testCluster) waitConverged(queue string, partition int) replica {
 			if !ok {
 				return fmt.Errorf("%s has no replica", c.members[i].cfg.ID)
 			}
-			if r.State == "Leader" {
+			if r.Role == "leader" {
 				leaders++
 				agreed = r
 			}
