@@ -36,12 +36,12 @@ func (f *deadFlags) filter() (client.DeadFilter, error) {
 	case "":
 	case "rejected":
 		out.Reason = client.DeadRejected
-	case "exhausted":
+	case "exhausted", "retries_exhausted": // the second is the JSON name
 		out.Reason = client.DeadRetriesExhausted
-	case "expired":
+	case "expired", "lease_expired":
 		out.Reason = client.DeadLeaseExpired
 	default:
-		return out, fmt.Errorf("--reason %q: want rejected, exhausted or expired", f.reason)
+		return out, fmt.Errorf("--reason %q: want rejected, exhausted (retries_exhausted) or expired (lease_expired)", f.reason)
 	}
 	if f.since > 0 {
 		out.From = time.Now().Add(-f.since)

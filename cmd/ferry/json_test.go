@@ -205,6 +205,12 @@ func TestCLI_JSONMatchesHTTP(t *testing.T) {
 		t.Errorf("config differs: CLI %v, HTTP %v", cfg, httpQueue["config"])
 	}
 
+	// The table says what the zeros mean.
+	table, err := runCLI(addr, "queue", "ls")
+	if err != nil || !bytes.Contains(table, []byte("unlimited")) || !bytes.Contains(table, []byte("off")) {
+		t.Errorf("queue ls table (%v):\n%s", err, table)
+	}
+
 	// Nodes: the same keys, values and state names.
 	cliCluster := cliJSON(t, addr, "cluster", "status").(map[string]any)
 	httpCluster := httpJSON(t, nd, "/v1/cluster").(map[string]any)
@@ -297,4 +303,21 @@ func checkDeadLetterJSON(t *testing.T, addr string) {
 	}
 	checkSnakeCase(t, "dlq peek", letters)
 	checkSnakeCase(t, "dlq ls", cliJSON(t, addr, "dlq", "ls", "orders"))
+}
+
+// The --reason flag takes the names the JSON output uses as well.
+func TestCLI_DeadReasonTakesJSONNames(t *testing.T) {
+	for in, want := range map[string]client.DeadReason{
+		"rejected": client.DeadRejected, "exhausted": client.DeadRetriesExhausted,
+		"retries_exhausted": client.DeadRetriesExhausted, "expired": client.DeadLeaseExpired,
+		"lease_expired": client.DeadLeaseExpired,
+	} {
+		f := deadFlags{reason: in}
+		if got, err := f.filter(); err != nil || got.Reason != want {
+			t.Errorf("--reason %s: %v, %v", in, got.Reason, err)
+		}
+	}
+	if _, err := (&deadFlags{reason: "lease expired"}).filter(); err == nil {
+		t.Error("--reason \"lease expired\" was accepted")
+	}
 }

@@ -150,7 +150,8 @@ func queueListCmd(g *globals) *cobra.Command {
 			for _, q := range qs {
 				cfg := q.Config
 				rows = append(rows, []string{q.Name, fmt.Sprint(len(q.Partitions)), fmt.Sprint(cfg.Replicas),
-					cfg.VisibilityTimeout.String(), fmt.Sprint(cfg.MaxReceives), cfg.DedupWindow.String()})
+					cfg.VisibilityTimeout.String(), orNone(int64(cfg.MaxReceives), "unlimited"),
+					orNone(cfg.DedupWindow, "off")})
 			}
 			table([]string{"QUEUE", "PARTITIONS", "REPLICAS", "VISIBILITY", "MAX-RECEIVES", "DEDUP"}, rows)
 			return nil
@@ -229,6 +230,15 @@ func purgeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// orNone renders a setting for a table: v, or none when v is 0 (the value
+// that means "no limit" or "off"). Durations print as durations.
+func orNone[T int64 | time.Duration](v T, none string) string {
+	if v == 0 {
+		return none
+	}
+	return fmt.Sprint(v)
 }
 
 // firstErr returns err, or runs next when err is nil.
