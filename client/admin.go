@@ -9,153 +9,126 @@ import (
 	"github.com/ferrymq/ferry/wire"
 )
 
-// Unlimited and Disabled, given as a QueueConfig setting, stand for the
-// value 0 itself. A plain 0 means "the default" in CreateQueue and
-// "unchanged" in UpdateQueue; any negative value means an explicit 0:
-// unlimited receives, depth, bytes or retention, deduplication turned off.
-//
-//	client.QueueConfig{MaxReceives: client.Unlimited, DedupWindow: client.Disabled}
-const (
-	Unlimited = -1
-	Disabled  = -1
-)
+// QueueConfig is a queue's configuration as the cluster reports it: the
+// settings in force. A value means itself: 0 is "no limit" for
+// MaxReceives, MaxDepth and MaxBytes, "off" for DedupWindow and "keep until
+// acked" for Retention. See wire.QueueConfig for ranges and defaults.
+type QueueConfig = wire.QueueConfig
 
-// QueueConfig is a queue's configuration. In CreateQueue a zero field takes
-// the server's default and in UpdateQueue it leaves the setting unchanged;
-// a negative value (Unlimited, Disabled) sets the setting to 0. In configs
-// read from the cluster (QueueInfo) every setting is explicit, a setting
-// of 0 being shown as -1, so a config read back can be passed to
-// UpdateQueue as it is.
-type QueueConfig struct {
-	// Partitions is the number of partitions, 1..64; default 1. Fixed at
-	// creation.
-	Partitions int
-	// Replicas is the number of replicas of each partition; default 3, or
-	// the cluster size when smaller. Fixed at creation.
-	Replicas int
-	// VisibilityTimeout is the lease a receive gets when it asks for none,
-	// up to 12h; default 30s.
-	VisibilityTimeout time.Duration
-	// MaxReceives is how many deliveries a message gets before it is
-	// dead-lettered; default 10; Unlimited (discouraged) for no limit.
-	MaxReceives int
-	// BackoffBase is the retry delay after the first failed attempt,
-	// doubling after each further one; default 1s.
-	BackoffBase time.Duration
-	// BackoffMax caps the retry delay; default 5m.
-	BackoffMax time.Duration
-	// DedupWindow is how long a message id is remembered; default 5m;
-	// Disabled turns deduplication off (retried sends may then be stored
-	// twice).
-	DedupWindow time.Duration
-	// MaxMessageBytes bounds a message's body plus headers; default 1 MiB.
-	MaxMessageBytes int
-	// MaxDepth bounds the messages of a partition not yet acked or
-	// dead-lettered; default unlimited.
-	MaxDepth int64
-	// MaxBytes bounds the stored bytes of those messages; default
-	// unlimited.
-	MaxBytes int64
-	// Retention deletes unleased messages older than this; default
-	// unlimited (keep until acked).
-	Retention time.Duration
-}
-
-// toWire returns the wire config and the set of fields it names.
-func (c QueueConfig) toWire() (wire.QueueConfig, wire.ConfigFields) {
-	var w wire.QueueConfig
-	var set wire.ConfigFields
-	field := func(bit wire.ConfigFields, v int64, assign func(int64)) {
-		if v != 0 {
-			set |= bit
-			assign(max(v, 0))
-		}
-	}
-	field(wire.FieldPartitions, int64(c.Partitions), func(v int64) { w.Partitions = int(v) })
-	field(wire.FieldReplicas, int64(c.Replicas), func(v int64) { w.Replicas = int(v) })
-	field(wire.FieldVisibilityTimeout, int64(c.VisibilityTimeout), func(v int64) { w.VisibilityTimeout = time.Duration(v) })
-	field(wire.FieldMaxReceives, int64(c.MaxReceives), func(v int64) { w.MaxReceives = int(v) })
-	field(wire.FieldBackoffBase, int64(c.BackoffBase), func(v int64) { w.BackoffBase = time.Duration(v) })
-	field(wire.FieldBackoffMax, int64(c.BackoffMax), func(v int64) { w.BackoffMax = time.Duration(v) })
-	field(wire.FieldDedupWindow, int64(c.DedupWindow), func(v int64) { w.DedupWindow = time.Duration(v) })
-	field(wire.FieldMaxMessageBytes, int64(c.MaxMessageBytes), func(v int64) { w.MaxMessageBytes = int(v) })
-	field(wire.FieldMaxDepth, c.MaxDepth, func(v int64) { w.MaxDepth = v })
-	field(wire.FieldMaxBytes, c.MaxBytes, func(v int64) { w.MaxBytes = v })
-	field(wire.FieldRetention, int64(c.Retention), func(v int64) { w.Retention = time.Duration(v) })
-	return w, set
-}
-
-// configFromWire converts an effective config, showing zeros as -1.
-func configFromWire(w wire.QueueConfig) QueueConfig {
-	z := func(v int64) int64 {
-		if v == 0 {
-			return -1
-		}
-		return v
-	}
-	return QueueConfig{
-		Partitions:        int(z(int64(w.Partitions))),
-		Replicas:          int(z(int64(w.Replicas))),
-		VisibilityTimeout: time.Duration(z(int64(w.VisibilityTimeout))),
-		MaxReceives:       int(z(int64(w.MaxReceives))),
-		BackoffBase:       time.Duration(z(int64(w.BackoffBase))),
-		BackoffMax:        time.Duration(z(int64(w.BackoffMax))),
-		DedupWindow:       time.Duration(z(int64(w.DedupWindow))),
-		MaxMessageBytes:   int(z(int64(w.MaxMessageBytes))),
-		MaxDepth:          z(w.MaxDepth),
-		MaxBytes:          z(w.MaxBytes),
-		Retention:         time.Duration(z(int64(w.Retention))),
-	}
-}
-
-// QueueInfo describes a queue: its effective configuration and where its
+// QueueInfo describes a queue: its configuration in force and where its
 // partitions are led.
-type QueueInfo struct {
-	// Name is the queue's name.
-	Name string
-	// Config is the effective configuration (see QueueConfig).
-	Config QueueConfig
-	// Partitions lists the partitions by index.
-	Partitions []PartitionInfo
-}
+type QueueInfo = wire.QueueInfo
 
 // PartitionInfo is the placement of one partition.
-type PartitionInfo struct {
-	// Index is the partition number, from 0.
-	Index int
-	// Leader is the leader's node id; empty while none is known.
-	Leader string
-	// LeaderAddr is the leader's client address; empty while none is
-	// known.
-	LeaderAddr string
-	// Replicas are the node ids holding a replica.
-	Replicas []string
+type PartitionInfo = wire.PartitionInfo
+
+// QueueSetting names one setting for CreateQueue or UpdateQueue; make it
+// with Partitions, MaxDepth, SettingsOf, ... A named setting is taken as
+// given, 0 included (MaxDepth(0) removes the depth limit). A setting not
+// named takes the server's default in CreateQueue and keeps its value in
+// UpdateQueue: "the default" is never written as a value.
+type QueueSetting struct {
+	fields wire.ConfigFields
+	value  wire.QueueConfig
 }
 
-func queueInfoFromWire(w wire.QueueInfo) QueueInfo {
-	qi := QueueInfo{Name: w.Name, Config: configFromWire(w.Config)}
-	for _, p := range w.Partitions {
-		qi.Partitions = append(qi.Partitions, PartitionInfo{
-			Index: p.Index, Leader: p.Leader, LeaderAddr: p.LeaderAddr,
-			Replicas: append([]string(nil), p.Replicas...),
-		})
+// Partitions sets the number of partitions, 1..64; default 1. Fixed at
+// creation.
+func Partitions(n int) QueueSetting {
+	return QueueSetting{wire.FieldPartitions, wire.QueueConfig{Partitions: n}}
+}
+
+// Replicas sets the replicas of each partition, 1..5; default 3, or the
+// cluster size when smaller. Fixed at creation.
+func Replicas(n int) QueueSetting {
+	return QueueSetting{wire.FieldReplicas, wire.QueueConfig{Replicas: n}}
+}
+
+// VisibilityTimeout sets the lease a receive gets when it asks for none,
+// up to 12h; default 30s.
+func VisibilityTimeout(d time.Duration) QueueSetting {
+	return QueueSetting{wire.FieldVisibilityTimeout, wire.QueueConfig{VisibilityTimeout: d}}
+}
+
+// MaxReceives sets how many deliveries a message gets before it is
+// dead-lettered, 0..1000; default 10; 0 means no limit (discouraged: a
+// poison message then cycles forever).
+func MaxReceives(n int) QueueSetting {
+	return QueueSetting{wire.FieldMaxReceives, wire.QueueConfig{MaxReceives: n}}
+}
+
+// BackoffBase sets the retry delay after the first failed attempt,
+// doubling after each further one, up to 12h; default 1s.
+func BackoffBase(d time.Duration) QueueSetting {
+	return QueueSetting{wire.FieldBackoffBase, wire.QueueConfig{BackoffBase: d}}
+}
+
+// BackoffMax caps the retry delay, BackoffBase..12h; default 5m.
+func BackoffMax(d time.Duration) QueueSetting {
+	return QueueSetting{wire.FieldBackoffMax, wire.QueueConfig{BackoffMax: d}}
+}
+
+// DedupWindow sets how long a message id is remembered, up to 24h;
+// default 5m; 0 turns deduplication off (a retried send may then be
+// stored twice).
+func DedupWindow(d time.Duration) QueueSetting {
+	return QueueSetting{wire.FieldDedupWindow, wire.QueueConfig{DedupWindow: d}}
+}
+
+// MaxMessageBytes bounds a message's body plus headers, 1 B..8 MiB;
+// default 1 MiB.
+func MaxMessageBytes(n int) QueueSetting {
+	return QueueSetting{wire.FieldMaxMessageBytes, wire.QueueConfig{MaxMessageBytes: n}}
+}
+
+// MaxDepth bounds the messages of a partition not yet acked or
+// dead-lettered; default and 0: no limit.
+func MaxDepth(n int64) QueueSetting {
+	return QueueSetting{wire.FieldMaxDepth, wire.QueueConfig{MaxDepth: n}}
+}
+
+// MaxBytes bounds the stored bytes of those messages; default and 0: no
+// limit.
+func MaxBytes(n int64) QueueSetting {
+	return QueueSetting{wire.FieldMaxBytes, wire.QueueConfig{MaxBytes: n}}
+}
+
+// Retention deletes unleased messages older than d, up to 8760h; default
+// and 0: keep them until acked.
+func Retention(d time.Duration) QueueSetting {
+	return QueueSetting{wire.FieldRetention, wire.QueueConfig{Retention: d}}
+}
+
+// SettingsOf names every setting of cfg that may change after creation
+// (all but Partitions and Replicas), so that a config read back with
+// ListQueues can be edited and passed to UpdateQueue as it is.
+func SettingsOf(cfg QueueConfig) QueueSetting {
+	return QueueSetting{wire.AllConfigFields &^ (wire.FieldPartitions | wire.FieldReplicas), cfg}
+}
+
+// settingsToWire folds settings into the config and field set of a
+// request; a later setting of the same field wins.
+func settingsToWire(settings []QueueSetting) (wire.QueueConfig, wire.ConfigFields) {
+	var cfg wire.QueueConfig
+	var set wire.ConfigFields
+	for _, s := range settings {
+		s.fields.Apply(&cfg, s.value)
+		set |= s.fields
 	}
-	return qi
+	return cfg, set
 }
 
-// CreateQueue creates a queue. Zero settings take the server's defaults.
-// An existing name fails with ErrQueueExists; invalid settings with
-// ErrInvalidConfig.
+// CreateQueue creates a queue with the given settings; the others take
+// the server's defaults. An existing name fails with ErrQueueExists;
+// invalid settings with ErrInvalidConfig.
 //
-//	err := c.CreateQueue(ctx, "orders", client.QueueConfig{
-//		Partitions:        4,
-//		VisibilityTimeout: time.Minute,
-//	})
-func (c *Client) CreateQueue(ctx context.Context, name string, cfg QueueConfig) error {
+//	err := c.CreateQueue(ctx, "orders",
+//		client.Partitions(4), client.VisibilityTimeout(time.Minute))
+func (c *Client) CreateQueue(ctx context.Context, name string, settings ...QueueSetting) error {
 	if name == "" {
 		return invalidArg("empty queue name")
 	}
-	w, set := cfg.toWire()
+	w, set := settingsToWire(settings)
 	var resp wire.CreateQueueResponse
 	err := c.call(ctx, nodeRoute{c}, wire.OpCreateQueue, wire.CreateQueueRequest{Name: name, Config: w, Set: set}, &resp)
 	if err == nil && resp.Queue.Name == name {
@@ -164,16 +137,14 @@ func (c *Client) CreateQueue(ctx context.Context, name string, cfg QueueConfig) 
 	return err
 }
 
-// UpdateQueue changes the non-zero settings of cfg and leaves the others
-// as they are. Partitions and Replicas cannot change (ErrInvalidConfig).
+// UpdateQueue changes the given settings and leaves the others as they
+// are. Partitions and Replicas cannot change (ErrInvalidConfig).
 //
-//	// Turn the depth limit off and shorten the backoff.
-//	err := c.UpdateQueue(ctx, "orders", client.QueueConfig{
-//		MaxDepth:    client.Unlimited,
-//		BackoffBase: 100 * time.Millisecond,
-//	})
-func (c *Client) UpdateQueue(ctx context.Context, name string, cfg QueueConfig) error {
-	w, set := cfg.toWire()
+//	// Remove the depth limit and shorten the backoff.
+//	err := c.UpdateQueue(ctx, "orders",
+//		client.MaxDepth(0), client.BackoffBase(100*time.Millisecond))
+func (c *Client) UpdateQueue(ctx context.Context, name string, settings ...QueueSetting) error {
+	w, set := settingsToWire(settings)
 	var resp wire.UpdateQueueResponse
 	err := c.call(ctx, nodeRoute{c}, wire.OpUpdateQueue, wire.UpdateQueueRequest{Name: name, Config: w, Set: set}, &resp)
 	if err == nil && resp.Queue.Name == name {
@@ -206,11 +177,7 @@ func (c *Client) ListQueues(ctx context.Context, prefix string) ([]QueueInfo, er
 	if err := c.call(ctx, nodeRoute{c}, wire.OpListQueues, wire.ListQueuesRequest{Prefix: prefix}, &resp); err != nil {
 		return nil, err
 	}
-	out := make([]QueueInfo, len(resp.Queues))
-	for i, q := range resp.Queues {
-		out[i] = queueInfoFromWire(q)
-	}
-	return out, nil
+	return resp.Queues, nil
 }
 
 // Stats are a queue's per-partition gauges and counters; Total sums them.

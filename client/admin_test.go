@@ -20,9 +20,8 @@ func TestClient_QueueAdmin(t *testing.T) {
 	defer c.Close()
 	ctx := testCtx(t, 5*time.Second)
 
-	err = c.CreateQueue(ctx, "jobs", client.QueueConfig{
-		Partitions: 3, MaxReceives: client.Unlimited, DedupWindow: client.Disabled, VisibilityTimeout: time.Minute,
-	})
+	err = c.CreateQueue(ctx, "jobs",
+		client.Partitions(3), client.MaxReceives(0), client.DedupWindow(0), client.VisibilityTimeout(time.Minute))
 	if err != nil {
 		t.Fatalf("CreateQueue: %v", err)
 	}
@@ -35,10 +34,10 @@ func TestClient_QueueAdmin(t *testing.T) {
 	if req.Set != wantSet || req.Config.MaxReceives != 0 || req.Config.DedupWindow != 0 || req.Config.Partitions != 3 {
 		t.Fatalf("create request %+v (set %v)", req.Config, req.Set)
 	}
-	if err := c.CreateQueue(ctx, "jobs", client.QueueConfig{}); !errors.Is(err, client.ErrQueueExists) {
+	if err := c.CreateQueue(ctx, "jobs"); !errors.Is(err, client.ErrQueueExists) {
 		t.Fatalf("second CreateQueue: %v", err)
 	}
-	if err := c.CreateQueue(ctx, "bad", client.QueueConfig{Partitions: 65}); !errors.Is(err, client.ErrInvalidConfig) {
+	if err := c.CreateQueue(ctx, "bad", client.Partitions(65)); !errors.Is(err, client.ErrInvalidConfig) {
 		t.Fatalf("CreateQueue with 65 partitions: %v", err)
 	}
 	// The new queue is usable at once, through the cached placement.
@@ -52,7 +51,7 @@ func TestClient_QueueAdmin(t *testing.T) {
 // "jobs" made by TestClient_QueueAdmin.
 func checkQueueAdmin(t *testing.T, fc *fakeCluster, c *client.Client) {
 	ctx := testCtx(t, 5*time.Second)
-	if err := c.UpdateQueue(ctx, "jobs", client.QueueConfig{MaxDepth: 100, BackoffBase: time.Second}); err != nil {
+	if err := c.UpdateQueue(ctx, "jobs", client.MaxDepth(100), client.BackoffBase(time.Second)); err != nil {
 		t.Fatalf("UpdateQueue: %v", err)
 	}
 	upd := fc.requests(wire.OpUpdateQueue)
@@ -64,14 +63,23 @@ func checkQueueAdmin(t *testing.T, fc *fakeCluster, c *client.Client) {
 		t.Fatalf("ListQueues: %v %+v", err, qs)
 	}
 	cfg := qs[0].Config
-	if cfg.Partitions != 3 || cfg.MaxReceives != client.Unlimited || cfg.DedupWindow != client.Disabled ||
+	if cfg.Partitions != 3 || cfg.MaxReceives != 0 || cfg.DedupWindow != 0 ||
 		cfg.MaxDepth != 100 || cfg.VisibilityTimeout != time.Minute || len(qs[0].Partitions) != 3 {
 		t.Fatalf("listed config %+v", qs[0])
 	}
-	// A config read back can be sent back unchanged (fixed fields aside).
-	cfg.Partitions, cfg.Replicas = 0, 0
-	if err := c.UpdateQueue(ctx, "jobs", cfg); err != nil {
+	// A config read back can be edited and sent back as it is; its zeros
+	// stay zeros.
+	cfg.MaxDepth = 0
+	if err := c.UpdateQueue(ctx, "jobs", client.SettingsOf(cfg)); err != nil {
 		t.Fatalf("UpdateQueue with a read-back config: %v", err)
+	}
+	upd = fc.requests(wire.OpUpdateQueue)
+	u := upd[len(upd)-1].body.(*wire.UpdateQueueRequest)
+	if u.Set.Has(wire.FieldPartitions) || u.Set.Has(wire.FieldReplicas) || !u.Set.Has(wire.FieldMaxDepth|wire.FieldMaxReceives) {
+		t.Fatalf("read-back update set %v", u.Set)
+	}
+	if qs, err = c.ListQueues(ctx, "jobs"); err != nil || qs[0].Config != cfg {
+		t.Fatalf("config after a read-back update: %v %+v, want %+v", err, qs, cfg)
 	}
 
 	st, err := c.QueueStats(ctx, "jobs")

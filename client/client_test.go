@@ -242,7 +242,7 @@ func TestClient_ClosedClient(t *testing.T) {
 	if _, err := q.Receive(ctx, client.ReceiveOptions{}); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("Receive after Close: %v", err)
 	}
-	if err := c.CreateQueue(ctx, "x", client.QueueConfig{}); !errors.Is(err, client.ErrClosed) {
+	if err := c.CreateQueue(ctx, "x"); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("CreateQueue after Close: %v", err)
 	}
 }

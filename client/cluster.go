@@ -24,18 +24,7 @@ const (
 )
 
 // NodeInfo describes one cluster member.
-type NodeInfo struct {
-	// ID is the node's cluster-wide id.
-	ID string
-	// ClientAddr is where the node serves clients.
-	ClientAddr string
-	// RaftAddr is the node's replication address.
-	RaftAddr string
-	// HTTPAddr is the node's admin and metrics address.
-	HTTPAddr string
-	// State is the node's membership state.
-	State NodeState
-}
+type NodeInfo = wire.NodeInfo
 
 // ClusterInfo is the cluster's membership and the placement of every
 // queue, as one node knows it.
@@ -62,14 +51,5 @@ func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
 	c.mu.Lock()
 	c.meta.merge(md, "")
 	c.mu.Unlock()
-	var ci ClusterInfo
-	for _, n := range md.Nodes {
-		ci.Nodes = append(ci.Nodes, NodeInfo{
-			ID: n.ID, ClientAddr: n.ClientAddr, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, State: n.State,
-		})
-	}
-	for _, q := range md.Queues {
-		ci.Queues = append(ci.Queues, queueInfoFromWire(q))
-	}
-	return ci, nil
+	return ClusterInfo{Nodes: md.Nodes, Queues: md.Queues}, nil
 }

@@ -25,7 +25,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.CreateQueue(ctx, "orders", client.QueueConfig{Partitions: 4}); err != nil {
+	if err := c.CreateQueue(ctx, "orders", client.Partitions(4)); err != nil {
 		log.Fatal(err)
 	}
 
@@ -56,7 +56,7 @@ func ExampleQueue_Send() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.CreateQueue(ctx, "payments", client.QueueConfig{}); err != nil {
+	if err := c.CreateQueue(ctx, "payments"); err != nil {
 		log.Fatal(err)
 	}
 
@@ -88,7 +88,7 @@ func ExampleQueue_Consume() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.CreateQueue(ctx, "emails", client.QueueConfig{}); err != nil {
+	if err := c.CreateQueue(ctx, "emails"); err != nil {
 		log.Fatal(err)
 	}
 	emails := c.Queue("emails")
@@ -137,11 +137,11 @@ func ExampleClient_CreateQueue() {
 	}
 	defer c.Close()
 
-	err = c.CreateQueue(ctx, "jobs", client.QueueConfig{
-		Partitions:        8,
-		VisibilityTimeout: time.Minute,
-		MaxReceives:       client.Unlimited, // an explicit 0, not the default
-	})
+	err = c.CreateQueue(ctx, "jobs",
+		client.Partitions(8),
+		client.VisibilityTimeout(time.Minute),
+		client.MaxReceives(0), // 0: no limit; settings not named take their defaults
+	)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -150,9 +150,9 @@ func ExampleClient_CreateQueue() {
 		log.Fatal(err)
 	}
 	for _, q := range qs {
-		fmt.Printf("%s: %d partitions, visibility %v, unlimited receives %v\n",
-			q.Name, q.Config.Partitions, q.Config.VisibilityTimeout, q.Config.MaxReceives == client.Unlimited)
+		fmt.Printf("%s: %d partitions, visibility %v, max receives %d, dedup window %v\n",
+			q.Name, q.Config.Partitions, q.Config.VisibilityTimeout, q.Config.MaxReceives, q.Config.DedupWindow)
 	}
 	// Output:
-	// jobs: 8 partitions, visibility 1m0s, unlimited receives true
+	// jobs: 8 partitions, visibility 1m0s, max receives 0, dedup window 5m0s
 }

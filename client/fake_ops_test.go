@@ -48,7 +48,7 @@ func (m *fakeMsg) bytes() int {
 }
 
 // addQueue creates a queue directly (no request), with partition p led by
-// node p % nodes.
+// node p % nodes. The fake's defaults fill the zero fields of cfg.
 func (fc *fakeCluster) addQueue(name string, cfg wire.QueueConfig) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
@@ -59,7 +59,7 @@ func (fc *fakeCluster) addQueueLocked(name string, cfg wire.QueueConfig) *fakeQu
 	def := wire.QueueConfig{Partitions: 1, Replicas: 3, VisibilityTimeout: 30 * time.Second, MaxReceives: 10,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, DedupWindow: 5 * time.Minute,
 		MaxMessageBytes: 1 << 20}
-	cfg.NonZero().Apply(&def, cfg)
+	nonZeroFields(cfg).Apply(&def, cfg)
 	q := &fakeQueue{name: name, cfg: def}
 	for i := range def.Partitions {
 		q.parts = append(q.parts, &fakePart{index: i, leader: i % len(fc.nodes), dedup: map[string]uint64{}})
@@ -67,6 +67,19 @@ func (fc *fakeCluster) addQueueLocked(name string, cfg wire.QueueConfig) *fakeQu
 	fc.queues[name] = q
 	fc.metaIndex++
 	return q
+}
+
+// nonZeroFields names the fields of c that are not zero.
+func nonZeroFields(c wire.QueueConfig) wire.ConfigFields {
+	var f wire.ConfigFields
+	for bit := wire.ConfigFields(1); bit&wire.AllConfigFields != 0; bit <<= 1 {
+		var one wire.QueueConfig
+		bit.Apply(&one, c)
+		if one != (wire.QueueConfig{}) {
+			f |= bit
+		}
+	}
+	return f
 }
 
 // setLeader moves the leadership of a partition to a node.

@@ -2,9 +2,13 @@ package meta
 
 import (
 	"bytes"
+	"encoding/hex"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/fsm"
 )
 
 // sampleCommands has one command of every type, with every field set.
@@ -88,4 +92,40 @@ func TestMeta_ApplyPanicsOnUndecodableEntry(t *testing.T) {
 		}
 	}()
 	f.Apply([]byte{0xff, 0x00, 0x13})
+}
+
+// createQueueV1 is a create-queue command as written to meta logs before
+// the client stopped using -1 for 0: every layer below the client already
+// meant "no limit" or "off" by 0, so old entries keep their meaning.
+const createQueueV1 = "82a17402a26174cf17979cfe362a000082a46e616d65a66f7264657273a6636f6e66696783aa706172746974696f6e7302" +
+	"a87265706c6963617300a5717565756589b27669736962696c6974795f74696d656f7574cf00000006fc23ac00ac6d61785f7265636569766573" +
+	"00ac6261636b6f66665f62617365ce3b9aca00ab6261636b6f66665f6d6178cf00000045d964b800ac64656475705f77696e646f7700b16d61785f" +
+	"6d6573736167655f6279746573ce00100000a96d61785f646570746800a96d61785f6279746573ce40000000a9726574656e74696f6e00"
+
+func TestMeta_StoredCreateQueueKeepsItsMeaning(t *testing.T) {
+	data, err := hex.DecodeString(createQueueV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeCommand(data)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	// Replicas 0 asks the catalog for its default; the zeros of the
+	// partition config are no limit (receives, depth), dedup off and no
+	// retention.
+	want := Command{Type: CmdCreateQueue, At: 1_700_000_000_000_000_000, CreateQueue: &CreateQueueCmd{Name: "orders",
+		Config: QueueConfig{Partitions: 2, Replicas: 0, Queue: fsm.QueueConfig{VisibilityTimeout: 30 * time.Second,
+			MaxReceives: 0, BackoffBase: time.Second, BackoffMax: 5 * time.Minute, DedupWindow: 0,
+			MaxMessageBytes: 1 << 20, MaxDepth: 0, MaxBytes: 1 << 30, Retention: 0}}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v\nwant %+v", got.CreateQueue, want.CreateQueue)
+	}
+	if err := got.CreateQueue.Config.Validate(); err != nil {
+		t.Fatalf("stored config no longer valid: %v", err)
+	}
+	again, err := EncodeCommand(got)
+	if err != nil || !bytes.Equal(again, data) {
+		t.Fatalf("re-encoding differs (%v):\n%x", err, again)
+	}
 }

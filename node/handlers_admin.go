@@ -26,8 +26,13 @@ func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 		if err := n.registrationSettled(); err != nil {
 			return nil, err
 		}
+		if r.Set.Has(wire.FieldReplicas) && r.Config.Replicas < 1 {
+			// 0 would ask the catalog for its default: a request that
+			// wants the default leaves the field out of Set.
+			return nil, wire.Errorf(wire.CodeInvalidConfig, "replicas %d: must be between 1 and %d", r.Config.Replicas, meta.ReplicasMax)
+		}
 		cfg := queueConfigOf(meta.DefaultQueueConfig())
-		cfg.Replicas = 0 // the catalog picks min(3, nodes)
+		cfg.Replicas = 0 // not named: the catalog picks min(3, nodes)
 		r.Set.Apply(&cfg, r.Config)
 		res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdCreateQueue, CreateQueue: &meta.CreateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg)}})
 		return &wire.CreateQueueResponse{Queue: n.queueInfo(res.Queue)}, err

@@ -8,6 +8,7 @@ import (
 	"net/http/pprof"
 	"sort"
 
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -37,44 +38,31 @@ func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
 	w.Write([]byte("ready\n"))
 }
 
+// handleClusterJSON serves the membership and placement in the form of
+// `ferry cluster status --json`, plus the answering node, the meta leader
+// and the meta index.
 func (n *Node) handleClusterJSON(w http.ResponseWriter, _ *http.Request) {
 	md, _ := n.handleMetadata(context.Background(), &wire.MetadataRequest{})
-	writeJSON(w, map[string]any{
-		"node":        n.cfg.ID,
-		"meta_leader": n.meta.leaderID(),
-		"nodes":       md.Nodes,
-		"meta_index":  md.MetaIndex,
-	})
+	out := jsonview.ClusterOf(md.Nodes, md.Queues)
+	out.Node, out.MetaLeader, out.MetaIndex = n.cfg.ID, n.meta.leaderID(), md.MetaIndex
+	writeJSON(w, out)
 }
 
+// handleQueuesJSON serves every queue in the form of `ferry queue ls
+// --json`.
 func (n *Node) handleQueuesJSON(w http.ResponseWriter, _ *http.Request) {
 	md, _ := n.handleMetadata(context.Background(), &wire.MetadataRequest{})
-	writeJSON(w, md.Queues)
-}
-
-// replicaJSON is one local replica's state for /v1/replicas.
-type replicaJSON struct {
-	Queue        string `json:"queue"`
-	Partition    int    `json:"partition"`
-	Group        string `json:"group"`
-	State        string `json:"state"`
-	Leader       string `json:"leader"`
-	AppliedIndex uint64 `json:"applied_index"`
-	Digest       string `json:"digest"`
-	Ready        int64  `json:"ready"`
-	InFlight     int64  `json:"in_flight"`
-	Delayed      int64  `json:"delayed"`
-	Dead         int64  `json:"dead"`
+	writeJSON(w, jsonview.QueuesOf(md.Queues))
 }
 
 func (n *Node) handleReplicasJSON(w http.ResponseWriter, _ *http.Request) {
-	var out []replicaJSON
+	out := []jsonview.Replica{}
 	for _, r := range n.replicas.all() {
 		st := r.p.Status()
 		idx, dig := r.p.Digest()
 		s := r.p.Stats()
-		out = append(out, replicaJSON{Queue: r.a.Queue, Partition: r.a.Index, Group: r.a.GroupID, State: st.State,
-			Leader: st.LeaderID, AppliedIndex: idx, Digest: hex.EncodeToString(dig[:]),
+		out = append(out, jsonview.Replica{Queue: r.a.Queue, Partition: r.a.Index, Group: r.a.GroupID,
+			Role: jsonview.Enum(st.State), Leader: st.LeaderID, AppliedIndex: idx, Digest: hex.EncodeToString(dig[:]),
 			Ready: s.Ready, InFlight: s.InFlight, Delayed: s.Delayed, Dead: s.Dead})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })

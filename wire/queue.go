@@ -6,47 +6,56 @@ import (
 	"time"
 )
 
-// QueueConfig is a queue's configuration as it travels on the wire.
-// Durations are nanoseconds (msgpack integers). This package applies no
-// defaults and checks no ranges; the server does both. The defaults and
-// ranges below are the server's contract.
+// QueueConfig is a queue's configuration as it travels on the wire: the
+// settings in force, as the server reports them, or the values a request
+// names in its Set. Durations are nanoseconds (msgpack integers).
+//
+// A value means itself everywhere: for the settings that may be unlimited
+// or off (MaxReceives, DedupWindow, MaxDepth, MaxBytes, Retention) 0 means
+// "no limit" / "off"; there is no other marker for it. "Use the default"
+// is not a value: it is a field left out of a request's Set. This package
+// applies no defaults and checks no ranges; the server does both. The
+// defaults and ranges below are the server's contract.
 type QueueConfig struct {
 	// Partitions is the number of partitions, 1..64; default 1. Fixed at
 	// creation.
 	Partitions int `msgpack:"partitions,omitempty"`
-	// Replicas is the number of replicas of each partition; default 3, or
-	// the cluster size when smaller. Fixed at creation.
+	// Replicas is the number of replicas of each partition, 1..5; default
+	// 3, or the cluster size when smaller. Fixed at creation.
 	Replicas int `msgpack:"replicas,omitempty"`
 	// VisibilityTimeout is the lease a receive gets when it asks for none,
 	// 0..12h; default 30s.
 	VisibilityTimeout time.Duration `msgpack:"visibility_timeout,omitempty"`
 	// MaxReceives is how many deliveries a message gets before it is
-	// dead-lettered; default 10; 0 means unlimited (discouraged).
+	// dead-lettered, 0..1000; default 10; 0 means no limit (discouraged:
+	// a poison message then cycles forever).
 	MaxReceives int `msgpack:"max_receives,omitempty"`
 	// BackoffBase is the retry delay after the first failed attempt
-	// (doubling after each further one); default 1s.
+	// (doubling after each further one), 0..12h; default 1s.
 	BackoffBase time.Duration `msgpack:"backoff_base,omitempty"`
-	// BackoffMax caps the retry delay; default 5m.
+	// BackoffMax caps the retry delay, BackoffBase..12h; default 5m.
 	BackoffMax time.Duration `msgpack:"backoff_max,omitempty"`
 	// DedupWindow is how long a message id is remembered for
-	// deduplication; default 5m; 0 turns deduplication off.
+	// deduplication, 0..24h; default 5m; 0 turns deduplication off.
 	DedupWindow time.Duration `msgpack:"dedup_window,omitempty"`
-	// MaxMessageBytes bounds a message's body plus headers; default 1 MiB.
+	// MaxMessageBytes bounds a message's body plus headers, 1 B..8 MiB;
+	// default 1 MiB.
 	MaxMessageBytes int `msgpack:"max_message_bytes,omitempty"`
 	// MaxDepth bounds the messages of a partition not yet acked or
-	// dead-lettered; default 0, unlimited.
+	// dead-lettered; default 0, no limit.
 	MaxDepth int64 `msgpack:"max_depth,omitempty"`
-	// MaxBytes bounds the stored bytes of those messages; default 0,
-	// unlimited.
+	// MaxBytes bounds the stored bytes of those messages; default 0, no
+	// limit.
 	MaxBytes int64 `msgpack:"max_bytes,omitempty"`
-	// Retention deletes unleased messages older than this, counting them;
-	// default 0, keep until acked.
+	// Retention deletes unleased messages older than this, counting them,
+	// 0..8760h; default 0, keep until acked.
 	Retention time.Duration `msgpack:"retention,omitempty"`
 }
 
 // ConfigFields is a set of QueueConfig fields. It says which fields of a
-// CreateQueueRequest or UpdateQueueRequest are meant, since 0 is a
-// meaningful value for several of them (MaxReceives, DedupWindow, ...).
+// CreateQueueRequest or UpdateQueueRequest are meant: a field in the set
+// is taken as given, 0 included; a field out of it takes its default
+// (create) or keeps its value (update).
 // Bit numbers are part of the protocol and never change.
 type ConfigFields uint32
 
@@ -125,29 +134,6 @@ func (f ConfigFields) Apply(dst *QueueConfig, src QueueConfig) {
 	copyIf(FieldMaxDepth, func() { dst.MaxDepth = src.MaxDepth })
 	copyIf(FieldMaxBytes, func() { dst.MaxBytes = src.MaxBytes })
 	copyIf(FieldRetention, func() { dst.Retention = src.Retention })
-}
-
-// NonZero returns the set of c's fields that are not zero: the natural Set
-// for a config where zero means "the default".
-func (c QueueConfig) NonZero() ConfigFields {
-	var f ConfigFields
-	add := func(bit ConfigFields, nonzero bool) {
-		if nonzero {
-			f |= bit
-		}
-	}
-	add(FieldPartitions, c.Partitions != 0)
-	add(FieldReplicas, c.Replicas != 0)
-	add(FieldVisibilityTimeout, c.VisibilityTimeout != 0)
-	add(FieldMaxReceives, c.MaxReceives != 0)
-	add(FieldBackoffBase, c.BackoffBase != 0)
-	add(FieldBackoffMax, c.BackoffMax != 0)
-	add(FieldDedupWindow, c.DedupWindow != 0)
-	add(FieldMaxMessageBytes, c.MaxMessageBytes != 0)
-	add(FieldMaxDepth, c.MaxDepth != 0)
-	add(FieldMaxBytes, c.MaxBytes != 0)
-	add(FieldRetention, c.Retention != 0)
-	return f
 }
 
 // NodeState is a cluster member's state as the answering node sees it.

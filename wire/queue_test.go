@@ -12,23 +12,30 @@ func TestWire_ConfigFieldsApply(t *testing.T) {
 	if dst != src {
 		t.Fatalf("Apply(all) = %+v", dst)
 	}
-	if src.NonZero() != AllConfigFields {
-		t.Fatalf("NonZero of a full config = %s", src.NonZero())
-	}
+	// A named field is copied even when it is 0; others are left alone.
 	base := QueueConfig{MaxReceives: 10, DedupWindow: time.Minute, MaxDepth: 5}
 	(FieldMaxReceives | FieldDedupWindow).Apply(&base, QueueConfig{MaxDepth: 99})
 	if base != (QueueConfig{MaxDepth: 5}) {
 		t.Fatalf("partial Apply = %+v", base)
 	}
-	if got := (QueueConfig{Replicas: 2, Retention: time.Hour}).NonZero(); got != FieldReplicas|FieldRetention {
-		t.Fatalf("NonZero = %s", got)
-	}
-	// Each bit copies exactly its own field.
+	// Each bit copies exactly its own field: applying all other bits on
+	// top gives src back, applying none leaves a single field set.
 	for bit := ConfigFields(1); bit&AllConfigFields != 0; bit <<= 1 {
 		var d QueueConfig
 		bit.Apply(&d, src)
-		if d.NonZero() != bit {
-			t.Errorf("%s copies %s", bit, d.NonZero())
+		if d == (QueueConfig{}) {
+			t.Errorf("%s copies nothing", bit)
+		}
+		(AllConfigFields &^ bit).Apply(&d, src)
+		if d != src {
+			t.Errorf("%s and the other bits give %+v", bit, d)
+		}
+		var rest QueueConfig
+		(AllConfigFields &^ bit).Apply(&rest, src)
+		bit.Apply(&rest, QueueConfig{})
+		(AllConfigFields &^ bit).Apply(&rest, QueueConfig{})
+		if rest != (QueueConfig{}) {
+			t.Errorf("%s and the other bits leave %+v", bit, rest)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/spf13/cobra"
 )
 
@@ -30,7 +31,7 @@ func benchCmd(g *globals) *cobra.Command {
 			defer done()
 			ctx, cancel := context.WithTimeout(cmd.Context(), duration+g.timeout)
 			defer cancel()
-			err = c.CreateQueue(ctx, args[0], client.QueueConfig{Partitions: partitions})
+			err = c.CreateQueue(ctx, args[0], client.Partitions(partitions))
 			if err != nil && !errors.Is(err, client.ErrQueueExists) {
 				return err
 			}
@@ -40,7 +41,7 @@ func benchCmd(g *globals) *cobra.Command {
 			r.Acked = consumed()
 			r.AckedPerSecond = float64(r.Acked) / r.Elapsed.Seconds()
 			if g.json {
-				return printJSON(r)
+				return printJSON(r.view())
 			}
 			fmt.Printf("producers %d, batch %d, %d B bodies, %v\n", producers, batch, size, r.Elapsed.Round(time.Millisecond))
 			fmt.Printf("confirmed %d messages (%d errors): %.0f msgs/s\n", r.Confirmed, r.Errors, r.PerSecond)
@@ -66,12 +67,29 @@ func benchCmd(g *globals) *cobra.Command {
 // benchResult is what a bench run measured.
 type benchResult struct {
 	Confirmed, Errors int
-	FirstError        string `json:",omitempty"`
+	FirstError        string
 	Elapsed           time.Duration
 	PerSecond         float64
 	Acked             int64
 	AckedPerSecond    float64
 	P50, P99, Max     time.Duration
+}
+
+// view is the result in the JSON conventions of jsonview.
+func (r benchResult) view() any {
+	return struct {
+		Confirmed      int               `json:"confirmed"`
+		Errors         int               `json:"errors"`
+		FirstError     string            `json:"first_error,omitempty"`
+		Elapsed        jsonview.Duration `json:"elapsed"`
+		PerSecond      float64           `json:"per_second"`
+		Acked          int64             `json:"acked"`
+		AckedPerSecond float64           `json:"acked_per_second"`
+		P50            jsonview.Duration `json:"p50"`
+		P99            jsonview.Duration `json:"p99"`
+		Max            jsonview.Duration `json:"max"`
+	}{r.Confirmed, r.Errors, r.FirstError, jsonview.Duration(r.Elapsed), r.PerSecond, r.Acked, r.AckedPerSecond,
+		jsonview.Duration(r.P50), jsonview.Duration(r.P99), jsonview.Duration(r.Max)}
 }
 
 func runBench(ctx context.Context, q *client.Queue, producers, size, batch int, d time.Duration) benchResult {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/spf13/cobra"
 )
 
@@ -24,7 +25,7 @@ func clusterCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return printJSON(info)
+				return printJSON(jsonview.ClusterOf(info.Nodes, info.Queues))
 			}
 			var rows [][]string
 			for _, n := range info.Nodes {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -35,12 +36,12 @@ func (f *deadFlags) filter() (client.DeadFilter, error) {
 	case "":
 	case "rejected":
 		out.Reason = client.DeadRejected
-	case "exhausted":
+	case "exhausted", "retries_exhausted": // the second is the JSON name
 		out.Reason = client.DeadRetriesExhausted
-	case "expired":
+	case "expired", "lease_expired":
 		out.Reason = client.DeadLeaseExpired
 	default:
-		return out, fmt.Errorf("--reason %q: want rejected, exhausted or expired", f.reason)
+		return out, fmt.Errorf("--reason %q: want rejected, exhausted (retries_exhausted) or expired (lease_expired)", f.reason)
 	}
 	if f.since > 0 {
 		out.From = time.Now().Add(-f.since)
@@ -78,7 +79,7 @@ func dlqListCmd(g *globals, peek bool) *cobra.Command {
 			}
 			letters, err := list(ctx, args[0], filter)
 			if err != nil || g.json {
-				return firstErr(err, func() error { return printJSON(letters) })
+				return firstErr(err, func() error { return printJSON(deadLettersJSON(letters)) })
 			}
 			var rows [][]string
 			for _, d := range letters {
@@ -136,4 +137,27 @@ func dlqChangeCmd(g *globals, redrive bool) *cobra.Command {
 	}
 	f.bind(cmd.Flags())
 	return cmd
+}
+
+// deadLettersJSON renders dead letters in the JSON conventions of
+// jsonview.
+func deadLettersJSON(letters []client.DeadLetter) []jsonview.DeadLetter {
+	out := make([]jsonview.DeadLetter, 0, len(letters))
+	for _, d := range letters {
+		v := jsonview.DeadLetter{
+			Partition: d.Partition, Seq: d.Seq, ID: d.ID, Group: d.Group, Headers: d.Headers,
+			Bytes: d.Bytes, Attempts: d.Attempts,
+			FirstEnqueuedAt: jsonview.Time(d.FirstEnqueuedAt), EnqueuedAt: jsonview.Time(d.EnqueuedAt),
+			FirstDeliveredAt: jsonview.Time(d.FirstDeliveredAt), LastDeliveredAt: jsonview.Time(d.LastDeliveredAt),
+			DeadAt: jsonview.Time(d.DeadAt), Reason: jsonview.Enum(d.Reason.String()),
+			ReasonText: d.ReasonText, LastConsumer: d.LastConsumer, History: []jsonview.Event{},
+		}
+		v.SetBody(d.Body)
+		for _, e := range d.History {
+			v.History = append(v.History, jsonview.Event{Kind: jsonview.Enum(e.Kind.String()), At: jsonview.Time(e.At),
+				Attempt: e.Attempt, Consumer: e.Consumer, Reason: e.Reason})
+		}
+		out = append(out, v)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -15,79 +16,95 @@ func queueCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// configFlags binds the queue settings; only flags the user set are sent,
-// so that a create takes the cluster's defaults and an update changes
-// nothing else.
+// configFlags binds the queue settings. Only the flags the user gave are
+// sent: a create takes the cluster's defaults for the others and an
+// update leaves them as they are. A flag given as 0 sends 0, which means
+// "no limit" or "off" where the help says so.
 type configFlags struct {
 	partitions, replicas, maxReceives, maxMessageBytes    int
 	visibility, backoffBase, backoffMax, dedup, retention time.Duration
 	maxDepth, maxBytes                                    int64
 }
 
+// bind declares the flags. A create shows the cluster's defaults; an
+// update shows none, since a flag left out keeps the current value.
 func (f *configFlags) bind(fs *pflag.FlagSet, update bool) {
-	if !update {
-		fs.IntVar(&f.partitions, "partitions", 1, "partitions, 1..64 (fixed at creation)")
-		fs.IntVar(&f.replicas, "replicas", 3, "replicas of each partition (default min(3, nodes))")
-	}
-	fs.DurationVar(&f.visibility, "visibility", 30*time.Second, "default lease of a receive")
-	fs.IntVar(&f.maxReceives, "max-receives", 10, "deliveries before dead-lettering (0 = unlimited)")
-	fs.DurationVar(&f.backoffBase, "backoff-base", time.Second, "first retry delay")
-	fs.DurationVar(&f.backoffMax, "backoff-max", 5*time.Minute, "largest retry delay")
-	fs.DurationVar(&f.dedup, "dedup-window", 5*time.Minute, "how long message ids are remembered (0 = off)")
-	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", 1<<20, "largest body plus headers")
-	fs.Int64Var(&f.maxDepth, "max-depth", 0, "most messages held (0 = unlimited)")
-	fs.Int64Var(&f.maxBytes, "max-bytes", 0, "most bytes held (0 = unlimited)")
-	fs.DurationVar(&f.retention, "retention", 0, "delete unreceived messages older than this (0 = keep)")
-}
-
-// config returns the settings of the flags that were given. An explicit
-// zero is sent as client.Disabled/Unlimited, which the client maps to 0.
-func (f *configFlags) config(fs *pflag.FlagSet) client.QueueConfig {
-	var c client.QueueConfig
-	set := func(name string, assign func()) {
-		if fs.Changed(name) {
-			assign()
-		}
-	}
-	zero := func(v int64) int64 {
-		if v == 0 {
-			return -1
+	def := func(v int64) int64 {
+		if update {
+			return 0
 		}
 		return v
 	}
-	set("partitions", func() { c.Partitions = f.partitions })
-	set("replicas", func() { c.Replicas = f.replicas })
-	set("visibility", func() { c.VisibilityTimeout = time.Duration(zero(int64(f.visibility))) })
-	set("max-receives", func() { c.MaxReceives = int(zero(int64(f.maxReceives))) })
-	set("backoff-base", func() { c.BackoffBase = time.Duration(zero(int64(f.backoffBase))) })
-	set("backoff-max", func() { c.BackoffMax = time.Duration(zero(int64(f.backoffMax))) })
-	set("dedup-window", func() { c.DedupWindow = time.Duration(zero(int64(f.dedup))) })
-	set("max-message-bytes", func() { c.MaxMessageBytes = f.maxMessageBytes })
-	set("max-depth", func() { c.MaxDepth = zero(f.maxDepth) })
-	set("max-bytes", func() { c.MaxBytes = zero(f.maxBytes) })
-	set("retention", func() { c.Retention = time.Duration(zero(int64(f.retention))) })
-	return c
+	if !update {
+		fs.IntVar(&f.partitions, "partitions", 1, "number of partitions, 1..64; fixed at creation")
+		fs.IntVar(&f.replicas, "replicas", 0,
+			"replicas of each partition, 1..5; fixed at creation (default 3, or the number of nodes when fewer)")
+	}
+	fs.DurationVar(&f.visibility, "visibility", time.Duration(def(int64(30*time.Second))),
+		"lease a receive gets when it names none, up to 12h")
+	fs.IntVar(&f.maxReceives, "max-receives", int(def(10)),
+		"deliveries before a message is dead-lettered, 0..1000; 0 = no limit")
+	fs.DurationVar(&f.backoffBase, "backoff-base", time.Duration(def(int64(time.Second))),
+		"retry delay after the first failed attempt, doubling after each further one; up to 12h")
+	fs.DurationVar(&f.backoffMax, "backoff-max", time.Duration(def(int64(5*time.Minute))),
+		"largest retry delay, from --backoff-base up to 12h")
+	fs.DurationVar(&f.dedup, "dedup-window", time.Duration(def(int64(5*time.Minute))),
+		"how long message ids are remembered to drop duplicate sends, up to 24h; 0 = off")
+	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", int(def(1<<20)),
+		"largest body plus headers in bytes, 1..8388608")
+	fs.Int64Var(&f.maxDepth, "max-depth", 0,
+		"most messages per partition not yet acked or dead-lettered; 0 = no limit")
+	fs.Int64Var(&f.maxBytes, "max-bytes", 0, "most stored bytes per partition of those messages; 0 = no limit")
+	fs.DurationVar(&f.retention, "retention", 0,
+		"delete unleased messages this long after they were sent, up to 8760h; 0 = keep until acked")
+}
+
+// settings returns the settings of the flags that were given.
+func (f *configFlags) settings(fs *pflag.FlagSet) []client.QueueSetting {
+	var out []client.QueueSetting
+	add := func(name string, s func() client.QueueSetting) {
+		if fs.Changed(name) {
+			out = append(out, s())
+		}
+	}
+	add("partitions", func() client.QueueSetting { return client.Partitions(f.partitions) })
+	add("replicas", func() client.QueueSetting { return client.Replicas(f.replicas) })
+	add("visibility", func() client.QueueSetting { return client.VisibilityTimeout(f.visibility) })
+	add("max-receives", func() client.QueueSetting { return client.MaxReceives(f.maxReceives) })
+	add("backoff-base", func() client.QueueSetting { return client.BackoffBase(f.backoffBase) })
+	add("backoff-max", func() client.QueueSetting { return client.BackoffMax(f.backoffMax) })
+	add("dedup-window", func() client.QueueSetting { return client.DedupWindow(f.dedup) })
+	add("max-message-bytes", func() client.QueueSetting { return client.MaxMessageBytes(f.maxMessageBytes) })
+	add("max-depth", func() client.QueueSetting { return client.MaxDepth(f.maxDepth) })
+	add("max-bytes", func() client.QueueSetting { return client.MaxBytes(f.maxBytes) })
+	add("retention", func() client.QueueSetting { return client.Retention(f.retention) })
+	return out
 }
 
 func queueCreateCmd(g *globals, update bool) *cobra.Command {
 	var f configFlags
 	use, short := "create NAME", "Create a queue"
+	long := "Create a queue. Settings not given take the defaults shown.\n" +
+		"Durations are Go durations (500ms, 30s, 5m, 2h); 0 means \"no limit\" or \"off\" where stated."
 	if update {
 		use, short = "update NAME", "Change a queue's settings (only the flags given)"
+		long = "Change the settings given; the others keep their current values. Partitions and\n" +
+			"replicas are fixed at creation. Durations are Go durations (500ms, 30s, 5m, 2h);\n" +
+			"0 means \"no limit\" or \"off\" where stated."
 	}
 	cmd := &cobra.Command{
-		Use: use, Short: short, Args: cobra.ExactArgs(1),
+		Use: use, Short: short, Long: long, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, done, err := g.connect(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
-			cfg := f.config(cmd.Flags())
+			settings := f.settings(cmd.Flags())
 			if update {
-				err = c.UpdateQueue(ctx, args[0], cfg)
+				err = c.UpdateQueue(ctx, args[0], settings...)
 			} else {
-				err = c.CreateQueue(ctx, args[0], cfg)
+				err = c.CreateQueue(ctx, args[0], settings...)
 			}
 			if err != nil {
 				return err
@@ -100,7 +117,12 @@ func queueCreateCmd(g *globals, update bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(qs)
+			for _, q := range qs {
+				if q.Name == args[0] {
+					return printJSON(jsonview.QueueOf(q))
+				}
+			}
+			return fmt.Errorf("queue %s %s but not listed afterwards", args[0], map[bool]string{false: "created", true: "updated"}[update])
 		},
 	}
 	f.bind(cmd.Flags(), update)
@@ -122,13 +144,14 @@ func queueListCmd(g *globals) *cobra.Command {
 			}
 			qs, err := c.ListQueues(ctx, prefix)
 			if err != nil || g.json {
-				return firstErr(err, func() error { return printJSON(qs) })
+				return firstErr(err, func() error { return printJSON(jsonview.QueuesOf(qs)) })
 			}
 			var rows [][]string
 			for _, q := range qs {
 				cfg := q.Config
 				rows = append(rows, []string{q.Name, fmt.Sprint(len(q.Partitions)), fmt.Sprint(cfg.Replicas),
-					cfg.VisibilityTimeout.String(), fmt.Sprint(cfg.MaxReceives), cfg.DedupWindow.String()})
+					cfg.VisibilityTimeout.String(), orNone(int64(cfg.MaxReceives), "unlimited"),
+					orNone(cfg.DedupWindow, "off")})
 			}
 			table([]string{"QUEUE", "PARTITIONS", "REPLICAS", "VISIBILITY", "MAX-RECEIVES", "DEDUP"}, rows)
 			return nil
@@ -147,7 +170,7 @@ func queueStatsCmd(g *globals) *cobra.Command {
 			defer done()
 			st, err := c.QueueStats(ctx, args[0])
 			if err != nil || g.json {
-				return firstErr(err, func() error { return printJSON(st) })
+				return firstErr(err, func() error { return printJSON(jsonview.StatsOf(st)) })
 			}
 			var rows [][]string
 			row := func(name string, p client.PartitionStats) []string {
@@ -207,6 +230,15 @@ func purgeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// orNone renders a setting for a table: v, or none when v is 0 (the value
+// that means "no limit" or "off"). Durations print as durations.
+func orNone[T int64 | time.Duration](v T, none string) string {
+	if v == 0 {
+		return none
+	}
+	return fmt.Sprint(v)
 }
 
 // firstErr returns err, or runs next when err is nil.

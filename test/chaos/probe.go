@@ -18,7 +18,7 @@ type ReplicaStatus struct {
 	Queue        string `json:"queue"`
 	Partition    int    `json:"partition"`
 	Group        string `json:"group"`
-	State        string `json:"state"`
+	Role         string `json:"role"`
 	Leader       string `json:"leader"`
 	AppliedIndex uint64 `json:"applied_index"`
 	Digest       string `json:"digest"`
@@ -105,7 +105,7 @@ func (c *Cluster) View(ctx context.Context) view {
 func (v view) leader(p PartRef) string {
 	leader := ""
 	for _, r := range v[p] {
-		if r.State == "Leader" {
+		if r.Role == "leader" {
 			if leader != "" {
 				return "" // two claim it: an election is settling
 			}

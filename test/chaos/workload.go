@@ -39,10 +39,10 @@ const (
 	receiveWait   = time.Second
 )
 
-func queueConfig(partitions int) client.QueueConfig {
-	return client.QueueConfig{
-		Partitions: partitions, VisibilityTimeout: visibility, MaxReceives: maxReceives,
-		BackoffBase: backoffBase, BackoffMax: backoffMax,
+func queueSettings(partitions int) []client.QueueSetting {
+	return []client.QueueSetting{
+		client.Partitions(partitions), client.VisibilityTimeout(visibility), client.MaxReceives(maxReceives),
+		client.BackoffBase(backoffBase), client.BackoffMax(backoffMax),
 	}
 }
 
@@ -83,7 +83,7 @@ func CreateQueues(ctx context.Context, admin *client.Client, nodes int) (map[Par
 	for _, q := range workloadQueues {
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := admin.CreateQueue(cctx, q.name, queueConfig(q.partitions))
+			err := admin.CreateQueue(cctx, q.name, queueSettings(q.partitions)...)
 			cancel()
 			if err == nil || errors.Is(err, client.ErrQueueExists) {
 				break

@@ -26,7 +26,7 @@ func TestCluster_QueueAdmin(t *testing.T) {
 // testStatsAllPartitions: a queue's stats cover every partition, whichever
 // node leads it and whichever node the client asks first.
 func testStatsAllPartitions(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "wide", client.QueueConfig{Partitions: 4})
+	c.createQueue(cl, "wide", client.Partitions(4))
 	leaders := c.waitLeaders("wide", 4)
 	// A client that knows only a node leading none of the partitions (or
 	// as few as possible) sees the partitions led elsewhere.
@@ -66,7 +66,7 @@ func testStatsAllPartitions(t *testing.T, c *testCluster, cl *client.Client) {
 // testBackpressure: a send over max_depth is refused with ErrQueueFull and
 // nothing of it is stored.
 func testBackpressure(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "bounded", client.QueueConfig{MaxDepth: 3})
+	c.createQueue(cl, "bounded", client.MaxDepth(3))
 	q := cl.Queue("bounded")
 	for i := range 3 {
 		mustSend(t, q, client.Message{ID: fmt.Sprintf("m%d", i)})
@@ -93,7 +93,7 @@ func testBackpressure(t *testing.T, c *testCluster, cl *client.Client) {
 
 // testTooLarge: body plus headers over max_message_bytes is refused.
 func testTooLarge(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "small", client.QueueConfig{MaxMessageBytes: 1024})
+	c.createQueue(cl, "small", client.MaxMessageBytes(1024))
 	q := cl.Queue("small")
 	big := make([]byte, 1025)
 	if _, err := q.Send(opContext(t), client.Message{ID: "big", Body: big}); !errors.Is(err, client.ErrMessageTooLarge) {
@@ -112,7 +112,7 @@ func testTooLarge(t *testing.T, c *testCluster, cl *client.Client) {
 // testUpdateQueue: a changed visibility timeout reaches the partition and
 // governs the leases it grants.
 func testUpdateQueue(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "tuned", client.QueueConfig{BackoffBase: 20 * time.Millisecond})
+	c.createQueue(cl, "tuned", client.BackoffBase(20*time.Millisecond))
 	q := cl.Queue("tuned")
 	mustSend(t, q, client.Message{ID: "before"})
 	d := receiveOne(t, q, client.ReceiveOptions{})
@@ -122,7 +122,7 @@ func testUpdateQueue(t *testing.T, c *testCluster, cl *client.Client) {
 	if err := d.Ack(opContext(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.UpdateQueue(opContext(t), "tuned", client.QueueConfig{VisibilityTimeout: 300 * time.Millisecond}); err != nil {
+	if err := cl.UpdateQueue(opContext(t), "tuned", client.VisibilityTimeout(300*time.Millisecond)); err != nil {
 		t.Fatalf("update: %v", err)
 	}
 	qs, err := cl.ListQueues(opContext(t), "tuned")
@@ -150,7 +150,7 @@ func testUpdateQueue(t *testing.T, c *testCluster, cl *client.Client) {
 // testPurgeAndDelete: purge drops ready messages but keeps leased ones and
 // dead letters; a deleted queue is gone everywhere.
 func testPurgeAndDelete(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "scratch", client.QueueConfig{})
+	c.createQueue(cl, "scratch")
 	q := cl.Queue("scratch")
 	for i := range 6 {
 		mustSend(t, q, client.Message{ID: fmt.Sprintf("s%d", i)})
@@ -205,7 +205,7 @@ func testPurgeAndDelete(t *testing.T, c *testCluster, cl *client.Client) {
 		return nil
 	})
 	// The name can be used again, for a fresh queue.
-	c.createQueue(cl, "scratch", client.QueueConfig{})
+	c.createQueue(cl, "scratch")
 	if st := stats(t, cl, "scratch"); st.Ready != 0 || st.Dead != 0 || st.Counters.Sent != 0 {
 		t.Fatalf("re-created queue is not empty: %+v", st)
 	}

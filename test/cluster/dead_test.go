@@ -16,7 +16,7 @@ import (
 func TestCluster_DeadLetters(t *testing.T) {
 	c := startCluster(t, options{})
 	cl := c.dial("dead")
-	c.createQueue(cl, "dlq", client.QueueConfig{Partitions: 2, MaxReceives: 2, BackoffBase: 20 * time.Millisecond})
+	c.createQueue(cl, "dlq", client.Partitions(2), client.MaxReceives(2), client.BackoffBase(20*time.Millisecond))
 	q := cl.Queue("dlq")
 
 	rejected := deadByReject(t, cl, q)
@@ -229,7 +229,7 @@ func testRedriveAndDelete(t *testing.T, cl *client.Client, q *client.Queue, exha
 // testConsumeReject: a Consume handler's Reject(err) dead-letters the
 // message with err's text; nil acks.
 func testConsumeReject(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "handlers", client.QueueConfig{})
+	c.createQueue(cl, "handlers")
 	q := cl.Queue("handlers")
 	mustSend(t, q, client.Message{ID: "good"})
 	mustSend(t, q, client.Message{ID: "bad"})

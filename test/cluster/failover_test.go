@@ -20,7 +20,7 @@ import (
 func TestCluster_LeaderLoss(t *testing.T) {
 	c := startCluster(t, options{})
 	cl := c.dial("failover")
-	c.createQueue(cl, "ha", client.QueueConfig{})
+	c.createQueue(cl, "ha")
 	q := cl.Queue("ha")
 	p := startProducers(t, q, 8)
 

@@ -34,8 +34,8 @@ func TestCluster_GroupOrder(t *testing.T) {
 	admin := c.dial("groups-admin")
 	// A receive whose outcome the client cannot know (a leader change
 	// under load) loses its leases until they expire: keep that short.
-	c.createQueue(admin, "orders", client.QueueConfig{Partitions: 4, VisibilityTimeout: 2 * time.Second,
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 200 * time.Millisecond})
+	c.createQueue(admin, "orders", client.Partitions(4), client.VisibilityTimeout(2*time.Second),
+		client.BackoffBase(20*time.Millisecond), client.BackoffMax(200*time.Millisecond))
 
 	ck := newOrderChecker()
 	ctx, cancel := context.WithCancel(context.Background())

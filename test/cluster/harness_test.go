@@ -274,7 +274,7 @@ func (c *testCluster) waitRegistered() {
 	c.eventually(waitLong, "node registration", func() error {
 		var v struct {
 			Nodes []struct {
-				ID string `json:"ID"`
+				ID string `json:"id"`
 			} `json:"nodes"`
 		}
 		if err := c.getJSON(c.waitMetaLeader(), "/v1/cluster", &v); err != nil {

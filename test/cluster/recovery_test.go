@@ -17,7 +17,7 @@ import (
 func TestCluster_RestartCatchUp(t *testing.T) {
 	c := startCluster(t, options{})
 	cl := c.dial("catchup")
-	c.createQueue(cl, "cu", client.QueueConfig{Partitions: 2})
+	c.createQueue(cl, "cu", client.Partitions(2))
 	q := cl.Queue("cu")
 	sent := sendMany(t, q, "before", 40, 4)
 	for p := range 2 {
@@ -56,7 +56,7 @@ func TestCluster_RestartCatchUp(t *testing.T) {
 func TestCluster_WipedNodeRebuiltBySnapshot(t *testing.T) {
 	c := startCluster(t, options{snapshotThreshold: 64, trailingLogs: 16, snapshotInterval: 100 * time.Millisecond})
 	cl := c.dial("wipe")
-	c.createQueue(cl, "snap", client.QueueConfig{})
+	c.createQueue(cl, "snap")
 	q := cl.Queue("snap")
 	leader := c.waitLeaders("snap", 1)[0]
 	group := c.waitConverged("snap", 0).Group
@@ -104,7 +104,7 @@ func TestCluster_WipedNodeRebuiltBySnapshot(t *testing.T) {
 func TestCluster_FullRestart(t *testing.T) {
 	c := startCluster(t, options{snapshotThreshold: 64, trailingLogs: 16, snapshotInterval: 100 * time.Millisecond})
 	cl := c.dial("restart")
-	c.createQueue(cl, "durable", client.QueueConfig{Partitions: 2, BackoffBase: 20 * time.Millisecond})
+	c.createQueue(cl, "durable", client.Partitions(2), client.BackoffBase(20*time.Millisecond))
 	q := cl.Queue("durable")
 	sent := sendMany(t, q, "m", 120, 1)
 	acked := receiveAndAck(t, q, 20)
@@ -155,7 +155,7 @@ func TestCluster_FullRestart(t *testing.T) {
 func TestCluster_QueueCreatedWhileDown(t *testing.T) {
 	c := startCluster(t, options{})
 	cl := c.dial("late")
-	c.createQueue(cl, "doomed", client.QueueConfig{})
+	c.createQueue(cl, "doomed")
 	c.waitConverged("doomed", 0)
 	down := followerOf(c.waitMetaLeader())
 	c.stop(down)
@@ -163,7 +163,7 @@ func TestCluster_QueueCreatedWhileDown(t *testing.T) {
 	if err := cl.DeleteQueue(opContext(t), "doomed"); err != nil {
 		t.Fatal(err)
 	}
-	c.createQueue(cl, "newcomer", client.QueueConfig{Partitions: 2})
+	c.createQueue(cl, "newcomer", client.Partitions(2))
 	sent := sendMany(t, cl.Queue("newcomer"), "n", 30, 2)
 	c.start(down)
 

@@ -16,7 +16,7 @@ type replica struct {
 	Queue        string `json:"queue"`
 	Partition    int    `json:"partition"`
 	Group        string `json:"group"`
-	State        string `json:"state"`
+	Role         string `json:"role"`
 	Leader       string `json:"leader"`
 	AppliedIndex uint64 `json:"applied_index"`
 	Digest       string `json:"digest"`
@@ -57,7 +57,7 @@ func (c *testCluster) waitLeaders(queue string, partitions int) []int {
 				return err
 			}
 			for p, r := range rs {
-				if p < partitions && r.State == "Leader" {
+				if p < partitions && r.Role == "leader" {
 					leaders[p] = i
 				}
 			}
@@ -90,7 +90,7 @@ func (c *testCluster) waitConverged(queue string, partition int) replica {
 			if !ok {
 				return fmt.Errorf("%s has no replica", c.members[i].cfg.ID)
 			}
-			if r.State == "Leader" {
+			if r.Role == "leader" {
 				leaders++
 				agreed = r
 			}
@@ -158,12 +158,16 @@ func opContext(t *testing.T) context.Context {
 }
 
 // createQueue creates a queue and waits until its partitions have leaders.
-func (c *testCluster) createQueue(cl *client.Client, name string, cfg client.QueueConfig) {
+func (c *testCluster) createQueue(cl *client.Client, name string, settings ...client.QueueSetting) {
 	c.t.Helper()
-	if err := cl.CreateQueue(opContext(c.t), name, cfg); err != nil {
+	if err := cl.CreateQueue(opContext(c.t), name, settings...); err != nil {
 		c.t.Fatalf("create queue %s: %v", name, err)
 	}
-	c.waitLeaders(name, max(cfg.Partitions, 1))
+	qs, err := cl.ListQueues(opContext(c.t), name)
+	if err != nil || len(qs) == 0 || qs[0].Name != name {
+		c.t.Fatalf("list queue %s after creating it: %v %+v", name, err, qs)
+	}
+	c.waitLeaders(name, qs[0].Config.Partitions)
 }
 
 // mustSend sends one message and fails the test if it is not confirmed.

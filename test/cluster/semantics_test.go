@@ -25,7 +25,7 @@ func TestCluster_DeliverySemantics(t *testing.T) {
 // duplicate answering the original seq; what is received is what was
 // confirmed.
 func testConfirmAndDedup(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "confirm", client.QueueConfig{})
+	c.createQueue(cl, "confirm")
 	q := cl.Queue("confirm")
 	a := mustSend(t, q, client.Message{ID: "a", Body: []byte("first")})
 	b := mustSend(t, q, client.Message{ID: "b", Group: "g1", Headers: map[string]string{"k": "v"}, Body: []byte("bee")})
@@ -80,7 +80,7 @@ func testConfirmAndDedup(t *testing.T, c *testCluster, cl *client.Client) {
 // testLeaseExpiry: an unsettled lease runs out on its own and the message
 // comes back with attempt 2; the first receipt is then stale.
 func testLeaseExpiry(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "lease", client.QueueConfig{BackoffBase: 20 * time.Millisecond})
+	c.createQueue(cl, "lease", client.BackoffBase(20*time.Millisecond))
 	q := cl.Queue("lease")
 	sent := mustSend(t, q, client.Message{ID: "m", Body: []byte("work")})
 	before := time.Now()
@@ -122,7 +122,7 @@ func testLeaseExpiry(t *testing.T, c *testCluster, cl *client.Client) {
 // testAckAfterDeadline: an ack after the lease ran out but before anyone
 // else received the message still deletes it.
 func testAckAfterDeadline(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "late", client.QueueConfig{BackoffBase: 20 * time.Millisecond})
+	c.createQueue(cl, "late", client.BackoffBase(20*time.Millisecond))
 	q := cl.Queue("late")
 	mustSend(t, q, client.Message{ID: "m"})
 	d := receiveOne(t, q, client.ReceiveOptions{Visibility: 200 * time.Millisecond})
@@ -141,7 +141,7 @@ func testAckAfterDeadline(t *testing.T, c *testCluster, cl *client.Client) {
 // testExtend: an extended lease keeps the message away past its original
 // deadline, and the receipt stays valid.
 func testExtend(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "extend", client.QueueConfig{BackoffBase: 20 * time.Millisecond})
+	c.createQueue(cl, "extend", client.BackoffBase(20*time.Millisecond))
 	q := cl.Queue("extend")
 	mustSend(t, q, client.Message{ID: "m"})
 	d := receiveOne(t, q, client.ReceiveOptions{Visibility: time.Second})
@@ -168,7 +168,7 @@ func testExtend(t *testing.T, c *testCluster, cl *client.Client) {
 // would come back too early.
 func testNackDelay(t *testing.T, c *testCluster, cl *client.Client) {
 	const base, delay = time.Second, 2500 * time.Millisecond
-	c.createQueue(cl, "nack", client.QueueConfig{BackoffBase: base, BackoffMax: time.Minute})
+	c.createQueue(cl, "nack", client.BackoffBase(base), client.BackoffMax(time.Minute))
 	q := cl.Queue("nack")
 	mustSend(t, q, client.Message{ID: "explicit"})
 	mustSend(t, q, client.Message{ID: "backoff"})
@@ -206,7 +206,7 @@ func testNackDelay(t *testing.T, c *testCluster, cl *client.Client) {
 // order; a retried head keeps its group blocked; a dead-lettered head
 // unblocks it.
 func testGroupOrder(t *testing.T, c *testCluster, cl *client.Client) {
-	c.createQueue(cl, "groups", client.QueueConfig{BackoffBase: 50 * time.Millisecond})
+	c.createQueue(cl, "groups", client.BackoffBase(50*time.Millisecond))
 	q := cl.Queue("groups")
 	for _, m := range []client.Message{
 		{ID: "A1", Group: "A"}, {ID: "A2", Group: "A"}, {ID: "A3", Group: "A"},

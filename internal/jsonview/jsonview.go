@@ -1,0 +1,323 @@
+// Package jsonview is the one JSON form of Ferry's admin views. The HTTP
+// admin API (node) and `ferry --json` (cmd/ferry) both render through it,
+// so the same queue, node or figure reads the same in both.
+//
+// Conventions, for every view:
+//   - keys are snake_case;
+//   - durations are Go duration strings ("30s", "1m30s", "0s");
+//   - enums are lower-case names with underscores ("alive", "leader",
+//     "retries_exhausted", "queue_not_found");
+//   - timestamps are RFC 3339 in UTC with sub-second digits as needed; a
+//     time that never happened is left out;
+//   - a limit that may be unlimited (max_receives, max_depth, max_bytes,
+//     retention, dedup_window) is 0 for "no limit" or "off": never null,
+//     never -1;
+//   - lists are [] when empty, never null.
+//
+// The package imports only wire and the standard library.
+package jsonview
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ferrymq/ferry/wire"
+)
+
+// Duration is a time.Duration that reads and writes as a Go duration
+// string.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string such as "30s".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string such as "30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Time renders t as RFC 3339 in UTC, or "" for the zero time (left out by
+// the views' omitempty).
+func Time(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// UnixTime renders Unix nanoseconds as Time does; 0 is "never".
+func UnixTime(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return Time(time.Unix(0, ns))
+}
+
+// Enum turns a human enum name ("retries exhausted", "Leader") into its
+// JSON form ("retries_exhausted", "leader").
+func Enum(name string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(name)), " ", "_")
+}
+
+// QueueConfig is a queue's configuration in force. 0 means "no limit" for
+// max_receives, max_depth and max_bytes, "off" for dedup_window and "keep
+// until acked" for retention.
+type QueueConfig struct {
+	Partitions        int      `json:"partitions"`
+	Replicas          int      `json:"replicas"`
+	VisibilityTimeout Duration `json:"visibility_timeout"`
+	MaxReceives       int      `json:"max_receives"`
+	BackoffBase       Duration `json:"backoff_base"`
+	BackoffMax        Duration `json:"backoff_max"`
+	DedupWindow       Duration `json:"dedup_window"`
+	MaxMessageBytes   int      `json:"max_message_bytes"`
+	MaxDepth          int64    `json:"max_depth"`
+	MaxBytes          int64    `json:"max_bytes"`
+	Retention         Duration `json:"retention"`
+}
+
+// ConfigOf renders a wire config; the values are carried over unchanged.
+func ConfigOf(c wire.QueueConfig) QueueConfig {
+	return QueueConfig{
+		Partitions: c.Partitions, Replicas: c.Replicas, VisibilityTimeout: Duration(c.VisibilityTimeout),
+		MaxReceives: c.MaxReceives, BackoffBase: Duration(c.BackoffBase), BackoffMax: Duration(c.BackoffMax),
+		DedupWindow: Duration(c.DedupWindow), MaxMessageBytes: c.MaxMessageBytes,
+		MaxDepth: c.MaxDepth, MaxBytes: c.MaxBytes, Retention: Duration(c.Retention),
+	}
+}
+
+// Partition is the placement of one partition. Leader and leader_addr
+// are "" while no leader is known.
+type Partition struct {
+	Index      int      `json:"index"`
+	Leader     string   `json:"leader"`
+	LeaderAddr string   `json:"leader_addr"`
+	Replicas   []string `json:"replicas"`
+}
+
+// Queue is one queue: its name, configuration and partitions by index.
+type Queue struct {
+	Name       string      `json:"name"`
+	Config     QueueConfig `json:"config"`
+	Partitions []Partition `json:"partitions"`
+}
+
+// QueueOf renders a wire queue description.
+func QueueOf(q wire.QueueInfo) Queue {
+	out := Queue{Name: q.Name, Config: ConfigOf(q.Config), Partitions: []Partition{}}
+	for _, p := range q.Partitions {
+		out.Partitions = append(out.Partitions, Partition{Index: p.Index, Leader: p.Leader, LeaderAddr: p.LeaderAddr,
+			Replicas: append([]string{}, p.Replicas...)})
+	}
+	return out
+}
+
+// QueuesOf renders a list of queues; nil gives [].
+func QueuesOf(qs []wire.QueueInfo) []Queue {
+	out := make([]Queue, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, QueueOf(q))
+	}
+	return out
+}
+
+// Node is one cluster member; state is "alive", "suspect", "dead", "left"
+// or "unknown".
+type Node struct {
+	ID         string `json:"id"`
+	State      string `json:"state"`
+	ClientAddr string `json:"client_addr"`
+	RaftAddr   string `json:"raft_addr"`
+	HTTPAddr   string `json:"http_addr"`
+}
+
+// NodeOf renders a wire node description.
+func NodeOf(n wire.NodeInfo) Node {
+	return Node{ID: n.ID, State: Enum(n.State.String()), ClientAddr: n.ClientAddr, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr}
+}
+
+// Cluster is the membership and the placement of every queue. Node (the
+// answering node), meta_leader and meta_index are given by the HTTP API,
+// which knows them, and left out by the CLI.
+type Cluster struct {
+	Node       string  `json:"node,omitempty"`
+	MetaLeader string  `json:"meta_leader,omitempty"`
+	MetaIndex  uint64  `json:"meta_index,omitempty"`
+	Nodes      []Node  `json:"nodes"`
+	Queues     []Queue `json:"queues"`
+}
+
+// ClusterOf renders nodes and queues; the caller fills the HTTP-only
+// fields.
+func ClusterOf(nodes []wire.NodeInfo, queues []wire.QueueInfo) Cluster {
+	out := Cluster{Nodes: make([]Node, 0, len(nodes)), Queues: QueuesOf(queues)}
+	for _, n := range nodes {
+		out.Nodes = append(out.Nodes, NodeOf(n))
+	}
+	return out
+}
+
+// Error is a failure carried inside a view: its code by name and its
+// message.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorOf renders a wire code and message, or nil for CodeOK.
+func ErrorOf(code wire.Code, message string) *Error {
+	if code == wire.CodeOK {
+		return nil
+	}
+	return &Error{Code: Enum(code.String()), Message: message}
+}
+
+// Counters are a partition's monotonic event counts.
+type Counters struct {
+	Sent             uint64 `json:"sent"`
+	Duplicates       uint64 `json:"duplicates"`
+	Leased           uint64 `json:"leased"`
+	Acked            uint64 `json:"acked"`
+	Nacked           uint64 `json:"nacked"`
+	Rejected         uint64 `json:"rejected"`
+	Expired          uint64 `json:"expired"`
+	DeadLettered     uint64 `json:"dead_lettered"`
+	Redriven         uint64 `json:"redriven"`
+	DeadDeleted      uint64 `json:"dead_deleted"`
+	Purged           uint64 `json:"purged"`
+	RetentionExpired uint64 `json:"retention_expired"`
+}
+
+// Figures are the gauges and counters of a partition or a sum of them.
+// Ready, in_flight, delayed and dead mean the same in every view that has
+// them (stats and /v1/replicas).
+type Figures struct {
+	Ready             int64    `json:"ready"`
+	Eligible          int64    `json:"eligible"`
+	Delayed           int64    `json:"delayed"`
+	InFlight          int64    `json:"in_flight"`
+	Dead              int64    `json:"dead"`
+	Bytes             int64    `json:"bytes"`
+	DeadBytes         int64    `json:"dead_bytes"`
+	OldestEligibleAge Duration `json:"oldest_eligible_age"`
+	Groups            int64    `json:"groups"`
+	LastSeq           uint64   `json:"last_seq"`
+	Counters          Counters `json:"counters"`
+}
+
+func figuresOf(s wire.PartitionStats) Figures {
+	c := s.Counters
+	return Figures{
+		Ready: s.Ready, Eligible: s.Eligible, Delayed: s.Delayed, InFlight: s.InFlight, Dead: s.Dead,
+		Bytes: s.Bytes, DeadBytes: s.DeadBytes, OldestEligibleAge: Duration(s.OldestEligibleAge),
+		Groups: s.Groups, LastSeq: s.LastSeq,
+		Counters: Counters{Sent: c.Sent, Duplicates: c.Duplicates, Leased: c.Leased, Acked: c.Acked,
+			Nacked: c.Nacked, Rejected: c.Rejected, Expired: c.Expired, DeadLettered: c.DeadLettered,
+			Redriven: c.Redriven, DeadDeleted: c.DeadDeleted, Purged: c.Purged, RetentionExpired: c.RetentionExpired},
+	}
+}
+
+// PartitionStats are one partition's figures, flattened next to its
+// index, the leader that reported them and the log index they reflect.
+// Error is set, and the figures are zero, when they could not be
+// gathered.
+type PartitionStats struct {
+	Partition    int    `json:"partition"`
+	Error        *Error `json:"error,omitempty"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Figures
+}
+
+// Stats are a queue's figures per partition and their sum.
+type Stats struct {
+	Queue      string           `json:"queue"`
+	Partitions []PartitionStats `json:"partitions"`
+	Total      Figures          `json:"total"`
+}
+
+// StatsOf renders a stats answer.
+func StatsOf(r wire.QueueStatsResponse) Stats {
+	out := Stats{Queue: r.Queue, Partitions: make([]PartitionStats, 0, len(r.Partitions)), Total: figuresOf(r.Total())}
+	for _, p := range r.Partitions {
+		out.Partitions = append(out.Partitions, PartitionStats{Partition: p.Partition, Error: ErrorOf(p.Code, p.Error),
+			Leader: p.Leader, AppliedIndex: p.AppliedIndex, Figures: figuresOf(p)})
+	}
+	return out
+}
+
+// Replica is one local partition replica as a node's /v1/replicas shows
+// it: role is the replica's Raft role ("leader", "follower",
+// "candidate", "shutdown"), digest the hex digest of its state at
+// applied_index.
+type Replica struct {
+	Queue        string `json:"queue"`
+	Partition    int    `json:"partition"`
+	Group        string `json:"group"`
+	Role         string `json:"role"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Digest       string `json:"digest"`
+	Ready        int64  `json:"ready"`
+	InFlight     int64  `json:"in_flight"`
+	Delayed      int64  `json:"delayed"`
+	Dead         int64  `json:"dead"`
+}
+
+// Event is one entry of a dead letter's failure history; kind is
+// "nacked", "lease_expired", "rejected" or "redriven".
+type Event struct {
+	Kind     string `json:"kind"`
+	At       string `json:"at"`
+	Attempt  uint32 `json:"attempt"`
+	Consumer string `json:"consumer,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// DeadLetter is one dead letter; reason is "rejected",
+// "retries_exhausted" or "lease_expired". A body that is valid UTF-8 is
+// given as body, any other as body_base64; both are left out when the
+// body is empty or not carried (a listing has no bodies), as are headers.
+type DeadLetter struct {
+	Partition        int               `json:"partition"`
+	Seq              uint64            `json:"seq"`
+	ID               string            `json:"id"`
+	Group            string            `json:"group"`
+	Headers          map[string]string `json:"headers,omitempty"`
+	Body             string            `json:"body,omitempty"`
+	BodyBase64       []byte            `json:"body_base64,omitempty"`
+	Bytes            int               `json:"bytes"`
+	Attempts         uint32            `json:"attempts"`
+	FirstEnqueuedAt  string            `json:"first_enqueued_at,omitempty"`
+	EnqueuedAt       string            `json:"enqueued_at,omitempty"`
+	FirstDeliveredAt string            `json:"first_delivered_at,omitempty"`
+	LastDeliveredAt  string            `json:"last_delivered_at,omitempty"`
+	DeadAt           string            `json:"dead_at,omitempty"`
+	Reason           string            `json:"reason"`
+	ReasonText       string            `json:"reason_text"`
+	LastConsumer     string            `json:"last_consumer"`
+	History          []Event           `json:"history"`
+}
+
+// SetBody fills body or body_base64 from b.
+func (d *DeadLetter) SetBody(b []byte) {
+	if utf8.Valid(b) {
+		d.Body, d.BodyBase64 = string(b), nil
+		return
+	}
+	d.Body, d.BodyBase64 = "", append([]byte{}, b...)
+}
