@@ -22,7 +22,7 @@ import (
 func TestCluster_LargeValidTrafficCannotWedgeAPartition(t *testing.T) {
 	c := startCluster(t, options{})
 	cl := c.dial("bounds")
-	c.createQueue(cl, "big", client.QueueConfig{MaxReceives: 1})
+	c.createQueue(cl, "big", client.MaxReceives(1))
 	q := cl.Queue("big")
 	const producers, perRequest, bodyBytes = 8, 30, 1_000_000
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -18,7 +18,7 @@ func TestCluster_HundredPartitionsRestartTogether(t *testing.T) {
 	cl := c.dial("wide")
 	queues := map[string]int{"wide-a": 64, "wide-b": 36}
 	for name, parts := range queues {
-		c.createQueue(cl, name, client.QueueConfig{Partitions: parts})
+		c.createQueue(cl, name, client.Partitions(parts))
 	}
 	sent := map[string]int{}
 	for name, parts := range queues {
