@@ -88,6 +88,7 @@ func assertEntriesBounded(t *testing.T, c *testCluster) {
 func TestPartition_OversizeMessageIsRefusedBeforeProposing(t *testing.T) {
 	c := newTestCluster(t, 1, func(cfg *Config) { cfg.Queue.MaxMessageBytes = 1000 })
 	p := c.reps[c.leader()]
+	send(t, p, "warm", 1) // the leader's first entries are applied
 	before := p.Status().AppliedIndex
 	out, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: "huge", Body: make([]byte, 4<<20)}})
 	if err != nil || len(out) != 1 || !errors.Is(out[0].Err, fsm.ErrMessageTooLarge) {
