@@ -33,7 +33,7 @@ func codeOf(err error) wire.Code {
 		return wire.CodeInvalidConfig
 	case errors.Is(err, fsm.ErrMessageTooLarge):
 		return wire.CodeMessageTooLarge
-	case errors.Is(err, fsm.ErrQueueFull):
+	case errors.Is(err, fsm.ErrQueueFull), errors.Is(err, partition.ErrDiskFull):
 		return wire.CodeQueueFull
 	case errors.Is(err, fsm.ErrLeaseLost):
 		return wire.CodeLeaseLost

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ferrymq/ferry/fsm"
 )
@@ -278,6 +279,12 @@ func (b *batcher[I, O]) failQueued(err error) {
 func (p *Partition) Send(ctx context.Context, msgs []fsm.NewMessage) ([]fsm.SendOutcome, error) {
 	if len(msgs) == 0 || len(msgs) > fsm.BatchMax {
 		return nil, fmt.Errorf("%w: batch of %d items (want 1..%d)", fsm.ErrInvalidArgument, len(msgs), fsm.BatchMax)
+	}
+	if err := p.checkLeader(); err != nil {
+		return nil, err
+	}
+	if err := p.disk.check(time.Now()); err != nil {
+		return nil, err
 	}
 	out := make([]fsm.SendOutcome, len(msgs))
 	valid := make([]fsm.NewMessage, 0, len(msgs))

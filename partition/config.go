@@ -52,6 +52,11 @@ type Config struct {
 	// CompactInterval is how often the WAL is compacted.
 	CompactInterval time.Duration
 
+	// DiskReserveBytes is the free space below which the leader refuses
+	// sends with ErrDiskFull (receives and acks go on). Zero means
+	// DefaultDiskReserveBytes.
+	DiskReserveBytes uint64
+
 	// Now is the clock stamped into commands; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger

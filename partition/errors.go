@@ -24,6 +24,11 @@ var (
 	// ErrClosed is returned after Close, or when raft is shutting down.
 	ErrClosed = errors.New("partition closed")
 
+	// ErrDiskFull is returned for a send refused because the replica's
+	// disk is (nearly) full: nothing was stored. Receives and acks keep
+	// working; sends succeed again once space returns. Retryable.
+	ErrDiskFull = errors.New("disk full")
+
 	// ErrInvalidConfig is returned by Config.Validate; the message names the
 	// field.
 	ErrInvalidConfig = errors.New("invalid partition config")

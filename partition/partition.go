@@ -36,6 +36,7 @@ type Partition struct {
 	applied uint64        // index of the last raft entry applied
 	ready   chan struct{} // closed and replaced when messages become eligible
 
+	disk      *diskGuard
 	body      *wal.Log
 	raft      *raft.Raft
 	logStore  *raftboltdb.BoltStore
@@ -70,6 +71,11 @@ func Open(cfg Config) (*Partition, error) {
 	if p.now == nil {
 		p.now = time.Now
 	}
+	reserve := cfg.DiskReserveBytes
+	if reserve == 0 {
+		reserve = DefaultDiskReserveBytes
+	}
+	p.disk = &diskGuard{dir: cfg.Dir, reserveBytes: reserve, free: freeBytesOf}
 	if err := p.openState(); err != nil {
 		return nil, err
 	}
