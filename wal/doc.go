@@ -66,7 +66,17 @@
 //
 // # Concurrency
 //
-// Append, MarkDead, Compact, Sync and Close are meant to be called by one
-// owner goroutine. Read, Scan, Stats, Pin and the release functions Pin
-// returns may be called from any goroutine at the same time.
+// Append, MarkDead, MarkDeadAt, Compact, Sync, SyncData, End, RollbackTo
+// and Close are meant to be called by one owner goroutine. Read, ReadRange,
+// Scan, ScanPrefix, ScanSegmentPrefix, Segments, Stats, Pin and the release
+// functions Pin returns may be called from any goroutine at the same time.
+//
+// # Durable use
+//
+// An owner that keeps durable data in the log (rather than rebuilding it)
+// appends a batch, calls SyncData (flush plus fdatasync, without blocking
+// readers during the device flush), and on any write or sync error calls
+// RollbackTo with the End it took before the batch: the partial batch is
+// cut off, the cut is made durable, and the log takes writes again, which
+// is how a full disk becomes a retryable error rather than a failed log.
 package wal

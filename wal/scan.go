@@ -15,6 +15,9 @@ type scannedRecord struct {
 	// payload is set only when the scanner keeps payloads, and is valid
 	// until the next call to next.
 	payload []byte
+	// prefix holds the first bytes of the payload when the scanner was
+	// asked for them (prefixBytes), valid until the next call to next.
+	prefix []byte
 }
 
 // size is the record's size on disk.
@@ -31,6 +34,10 @@ type recordScanner struct {
 	end         int64
 	keepPayload bool
 	scratch     []byte
+	// prefixBytes, when positive and payloads are not kept, makes next
+	// copy up to that many leading payload bytes into scannedRecord.prefix.
+	prefixBytes int
+	prefixBuf   []byte
 }
 
 // newRecordScanner scans ra from start (just after the segment header) to
@@ -78,14 +85,33 @@ func (s *recordScanner) next() (scannedRecord, error) {
 			return scannedRecord{}, s.readError(err)
 		}
 		sum = crc32.Update(sum, crcTable, rec.payload)
-	} else if sum, err = s.checksumPayload(sum, rec.payloadBytes); err != nil {
-		return scannedRecord{}, s.readError(err)
+	} else {
+		if s.prefixBytes > 0 {
+			if rec.prefix, err = s.peekPrefix(rec.payloadBytes); err != nil {
+				return scannedRecord{}, s.readError(err)
+			}
+		}
+		if sum, err = s.checksumPayload(sum, rec.payloadBytes); err != nil {
+			return scannedRecord{}, s.readError(err)
+		}
 	}
 	if sum != h.checksum {
 		return scannedRecord{}, &frameError{s.offset, "record checksum mismatch"}
 	}
 	s.offset += rec.size()
 	return rec, nil
+}
+
+// peekPrefix copies up to prefixBytes leading bytes of a payload of
+// payloadBytes without consuming them.
+func (s *recordScanner) peekPrefix(payloadBytes int) ([]byte, error) {
+	n := min(s.prefixBytes, payloadBytes, s.r.Size())
+	b, err := s.r.Peek(n)
+	if err != nil {
+		return nil, err
+	}
+	s.prefixBuf = append(s.prefixBuf[:0], b...)
+	return s.prefixBuf, nil
 }
 
 // checksumPayload folds the next n bytes into sum without copying them.

@@ -1,0 +1,316 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file holds the calls an owner needs to use the log as a durable,
+// group-committed store rather than a buffer rebuilt from elsewhere: a data
+// sync that does not block readers, rolling back a failed write, scanning
+// with payload prefixes, and per-segment accounting.
+
+// Mark is the end of the log at one moment: where the next record would
+// start and how many records the active segment held then. RollbackTo
+// returns the log to a Mark.
+type Mark struct {
+	end     Pos
+	records int
+}
+
+// Pos returns the position at which the log ended when the Mark was taken.
+func (m Mark) Pos() Pos {
+	return m.end
+}
+
+// End returns the current end of the log. Owner only.
+func (l *Log) End() Mark {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.active == nil {
+		return Mark{}
+	}
+	return Mark{end: Pos{Segment: l.active.num, Offset: uint32(l.active.sizeBytes)}, records: l.active.records}
+}
+
+// RollbackTo discards every record appended after m was taken: segments
+// created since are deleted, the segment that was active then is cut back
+// to m and made active again, and the cut is made durable. It also clears
+// the failed state left by a write error (ErrFailed), so that an owner can
+// answer a failed write with an error, roll back to the last durable end,
+// and go on writing once the cause (a full disk) is gone. Records after m
+// must not have been marked dead or handed out. Owner only.
+func (l *Log) RollbackTo(m Mark) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	target, start, records := l.segments[m.end.Segment], int64(m.end.Offset), m.records
+	if target == nil || target.pendingDelete {
+		// The segment of the mark was entirely dead and was retired when
+		// it was sealed: what followed the mark starts the next segment.
+		target, start, records = l.segments[m.end.Segment+1], segmentHeaderBytes, 0
+	}
+	if target == nil || start < segmentHeaderBytes || start > target.sizeBytes {
+		return fmt.Errorf("%w: rollback to %v: no such end of the log", ErrBadPosition, m.end)
+	}
+	var errs []error
+	for _, seg := range l.sortedSegmentsLocked() {
+		if seg.num > target.num {
+			errs = append(errs, l.deleteLocked(seg))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return l.fail(err)
+	}
+	if err := cutSegment(target, start); err != nil {
+		return l.fail(err)
+	}
+	target.records = records
+	target.recordBytes = start - segmentHeaderBytes
+	target.deadBytes = min(target.deadBytes, target.recordBytes)
+	target.sealed = false
+	l.active = target
+	if l.dirDirty {
+		if err := syncDir(l.cfg.Dir); err != nil {
+			return l.fail(err)
+		}
+		l.dirDirty = false
+	}
+	l.failed = nil
+	return nil
+}
+
+// cutSegment shortens seg to size bytes, keeping buffered bytes before
+// size, and makes the cut durable.
+func cutSegment(seg *segment, size int64) error {
+	if size <= seg.flushedBytes {
+		seg.buf = seg.buf[:0]
+		seg.flushedBytes = size
+	} else {
+		seg.buf = seg.buf[:size-seg.flushedBytes]
+	}
+	seg.sizeBytes = size
+	// The file may also hold part of a write that failed beyond
+	// flushedBytes.
+	if err := seg.file.Truncate(seg.flushedBytes); err != nil {
+		return fmt.Errorf("wal: truncate segment %d at offset %d: %w", seg.num, seg.flushedBytes, err)
+	}
+	if err := fdatasync(seg); err != nil {
+		return err
+	}
+	return nil
+}
+
+// fdatasync makes seg's written bytes, and its size, durable.
+func fdatasync(seg *segment) error {
+	rc, err := seg.file.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("wal: sync segment %d: %w", seg.num, err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			serr = unix.Fdatasync(int(fd))
+			if serr != unix.EINTR {
+				return
+			}
+		}
+	}); err != nil {
+		return fmt.Errorf("wal: sync segment %d: %w", seg.num, err)
+	}
+	if serr != nil {
+		return fmt.Errorf("wal: sync segment %d: %w", seg.num, serr)
+	}
+	return nil
+}
+
+// SyncData writes buffered records to the active segment and makes them
+// durable with fdatasync (and fsyncs the directory if a segment was created
+// since the last sync). Unlike Sync it holds the log's lock only while
+// flushing, so reads go on during the device flush. Owner only.
+func (l *Log) SyncData() error {
+	l.mu.Lock()
+	if err := l.writableLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	seg := l.active
+	if err := seg.flush(); err != nil {
+		err = l.fail(err)
+		l.mu.Unlock()
+		return err
+	}
+	dirDirty := l.dirDirty
+	l.dirDirty = false
+	l.mu.Unlock()
+
+	// Only the owner closes, rotates or deletes the active segment, so its
+	// file stays open while we sync without the lock.
+	err := fdatasync(seg)
+	if err == nil && dirDirty {
+		err = syncDir(l.cfg.Dir)
+	}
+	if err != nil {
+		l.mu.Lock()
+		if dirDirty {
+			l.dirDirty = true
+		}
+		err = l.fail(err)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// PrefixFunc receives one record of a prefix scan: its key, position,
+// payload length and up to the requested number of leading payload bytes.
+// prefix is valid only during the call.
+type PrefixFunc func(key uint64, pos Pos, payloadBytes int, prefix []byte) error
+
+// ScanPrefix is Scan that also hands fn up to prefixBytes leading bytes of
+// every payload. Checksums of whole records are verified as they are
+// scanned; the payloads beyond the prefix are never copied.
+func (l *Log) ScanPrefix(prefixBytes int, fn PrefixFunc) error {
+	return l.scanSegments(0, prefixBytes, fn)
+}
+
+// ScanSegmentPrefix is ScanPrefix over one segment only. A segment that
+// does not exist is ErrBadPosition.
+func (l *Log) ScanSegmentPrefix(num uint32, prefixBytes int, fn PrefixFunc) error {
+	if num == 0 {
+		return fmt.Errorf("%w: segment 0 does not exist", ErrBadPosition)
+	}
+	return l.scanSegments(num, prefixBytes, fn)
+}
+
+// scanSegments scans segment only (or every segment when only is 0).
+func (l *Log) scanSegments(only uint32, prefixBytes int, fn PrefixFunc) error {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return ErrClosed
+	}
+	var segs []*segment
+	var ends []int64
+	for _, seg := range l.sortedSegmentsLocked() {
+		if !seg.pendingDelete && (only == 0 || seg.num == only) {
+			segs = append(segs, seg)
+			ends = append(ends, seg.sizeBytes)
+		}
+	}
+	l.mu.RUnlock()
+	if only != 0 && len(segs) == 0 {
+		return fmt.Errorf("%w: segment %d not found", ErrBadPosition, only)
+	}
+	for i, seg := range segs {
+		sc := newRecordScanner(lockedReaderAt{l, seg}, segmentHeaderBytes, ends[i], false)
+		sc.prefixBytes = max(prefixBytes, 0)
+		for {
+			rec, err := sc.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return scanFailure(seg.num, err)
+			}
+			pos := Pos{Segment: seg.num, Offset: uint32(rec.offset)}
+			if err := fn(rec.key, pos, rec.payloadBytes, rec.prefix); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// payloadLengthLocked reads the payload length from the header at pos.
+func (l *Log) payloadLengthLocked(seg *segment, pos Pos) (int, error) {
+	var b [recordHeaderBytes]byte
+	if err := seg.readAt(b[:], int64(pos.Offset)); err != nil {
+		return 0, err
+	}
+	n := parseRecordHeader(b[:]).length
+	if int64(n) > seg.sizeBytes-int64(pos.Offset)-recordHeaderBytes {
+		return 0, corruptf(seg.num, int64(pos.Offset), "record length %d runs past the segment end at %d", n, seg.sizeBytes)
+	}
+	return int(n), nil
+}
+
+// MarkDeadAt is MarkDead for an owner that does not keep record sizes: it
+// reads the payload length from the record header at pos.
+func (l *Log) MarkDeadAt(pos Pos) error {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return ErrClosed
+	}
+	seg, err := l.segmentForLocked(pos)
+	if err != nil {
+		l.mu.RUnlock()
+		return err
+	}
+	n, err := l.payloadLengthLocked(seg, pos)
+	l.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	return l.MarkDead(pos, n)
+}
+
+// ReadRange fills p with payload bytes of the record at pos, starting off
+// bytes into the payload. The range must lie within the payload. The
+// record's checksum is not verified (that would read the whole record);
+// Read does that.
+func (l *Log) ReadRange(pos Pos, off int64, p []byte) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	seg, err := l.segmentForLocked(pos)
+	if err != nil {
+		return err
+	}
+	n, err := l.payloadLengthLocked(seg, pos)
+	if err != nil {
+		return err
+	}
+	if off < 0 || off+int64(len(p)) > int64(n) {
+		return fmt.Errorf("%w: %v: range [%d,%d) outside the %d-byte payload", ErrBadPosition, pos, off, off+int64(len(p)), n)
+	}
+	return seg.readAt(p, int64(pos.Offset)+recordHeaderBytes+off)
+}
+
+// SegmentInfo describes one segment file. Sizes are in bytes.
+type SegmentInfo struct {
+	// Number is the segment number.
+	Number uint32
+	// Sealed is false only for the active segment.
+	Sealed bool
+	// PendingDelete is set for an entirely dead segment kept for a pin.
+	PendingDelete bool
+	// Records counts the records in the segment, dead or live.
+	Records int
+	// RecordBytes counts record bytes, headers included.
+	RecordBytes int64
+	// DeadBytes is the part of RecordBytes marked dead.
+	DeadBytes int64
+}
+
+// Segments describes every segment file, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	segs := l.sortedSegmentsLocked()
+	out := make([]SegmentInfo, 0, len(segs))
+	for _, s := range segs {
+		out = append(out, SegmentInfo{
+			Number: s.num, Sealed: s.sealed, PendingDelete: s.pendingDelete,
+			Records: s.records, RecordBytes: s.recordBytes, DeadBytes: s.deadBytes,
+		})
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package wal
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestWAL_RollbackToAcrossRotation(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	l, _ := openLog(t, cfg)
+	kept := appendMany(t, l, 1, 3, func(int) int { return 100 })
+	if err := l.SyncData(); err != nil {
+		t.Fatal(err)
+	}
+	mark := l.End()
+	// Enough to rotate twice after the mark.
+	appendMany(t, l, 100, 8, func(int) int { return 1500 })
+	if got := len(segmentNumbers(t, cfg.Dir)); got < 3 {
+		t.Fatalf("want at least 3 segments before rollback, have %d", got)
+	}
+	if err := l.RollbackTo(mark); err != nil {
+		t.Fatal(err)
+	}
+	if got := segmentNumbers(t, cfg.Dir); len(got) != 1 || got[0] != mark.Pos().Segment {
+		t.Fatalf("segments after rollback = %v, want only %d", got, mark.Pos().Segment)
+	}
+	if end := l.End().Pos(); end != mark.Pos() {
+		t.Fatalf("end after rollback = %v, want %v", end, mark.Pos())
+	}
+	after := mustAppend(t, l, 999, []byte("after"))
+	if after != mark.Pos() {
+		t.Fatalf("next record at %v, want %v", after, mark.Pos())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, sum := openLog(t, cfg)
+	if sum.Truncated || sum.Records != len(kept)+1 {
+		t.Fatalf("reopen: %s", sum)
+	}
+	for _, r := range kept {
+		checkRead(t, l2, r.pos, r.key, r.payload)
+	}
+	checkRead(t, l2, after, 999, []byte("after"))
+}
+
+func TestWAL_RollbackKeepsBufferedBytesBeforeMark(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	l, _ := openLog(t, cfg)
+	kept := appendMany(t, l, 1, 2, func(int) int { return 50 })
+	mark := l.End() // the two records are still only buffered
+	appendMany(t, l, 10, 2, func(int) int { return 50 })
+	if err := l.RollbackTo(mark); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SyncData(); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Records != 2 {
+		t.Fatalf("records after rollback = %d, want 2", st.Records)
+	}
+	for _, r := range kept {
+		checkRead(t, l, r.pos, r.key, r.payload)
+	}
+}
+
+func TestWAL_ScanPrefixMarkDeadAtReadRange(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	l, _ := openLog(t, cfg)
+	recs := appendMany(t, l, 1, 20, func(i int) int { return 10 + 37*i })
+	i := 0
+	err := l.ScanPrefix(8, func(key uint64, pos Pos, n int, prefix []byte) error {
+		r := recs[i]
+		i++
+		want := r.payload[:min(8, len(r.payload))]
+		if key != r.key || pos != r.pos || n != len(r.payload) || !bytes.Equal(prefix, want) {
+			t.Fatalf("record %d: key %d pos %v n %d prefix %x", i, key, pos, n, prefix)
+		}
+		return nil
+	})
+	if err != nil || i != len(recs) {
+		t.Fatalf("scan: %v after %d records", err, i)
+	}
+	r := recs[5]
+	got := make([]byte, 7)
+	if err := l.ReadRange(r.pos, 3, got); err != nil || !bytes.Equal(got, r.payload[3:10]) {
+		t.Fatalf("ReadRange: %v %x", err, got)
+	}
+	if err := l.ReadRange(r.pos, int64(len(r.payload)-3), got); !errors.Is(err, ErrBadPosition) {
+		t.Fatalf("ReadRange past the payload: %v", err)
+	}
+	segs := l.Segments()
+	first := segs[0]
+	for _, rec := range recs {
+		if rec.pos.Segment == first.Number {
+			if err := l.MarkDeadAt(rec.pos); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if first.Sealed && fileExists(segmentPath(cfg.Dir, first.Number)) {
+		t.Fatalf("sealed segment %d entirely dead but still on disk", first.Number)
+	}
+}
