@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/transport"
+	"github.com/ferrymq/ferry/wal/raftlog"
 )
 
 // Node is one running cluster member.
@@ -28,6 +30,7 @@ type Node struct {
 	metrics  *metrics
 	clients  *clientServer
 	http     *http.Server
+	logs     *raftlog.Store // every partition replica's raft log
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -57,6 +60,10 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := mkdir(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if n.logs, err = openLogStore(cfg, n.logger); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { n.logs.Close() })
 	clientLn, err := net.Listen("tcp", cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("client listener: %w", err)
@@ -142,6 +149,9 @@ func (n *Node) Close() error {
 		n.meta.close()
 		n.members.leave()
 		n.mux.Close()
+		if err := n.logs.Close(); err != nil {
+			n.logger.Error("closing the raft log store failed", "err", err)
+		}
 		n.logger.Info("node stopped")
 	})
 	return nil
@@ -161,6 +171,20 @@ func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
 
 // RaftAddr returns the bound raft address.
 func (n *Node) RaftAddr() string { return n.raftAddr }
+
+// openLogStore opens the node's shared raft log store in DataDir/raftlog:
+// one group-committed log for the raft entries of every partition replica
+// the node hosts (the meta group keeps its own raft-boltdb log).
+func openLogStore(cfg Config, logger *slog.Logger) (*raftlog.Store, error) {
+	lc := raftlog.DefaultConfig(filepath.Join(cfg.DataDir, "raftlog"))
+	lc.Logger = logger
+	store, sum, err := raftlog.Open(lc)
+	if err != nil {
+		return nil, fmt.Errorf("raft log store: %w", err)
+	}
+	logger.Info("raft log store opened", "recovery", sum.String())
+	return store, nil
+}
 
 func mkdir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -190,6 +190,7 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	tc.Logger = rs.n.logger
 	pc := rs.n.cfg.partitionConfig(partition.DefaultConfig(a.GroupID, rs.n.cfg.ID, rs.dir(a.GroupID)))
 	pc.Transport = transport.NewTransport(layer, tc)
+	pc.Logs = rs.n.logs
 	pc.Peers = peers
 	pc.Queue = a.Config
 	pc.Logger = rs.n.logger.With("queue", a.Queue, "partition", a.Index)
@@ -211,6 +212,9 @@ func (rs *replicaSet) remove(r *replica) {
 	delete(rs.running, r.a.GroupID)
 	rs.mu.Unlock()
 	r.p.Close()
+	if err := rs.n.logs.DropGroup(r.a.GroupID); err != nil {
+		rs.n.logger.Error("dropping the partition's raft log failed", "group", r.a.GroupID, "err", err)
+	}
 	if err := os.RemoveAll(rs.dir(r.a.GroupID)); err != nil {
 		rs.n.logger.Error("removing partition data failed", "group", r.a.GroupID, "err", err)
 	}

@@ -67,12 +67,12 @@ func TestPartition_LargeConcurrentSendsAreCutIntoBoundedEntries(t *testing.T) {
 func assertEntriesBounded(t *testing.T, c *testCluster) {
 	t.Helper()
 	p := c.reps[c.leader()]
-	first, _ := p.logStore.FirstIndex()
-	last, _ := p.logStore.LastIndex()
+	first, _ := p.logs.FirstIndex()
+	last, _ := p.logs.LastIndex()
 	largest := 0
 	for i := first; i <= last; i++ {
 		var l raft.Log
-		if err := p.logStore.GetLog(i, &l); err != nil {
+		if err := p.logs.GetLog(i, &l); err != nil {
 			continue
 		}
 		largest = max(largest, len(l.Data))
@@ -128,6 +128,14 @@ func TestPartition_LogCacheIsBoundedInBytes(t *testing.T) {
 	}
 	if err := c.DeleteRange(1, 100); err != nil || c.cachedBytes() != 0 {
 		t.Fatalf("delete range: %v, %d bytes cached", err, c.cachedBytes())
+	}
+	// raft must learn that the store underneath refuses gaps, or it leaves
+	// one after a snapshot install and every later append fails.
+	if c.IsMonotonic() {
+		t.Fatal("the in-memory store is not monotonic, the cache says it is")
+	}
+	if !newBoundedLogCache(&raft.MockMonotonicLogStore{}).IsMonotonic() {
+		t.Fatal("the cache hides a monotonic store from raft")
 	}
 }
 

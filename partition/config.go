@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/raft"
 )
 
@@ -17,6 +18,10 @@ type Config struct {
 	NodeID string
 	// Dir holds the raft log, snapshots and the message WAL.
 	Dir string
+	// Logs is the node's shared raft log store; the replica's entries go
+	// to its group GroupID there. Nil makes the replica open a store of its
+	// own under Dir (tests, single replicas).
+	Logs *raftlog.Store
 	// Transport carries the group's raft traffic.
 	Transport raft.Transport
 	// Peers is the initial voter set (including this node) used to bootstrap

@@ -34,7 +34,10 @@ type boundedLogCache struct {
 	bytes int
 }
 
-var _ raft.LogStore = (*boundedLogCache)(nil)
+var (
+	_ raft.LogStore          = (*boundedLogCache)(nil)
+	_ raft.MonotonicLogStore = (*boundedLogCache)(nil)
+)
 
 func newBoundedLogCache(store raft.LogStore) *boundedLogCache {
 	return &boundedLogCache{store: store}
@@ -106,4 +109,12 @@ func (c *boundedLogCache) cachedBytes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bytes
+}
+
+// IsMonotonic passes on the store's answer: a store that refuses gaps
+// makes raft delete the whole log after installing a snapshot, instead of
+// leaving a gap before the entries that follow it.
+func (c *boundedLogCache) IsMonotonic() bool {
+	m, ok := c.store.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }

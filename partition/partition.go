@@ -14,6 +14,7 @@ import (
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wal"
+	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -39,8 +40,10 @@ type Partition struct {
 	disk      *diskGuard
 	body      *wal.Log
 	raft      *raft.Raft
-	logStore  *raftboltdb.BoltStore
-	deadlines chan struct{} // pokes the ticker when the next deadline moved
+	stable    *raftboltdb.BoltStore // term and vote
+	logs      *raftlog.GroupLog     // the raft log, in the node's shared store
+	ownLogs   *raftlog.Store        // set when the partition opened its own store
+	deadlines chan struct{}         // pokes the ticker when the next deadline moved
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
 	acks      *batcher[fsm.Receipt, error]
 	closing   chan struct{}
@@ -80,6 +83,7 @@ func Open(cfg Config) (*Partition, error) {
 		return nil, err
 	}
 	if err := p.startRaft(); err != nil {
+		p.closeStores()
 		p.body.Close()
 		return nil, err
 	}
@@ -113,26 +117,61 @@ func (p *Partition) openState() error {
 
 func (p *Partition) startRaft() error {
 	hlog := RaftLogger(p.logger)
-	store, err := raftboltdb.New(raftboltdb.Options{
+	stable, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(p.cfg.Dir, "raft.db"),
 		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second},
 	})
 	if err != nil {
-		return fmt.Errorf("partition %s: open raft log: %w", p.cfg.GroupID, err)
+		return fmt.Errorf("partition %s: open raft stable store: %w", p.cfg.GroupID, err)
 	}
-	cached := newBoundedLogCache(store)
+	p.stable = stable
+	if err := p.openLogs(); err != nil {
+		return err
+	}
+	cached := newBoundedLogCache(p.logs)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(p.cfg.Dir, snapshotsKept, hlog.Named("snapshots"))
 	if err != nil {
-		store.Close()
 		return fmt.Errorf("partition %s: snapshot store: %w", p.cfg.GroupID, err)
 	}
-	r, err := raft.NewRaft(p.cfg.raftConfig(p.logger), (*raftFSM)(p), cached, store, snaps, p.cfg.Transport)
+	r, err := raft.NewRaft(p.cfg.raftConfig(p.logger), (*raftFSM)(p), cached, stable, snaps, p.cfg.Transport)
 	if err != nil {
-		store.Close()
 		return fmt.Errorf("partition %s: start raft: %w", p.cfg.GroupID, err)
 	}
-	p.raft, p.logStore = r, store
-	return p.bootstrap(cached, store, snaps)
+	p.raft = r
+	return p.bootstrap(cached, stable, snaps)
+}
+
+// openLogs opens the group's raft log in the node's shared store (or in a
+// store of its own under Dir when Config.Logs is nil) and moves into it any
+// entries an older version kept in the replica's raft.db.
+func (p *Partition) openLogs() error {
+	store := p.cfg.Logs
+	if store == nil {
+		own, _, err := raftlog.Open(raftlog.DefaultConfig(filepath.Join(p.cfg.Dir, "log")))
+		if err != nil {
+			return fmt.Errorf("partition %s: open raft log: %w", p.cfg.GroupID, err)
+		}
+		store, p.ownLogs = own, own
+	}
+	g, err := store.Group(p.cfg.GroupID)
+	if err != nil {
+		return fmt.Errorf("partition %s: open raft log: %w", p.cfg.GroupID, err)
+	}
+	p.logs = g
+	if err := migrateLogs(p.stable, g); err != nil {
+		return fmt.Errorf("partition %s: move raft log out of raft.db: %w", p.cfg.GroupID, err)
+	}
+	return nil
+}
+
+// closeStores closes what startRaft opened.
+func (p *Partition) closeStores() {
+	if p.stable != nil {
+		p.stable.Close()
+	}
+	if p.ownLogs != nil {
+		p.ownLogs.Close()
+	}
 }
 
 // bootstrap starts a brand-new group from cfg.Peers. A replica with any raft
@@ -168,7 +207,7 @@ func (p *Partition) Close() error {
 		if c, ok := p.cfg.Transport.(io.Closer); ok {
 			c.Close()
 		}
-		p.logStore.Close()
+		p.closeStores()
 		p.mu.Lock()
 		p.body.Close()
 		p.mu.Unlock()
