@@ -39,8 +39,9 @@ type QueueConfig struct {
 	// MaxReceives is how many deliveries a message gets before it is
 	// dead-lettered; default 10; Unlimited (discouraged) for no limit.
 	MaxReceives int
-	// BackoffBase is the retry delay after the first failed attempt,
-	// doubling after each further one; default 1s.
+	// BackoffBase is the least retry delay after the first failed attempt,
+	// doubling after each further one; a jitter adds up to a quarter of
+	// the delay, never past BackoffMax; default 1s.
 	BackoffBase time.Duration
 	// BackoffMax caps the retry delay; default 5m.
 	BackoffMax time.Duration

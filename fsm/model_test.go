@@ -87,7 +87,9 @@ func (md *model) backoff(m *modelMsg) time.Duration {
 		d *= 2
 	}
 	d = min(d, md.cfg.BackoffMax)
-	return d/2 + time.Duration(jitterHash(m.id, m.attempts)%uint64(d-d/2+1))
+	// The jitter only lengthens the delay: [d, min(max, d + d/4)].
+	top := max(d, min(md.cfg.BackoffMax, d+d/4))
+	return d + time.Duration(jitterHash(m.id, m.attempts)%uint64(top-d+1))
 }
 
 func (md *model) exhausted(m *modelMsg) bool {

@@ -23,8 +23,9 @@ type QueueConfig struct {
 	// MaxReceives is how many deliveries a message gets before it is
 	// dead-lettered; default 10; 0 means unlimited (discouraged).
 	MaxReceives int `msgpack:"max_receives,omitempty"`
-	// BackoffBase is the retry delay after the first failed attempt
-	// (doubling after each further one); default 1s.
+	// BackoffBase is the least retry delay after the first failed attempt
+	// (doubling after each further one; a jitter adds up to a quarter of the
+	// delay, never past BackoffMax); default 1s.
 	BackoffBase time.Duration `msgpack:"backoff_base,omitempty"`
 	// BackoffMax caps the retry delay; default 5m.
 	BackoffMax time.Duration `msgpack:"backoff_max,omitempty"`
