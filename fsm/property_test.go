@@ -56,11 +56,16 @@ func genMessage(t *rapid.T) NewMessage {
 }
 
 func genFilter(t *rapid.T) *DeadFilter {
-	return &DeadFilter{
+	f := &DeadFilter{
 		Reason: DeadReason(rapid.IntRange(0, 3).Draw(t, "reason")),
 		Group:  rapid.SampledFrom([]string{"", "", "g1"}).Draw(t, "fgroup"),
 		Limit:  rapid.IntRange(0, 2).Draw(t, "limit"),
+		Text:   rapid.SampledFrom([]string{"", "", "", "r", "bad", "expired", "limit"}).Draw(t, "ftext"),
 	}
+	if rapid.IntRange(0, 2).Draw(t, "withSeqs") == 0 {
+		f.Seqs = rapid.SliceOfN(rapid.Uint64Range(1, 12), 1, 4).Draw(t, "fseqs")
+	}
+	return f
 }
 
 // genCommand draws one command of any type (without its time).
