@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/ferrymq/ferry/wire"
 )
 
 // Consume defaults.
@@ -303,7 +305,10 @@ func (q *Queue) autoExtend(ctx context.Context, cancel context.CancelCauseFunc, 
 			}
 			err := d.Extend(ctx, vis)
 			if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrMessageNotFound) {
-				cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+				if !errors.Is(err, ErrLeaseLost) {
+					err = &wire.Error{Code: wire.CodeLeaseLost, Message: bare(err)}
+				}
+				cancel(err)
 				return
 			}
 			if err != nil && ctx.Err() == nil {

@@ -117,13 +117,13 @@ func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) ([]*Delivery, 
 // answered at all.
 func (q *Queue) sweep(ctx context.Context, g *gather, n int, opts ReceiveOptions) ([]*Delivery, error) {
 	var out []*Delivery
+	var last error // the last partition failure, for the error when ctx ends
 	for attempt := 0; ; attempt++ {
 		start := int(q.rr.Add(1) % uint64(n))
 		answered := false
-		var last error
 		for k := 0; k < n && len(out) < opts.Max; k++ {
 			if err := context.Cause(ctx); err != nil {
-				return out, unlessGot(out, err) // lease nothing for a caller who left
+				return out, unlessGot(out, gaveUp(err, last)) // lease nothing for a caller who left
 			}
 			p := (start + k) % n
 			req := q.receiveRequest(p, opts.Max-len(out), opts)
@@ -132,7 +132,7 @@ func (q *Queue) sweep(ctx context.Context, g *gather, n int, opts ReceiveOptions
 			}
 			r, err := g.next(ctx)
 			if err != nil {
-				return out, unlessGot(out, err)
+				return out, unlessGot(out, gaveUp(err, last))
 			}
 			switch {
 			case r.err == nil:
