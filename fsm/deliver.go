@@ -126,9 +126,21 @@ func (f *FSM) nackOne(it NackItem) error {
 	if it.ExplicitDelay && (it.Delay < 0 || it.Delay > DelayMax) {
 		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, it.Delay, DelayMax)
 	}
+	if it.Release && it.ExplicitDelay {
+		return fmt.Errorf("%w: a release takes no delay", ErrInvalidArgument)
+	}
 	m, err := f.leased(it.Receipt)
 	if err != nil {
 		return err
+	}
+	if it.Release {
+		// The delivery never reached a handler: undo it. Its receipt
+		// becomes stale (a release cannot be applied twice), and the next
+		// delivery reuses the attempt number.
+		m.attempts--
+		f.detach(m)
+		f.schedule(m, f.clock, false)
+		return nil
 	}
 	reason := cutReason(it.Reason)
 	f.counters.Nacked++

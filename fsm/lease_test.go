@@ -336,3 +336,39 @@ func TestFSM_SkipBodiesChangesOnlyTheBodies(t *testing.T) {
 		t.Fatal("skipping bodies changed the state")
 	}
 }
+
+// A released delivery does not count: the message is ready at once, the
+// next delivery carries the same attempt number, max_receives is not
+// reached, no failure is recorded, and the released receipt is stale.
+func TestFSM_ReleaseGivesBackWithoutPenalty(t *testing.T) {
+	h := newHarness(t, func(c *QueueConfig) { c.MaxReceives, c.BackoffBase, c.BackoffMax = 1, time.Minute, time.Hour })
+	h.send("a", "g", "x")
+	h.send("b", "g", "y")
+	d := h.receiveOne("c1")
+	release := func(r Receipt, explicit bool) error {
+		res := h.apply(Command{Type: CmdNack, Nack: &NackCmd{Items: []NackItem{{Receipt: r, Release: true, ExplicitDelay: explicit}}}})
+		if res.Err != nil {
+			return res.Err
+		}
+		return res.Settled[0]
+	}
+	wantErrIs(t, release(d.Receipt, true), ErrInvalidArgument)
+	for range 3 {
+		wantNoErr(t, release(d.Receipt, false))
+		wantErrIs(t, release(d.Receipt, false), ErrLeaseLost)
+		wantErrIs(t, h.ack(d.Receipt), ErrLeaseLost)
+		next := h.receiveOne("c2")
+		if next.ID != "a" || next.Receipt != d.Receipt {
+			t.Fatalf("after release got %s %+v, want a %+v", next.ID, next.Receipt, d.Receipt)
+		}
+		d = next
+	}
+	st := h.stats()
+	if st.Dead != 0 || st.Counters.Nacked != 0 || st.Counters.Expired != 0 {
+		t.Fatalf("release left a trace: %+v", st)
+	}
+	wantNoErr(t, h.ack(d.Receipt))
+	if got := h.receiveOne("c3"); got.ID != "b" || got.Receipt.Attempt != 1 {
+		t.Fatalf("group order after release: %s %+v", got.ID, got.Receipt)
+	}
+}

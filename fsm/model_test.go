@@ -265,9 +265,19 @@ func (md *model) nack(it NackItem) error {
 	if it.ExplicitDelay && (it.Delay < 0 || it.Delay > DelayMax) {
 		return ErrInvalidArgument
 	}
+	if it.Release && it.ExplicitDelay {
+		return ErrInvalidArgument
+	}
 	m, err := md.leased(it.Receipt)
 	if err != nil {
 		return err
+	}
+	if it.Release {
+		// A released delivery does not count: ready at once, attempt
+		// taken back.
+		m.attempts--
+		md.retry(m, md.clock)
+		return nil
 	}
 	md.counters.Nacked++
 	m.history++

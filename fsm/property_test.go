@@ -91,7 +91,8 @@ func genCommand(t *rapid.T, handed []Receipt) Command {
 		return Command{Type: CmdExtend, Extend: &ExtendCmd{Items: []ExtendItem{{Receipt: genReceipt(t, handed), Visibility: vis}}}}
 	case 10, 11:
 		it := NackItem{Receipt: genReceipt(t, handed), ExplicitDelay: rapid.Bool().Draw(t, "explicit"),
-			Delay: rapid.SampledFrom([]time.Duration{0, time.Second, -1}).Draw(t, "nackDelay"), Reason: "r"}
+			Delay: rapid.SampledFrom([]time.Duration{0, time.Second, -1}).Draw(t, "nackDelay"), Reason: "r",
+			Release: rapid.IntRange(0, 3).Draw(t, "release") == 0}
 		return Command{Type: CmdNack, Nack: &NackCmd{Items: []NackItem{it}}}
 	case 12:
 		return Command{Type: CmdReject, Reject: &RejectCmd{Items: []RejectItem{{Receipt: genReceipt(t, handed), Reason: "bad"}}}}
