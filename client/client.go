@@ -112,12 +112,27 @@ func (c *Client) start(ctx context.Context, i int, addr string) error {
 
 // Close closes every connection and stops the client's background work.
 // Calls in progress fail (with ErrClosed or a connection error); later calls
-// fail with ErrClosed. Leases held by deliveries that were received but not
-// yet settled, including those buffered by Receive, are not given back:
-// they expire on the server and the messages are delivered again. Close
-// returns when the client's goroutines have ended. It is safe to call more
-// than once.
+// fail with ErrClosed. Leases buffered by Receive, which no caller has
+// seen, are first released (for at most a second), without counting the
+// attempt. Leases held by deliveries that were returned but not yet
+// settled are not given back: they expire on the server and the messages
+// are delivered again. Close returns when the client's goroutines have
+// ended. It is safe to call more than once.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.wg.Wait()
+		return nil
+	}
+	queues := make([]*Queue, 0, len(c.queues))
+	for _, q := range c.queues {
+		queues = append(queues, q)
+	}
+	c.mu.Unlock()
+	for _, q := range queues {
+		q.releaseWait(q.drainBuffer(), closeReleaseTimeout)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -285,6 +285,11 @@ func (fc *fakeCluster) partOp(p *fakePart, body any, now time.Time) (any, error)
 		resp := wire.NackResponse{}
 		for _, it := range b.Items {
 			resp.Results = append(resp.Results, item(p.settle(it.Receipt, func(m *fakeMsg) {
+				if it.Release {
+					m.leased, m.visibleAt = false, now
+					m.attempts--
+					return
+				}
 				m.leased, m.reason = false, it.Reason
 				delay := q.cfg.BackoffBase
 				if it.ExplicitDelay {

@@ -17,8 +17,10 @@ type Queue struct {
 	name string
 	rr   atomic.Uint64 // rotates the partition receives start with
 
-	mu  sync.Mutex
-	buf []*Delivery // leases received but not yet returned (see Receive)
+	mu       sync.Mutex
+	buf      []bufferedLease // leases received but not yet returned (see Receive)
+	bufReady chan struct{}   // closed when leases are buffered; nil until asked for
+	bufTimer *time.Timer     // releases buffered leases nobody took in time
 }
 
 // Name returns the queue's name.
