@@ -57,8 +57,9 @@ func MaxReceives(n int) QueueSetting {
 	return QueueSetting{wire.FieldMaxReceives, wire.QueueConfig{MaxReceives: n}}
 }
 
-// BackoffBase sets the retry delay after the first failed attempt,
-// doubling after each further one, up to 12h; default 1s.
+// BackoffBase sets the least retry delay after the first failed attempt,
+// doubling after each further one (a jitter adds up to a quarter of the
+// delay, never past BackoffMax), up to 12h; default 1s.
 func BackoffBase(d time.Duration) QueueSetting {
 	return QueueSetting{wire.FieldBackoffBase, wire.QueueConfig{BackoffBase: d}}
 }

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,6 +185,107 @@ func TestClient_DeadLetterPaging(t *testing.T) {
 	for _, r := range fc.requests(wire.OpReject) {
 		if k := len(r.body.(*wire.RejectRequest).Items); k > 1000 {
 			t.Fatalf("reject request of %d items", k)
+		}
+	}
+}
+
+// A delete or redrive by sequence numbers honours every other field of the
+// filter, and Letters may name dead letters of several partitions.
+func TestClient_DeadLettersBySeqsHonourEveryField(t *testing.T) {
+	fc := newFake(t, 2)
+	fc.addQueue("q", wire.QueueConfig{Partitions: 2})
+	c := dial(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	q := c.Queue("q")
+	var msgs []client.Message
+	for i := range 8 {
+		msgs = append(msgs, client.Message{ID: idFor(i%2, 2, fmt.Sprintf("m%d", i)), Body: []byte{byte(i)}})
+	}
+	if _, err := q.SendBatch(ctx, msgs); err != nil {
+		t.Fatalf("SendBatch: %v", err)
+	}
+	ds := receiveAll(t, q, 8)
+	for i, d := range ds {
+		reason := "timeout talking to db"
+		if i%2 == 1 {
+			reason = "bad payload"
+		}
+		if err := d.Reject(ctx, reason); err != nil {
+			t.Fatalf("reject: %v", err)
+		}
+	}
+	all, err := c.DeadLetters(ctx, "q", client.DeadFilter{})
+	if err != nil || len(all) != 8 {
+		t.Fatalf("DeadLetters: %v, %d", err, len(all))
+	}
+	var refs []client.LetterRef
+	parts := map[int]bool{}
+	for _, l := range all {
+		refs = append(refs, l.Ref())
+		parts[l.Partition] = true
+	}
+	if len(parts) != 2 {
+		t.Fatalf("letters in %d partitions, want 2", len(parts))
+	}
+	// Every letter named, but only the "bad payload" ones selected.
+	n, err := c.DeleteDeadLetters(ctx, "q", client.DeadFilter{Letters: refs, Text: "bad"})
+	if err != nil || n != 4 {
+		t.Fatalf("DeleteDeadLetters by letters and text: %d, %v", n, err)
+	}
+	left, err := c.DeadLetters(ctx, "q", client.DeadFilter{})
+	if err != nil || len(left) != 4 {
+		t.Fatalf("after delete: %v, %d letters", err, len(left))
+	}
+	for _, l := range left {
+		if l.ReasonText != "timeout talking to db" {
+			t.Fatalf("the delete took a letter the filter excluded; left %+v", l)
+		}
+	}
+	// Seqs of one partition with a group that matches none: nothing goes.
+	p := left[0].Partition
+	var seqs []uint64
+	for _, l := range left {
+		if l.Partition == p {
+			seqs = append(seqs, l.Seq)
+		}
+	}
+	for _, f := range []client.DeadFilter{
+		{Partitions: []int{p}, Seqs: seqs, Group: "nobody"},
+		{Partitions: []int{p}, Seqs: seqs, Reason: client.DeadLeaseExpired},
+		{Partitions: []int{p}, Seqs: seqs, From: time.Now().Add(time.Hour)},
+		{Partitions: []int{p}, Seqs: seqs, To: time.Unix(1, 0)},
+		{Letters: refs, Text: "bad"},
+	} {
+		if n, err := c.DeleteDeadLetters(ctx, "q", f); err != nil || n != 0 {
+			t.Fatalf("DeleteDeadLetters(%+v) = %d, %v; want 0", f, n, err)
+		}
+		if n, err := c.RedriveDeadLetters(ctx, "q", f); err != nil || n != 0 {
+			t.Fatalf("RedriveDeadLetters(%+v) = %d, %v; want 0", f, n, err)
+		}
+	}
+	for _, r := range fc.requests(wire.OpDeadDelete) {
+		if f := r.body.(*wire.DeadDeleteRequest).Filter; len(f.Seqs) > 0 && f.Group == "" && f.Reason == 0 && f.Text == "" && f.FromAt == 0 && f.ToAt == 0 {
+			t.Fatalf("a delete by seqs went out without the rest of its filter: %+v", f)
+		}
+	}
+	// Letters restricted by Partitions, then everything named.
+	other := 1 - p
+	want := len(left) - len(seqs)
+	n, err = c.RedriveDeadLetters(ctx, "q", client.DeadFilter{Letters: refs, Partitions: []int{other}, Reason: client.DeadRejected})
+	if err != nil || n != want {
+		t.Fatalf("RedriveDeadLetters of partition %d: %d, %v", other, n, err)
+	}
+	n, err = c.RedriveDeadLetters(ctx, "q", client.DeadFilter{Letters: refs, Text: "timeout", Limit: 1})
+	if err != nil || n != min(1, len(seqs)) {
+		t.Fatalf("RedriveDeadLetters with limit 1: %d, %v", n, err)
+	}
+	for _, bad := range []client.DeadFilter{
+		{Letters: refs, Partitions: []int{0}, Seqs: []uint64{1}},
+		{Text: strings.Repeat("x", client.MaxDeadTextBytes+1)},
+		{From: time.Unix(10, 0), To: time.Unix(5, 0)},
+	} {
+		if _, err := c.DeleteDeadLetters(ctx, "q", bad); !errors.Is(err, client.ErrInvalidArgument) {
+			t.Fatalf("DeleteDeadLetters(%+v): %v, want ErrInvalidArgument", bad, err)
 		}
 	}
 }

@@ -43,8 +43,12 @@ type batchSpec[R any] struct {
 func runBatch[R any](ctx context.Context, c *Client, s batchSpec[R], idx []int) {
 	amb := make(map[int]bool, len(idx))
 	var zero R
+	var last error // the last item failure that made us send again
 	for attempt := 0; len(idx) > 0; attempt++ {
 		resp, a, err := c.callRetry(ctx, s.rt, s.op, s.build(idx))
+		if err != nil && last != nil && isContextErr(err) && !errors.As(err, new(*wire.Error)) {
+			err = gaveUp(err, last) // say why the items were still pending
+		}
 		if a {
 			for _, i := range idx {
 				amb[i] = true
@@ -70,7 +74,6 @@ func runBatch[R any](ctx context.Context, c *Client, s batchSpec[R], idx []int) 
 			return
 		}
 		var again []int
-		var last error
 		for k, i := range idx {
 			switch code := s.code(rs[k]); code {
 			case wire.CodeInternal:

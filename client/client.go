@@ -5,9 +5,9 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 )
@@ -71,18 +71,25 @@ func Dial(ctx context.Context, seeds []string, opts ...Option) (*Client, error) 
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.meta.init(seeds)
 	var errs []error
+	var texts []string
 	for i, addr := range seeds {
 		err := c.start(ctx, i, addr)
 		if err == nil {
 			return c, nil
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		errs = append(errs, err)
+		var te *transportError
+		if errors.As(err, &te) && te.addr == addr {
+			texts = append(texts, bare(err)) // names the address already
+		} else {
+			texts = append(texts, addr+": "+bare(err))
+		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
 	c.Close()
-	return nil, fmt.Errorf("ferry: cannot start from any seed: %w", errors.Join(errs...))
+	return nil, &wrapError{text: "ferry: cannot start from any seed: " + strings.Join(texts, "; "), errs: errs}
 }
 
 // start connects to seed i and loads the cluster metadata from it.
@@ -95,7 +102,7 @@ func (c *Client) start(ctx context.Context, i int, addr string) error {
 	c.mu.Unlock()
 	md, err := c.fetchMetadata(ctx, "")
 	if err != nil {
-		return fmt.Errorf("load metadata: %w", err)
+		return wrapText("load metadata", err)
 	}
 	c.mu.Lock()
 	c.meta.merge(md, "")
@@ -105,12 +112,27 @@ func (c *Client) start(ctx context.Context, i int, addr string) error {
 
 // Close closes every connection and stops the client's background work.
 // Calls in progress fail (with ErrClosed or a connection error); later calls
-// fail with ErrClosed. Leases held by deliveries that were received but not
-// yet settled, including those buffered by Receive, are not given back:
-// they expire on the server and the messages are delivered again. Close
-// returns when the client's goroutines have ended. It is safe to call more
-// than once.
+// fail with ErrClosed. Leases buffered by Receive, which no caller has
+// seen, are first released (for at most a second), without counting the
+// attempt. Leases held by deliveries that were returned but not yet
+// settled are not given back: they expire on the server and the messages
+// are delivered again. Close returns when the client's goroutines have
+// ended. It is safe to call more than once.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.wg.Wait()
+		return nil
+	}
+	queues := make([]*Queue, 0, len(c.queues))
+	for _, q := range c.queues {
+		queues = append(queues, q)
+	}
+	c.mu.Unlock()
+	for _, q := range queues {
+		q.releaseWait(q.drainBuffer(), closeReleaseTimeout)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -223,7 +245,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 	cn, err := dialConn(ctx, addr, hello, c.cfg.dialTimeout, c.log, c.goBackground)
 	if err != nil {
 		c.log.Debug("ferry: dial failed", "addr", addr, "err", err)
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && isContextErr(err) {
 			// A dial or handshake timeout is the address's failure, not
 			// the caller's deadline: do not let it match one.
 			err = errors.New(err.Error())

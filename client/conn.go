@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -68,11 +67,11 @@ func dialConn(ctx context.Context, addr, hello string, timeout time.Duration, lo
 		if err == nil {
 			err = context.Cause(hsCtx)
 		}
-		return nil, fmt.Errorf("handshake: %w", err)
+		return nil, wrapText("handshake", err)
 	}
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("handshake: %w", err)
+		return nil, wrapText("handshake", err)
 	}
 	c := &conn{
 		addr:     addr,
@@ -170,16 +169,16 @@ func (c *conn) forget(id uint64) bool {
 // roundTrip sends one request and waits for its response. Transport
 // failures are *transportError values telling whether the request may have
 // reached the server; an encoding error or a request above the server's
-// frame limit is returned as is (nothing was sent, and sending it again
-// would fail the same way).
+// frame limit (ErrMessageTooLarge) is returned as is (nothing was sent, and
+// sending it again would fail the same way).
 func (c *conn) roundTrip(ctx context.Context, op wire.Op, body any) (wire.Response, error) {
 	req, err := wire.NewRequest(0, op, body)
 	if err != nil {
 		return wire.Response{}, err
 	}
 	if n := len(req.Body) + 32; n > c.maxFrame {
-		return wire.Response{}, wire.Errorf(wire.CodeFrameTooLarge,
-			"request of about %d bytes exceeds the server's limit of %d", n, c.maxFrame)
+		return wire.Response{}, wire.Errorf(wire.CodeMessageTooLarge,
+			"request of about %d bytes exceeds the server's frame limit of %d", n, c.maxFrame)
 	}
 	ch := make(chan reply, 1)
 	c.mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/ferrymq/ferry/wire"
 )
 
 // Consume defaults.
@@ -55,8 +57,8 @@ type ConsumeOptions struct {
 //
 // Each partition is long-polled by its own poller, and at most Prefetch
 // leases are held at once, counting those being asked for: a lease that
-// arrives after Consume stopped is given back at once (immediate nack),
-// never kept. Deliveries waiting in the Queue's Receive buffer are handled
+// arrives after Consume stopped is given back at once with a release
+// (which does not count as a delivery attempt), never kept. Deliveries waiting in the Queue's Receive buffer are handled
 // first.
 //
 // When ctx is done Consume stops receiving, lets running handlers finish
@@ -213,15 +215,10 @@ func (q *Queue) pollOnce(ctx context.Context, p, k int, opts ConsumeOptions) ([]
 	return r.ds, r.cl, r.err
 }
 
-// giveBack releases leases nobody will handle with an immediate nack.
+// giveBack releases leases nobody will handle (without counting the
+// attempt) and returns when that is done.
 func (q *Queue) giveBack(ds []*Delivery) {
-	ctx, cancel := context.WithTimeout(q.c.ctx, settleTimeout)
-	defer cancel()
-	for _, err := range q.NackBatch(ctx, ds, NackOptions{Immediate: true, Reason: "consumer stopped"}) {
-		if err != nil {
-			q.c.log.Debug("ferry: consume: give back failed", "queue", q.name, "err", err)
-		}
-	}
+	q.releaseWait(ds, releaseTimeout)
 }
 
 // handle runs the handler on one delivery and settles it. A delivery
@@ -303,7 +300,10 @@ func (q *Queue) autoExtend(ctx context.Context, cancel context.CancelCauseFunc, 
 			}
 			err := d.Extend(ctx, vis)
 			if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrMessageNotFound) {
-				cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
+				if !errors.Is(err, ErrLeaseLost) {
+					err = &wire.Error{Code: wire.CodeLeaseLost, Message: bare(err)}
+				}
+				cancel(err)
 				return
 			}
 			if err != nil && ctx.Err() == nil {

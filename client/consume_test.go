@@ -189,17 +189,19 @@ func TestClient_ConsumeAutoExtendAndStopGivesBack(t *testing.T) {
 		t.Fatalf("Consume: %v", err)
 	}
 	// The running handler's delivery is nacked with its error; the two
-	// prefetched ones are given back at once without running the handler.
-	var immediate int
+	// prefetched ones are released (not counted as attempts) without
+	// running the handler.
+	var released, items int
 	for _, r := range fc.requests(wire.OpNack) {
 		for _, it := range r.body.(*wire.NackRequest).Items {
-			if it.ExplicitDelay && it.Delay == 0 {
-				immediate++
+			items++
+			if it.Release {
+				released++
 			}
 		}
 	}
-	if n := len(fc.requests(wire.OpNack)); n != 3 || immediate != 2 {
-		t.Fatalf("%d nacks (%d immediate), want 3 (2 immediate)", n, immediate)
+	if items != 3 || released != 2 {
+		t.Fatalf("%d nacked items (%d released), want 3 (2 released)", items, released)
 	}
 	if len(started) != 0 {
 		t.Fatalf("the handler ran for a prefetched delivery after stop")

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/ferrymq/ferry/wire"
@@ -85,19 +86,32 @@ type DeadLetter struct {
 	History []Event
 }
 
-// DeadFilter selects dead letters. Zero fields select everything; set
-// fields must all match.
+// DeadFilter selects dead letters. Zero fields select everything; every
+// set field must match, so a letter named by Seqs or Letters is selected
+// only when Reason, Group, Text, From and To (those that are set) match it
+// too. DeleteDeadLetters and RedriveDeadLetters never touch a letter the
+// filter excludes.
 type DeadFilter struct {
 	// Partitions restricts the selection to these partitions; nil means
 	// every partition.
 	Partitions []int
 	// Seqs selects exactly these sequence numbers. Sequence numbers are
-	// per partition, so Partitions must then name exactly one.
+	// per partition, so Partitions must then name exactly one; use
+	// Letters to name dead letters of several partitions.
 	Seqs []uint64
+	// Letters selects exactly these dead letters (see DeadLetter.Ref),
+	// which may lie in different partitions; the client sends each
+	// partition its own. With Partitions set, letters of other
+	// partitions are not selected. Seqs and Letters exclude each other.
+	Letters []LetterRef
 	// Reason selects one reason; DeadAny (0) selects all.
 	Reason DeadReason
 	// Group selects one message group.
 	Group string
+	// Text selects dead letters whose ReasonText (the consumer's reason
+	// for the reject or last nack, or "lease expired") contains it:
+	// a case-sensitive substring match, at most MaxDeadTextBytes bytes.
+	Text string
 	// From and To bound the dead-lettering time to [From, To); a zero
 	// time leaves that side open.
 	From, To time.Time
@@ -105,6 +119,19 @@ type DeadFilter struct {
 	// deleted) over all partitions; 0 means no bound.
 	Limit int
 }
+
+// LetterRef names one dead letter: its partition and sequence number.
+type LetterRef struct {
+	Partition int
+	Seq       uint64
+}
+
+// Ref returns the reference of the dead letter, for DeadFilter.Letters.
+func (l DeadLetter) Ref() LetterRef { return LetterRef{Partition: l.Partition, Seq: l.Seq} }
+
+// MaxDeadTextBytes is the longest DeadFilter.Text; reason texts are kept
+// up to this length.
+const MaxDeadTextBytes = 256
 
 // Page sizes of the dead-letter loops.
 const (
@@ -152,31 +179,80 @@ func (c *Client) DeleteDeadLetters(ctx context.Context, queue string, f DeadFilt
 	return c.applyDead(ctx, queue, f, wire.OpDeadDelete)
 }
 
-// deadParts returns the partitions a filter covers.
-func (c *Client) deadParts(ctx context.Context, queue string, f DeadFilter) ([]int, error) {
-	if len(f.Seqs) > 0 && len(f.Partitions) != 1 {
-		return nil, invalidArg("a dead-letter filter with Seqs must name exactly one partition")
-	}
-	if f.Limit < 0 {
+// deadPart is the work of a dead-letter call in one partition: seqs nil
+// means every dead letter the filter selects there.
+type deadPart struct {
+	p    int
+	seqs []uint64
+}
+
+// deadPlan checks a filter and returns, per partition it covers, the
+// sequence numbers it names (sorted), if any.
+func (c *Client) deadPlan(ctx context.Context, queue string, f DeadFilter) ([]deadPart, error) {
+	switch {
+	case len(f.Seqs) > 0 && len(f.Partitions) != 1:
+		return nil, invalidArg("a dead-letter filter with Seqs must name exactly one partition (use Letters for several)")
+	case len(f.Seqs) > 0 && len(f.Letters) > 0:
+		return nil, invalidArg("a dead-letter filter takes Seqs or Letters, not both")
+	case f.Limit < 0:
 		return nil, invalidArg("negative limit %d", f.Limit)
+	case len(f.Text) > MaxDeadTextBytes:
+		return nil, invalidArg("dead-letter text filter of %d bytes (at most %d)", len(f.Text), MaxDeadTextBytes)
+	case !f.From.IsZero() && !f.To.IsZero() && f.To.Before(f.From):
+		return nil, invalidArg("dead-letter time range ends before it starts")
+	}
+	if len(f.Seqs) > 0 {
+		return []deadPart{{p: f.Partitions[0], seqs: sortedSeqs(f.Seqs)}}, nil
+	}
+	if len(f.Letters) > 0 {
+		return lettersByPart(f.Letters, f.Partitions), nil
 	}
 	if f.Partitions != nil {
-		return f.Partitions, nil
+		out := make([]deadPart, len(f.Partitions))
+		for i, p := range f.Partitions {
+			out[i] = deadPart{p: p}
+		}
+		return out, nil
 	}
 	n, err := c.partitions(ctx, queue)
 	if err != nil {
 		return nil, err
 	}
-	parts := make([]int, n)
-	for i := range parts {
-		parts[i] = i
+	out := make([]deadPart, n)
+	for i := range out {
+		out[i] = deadPart{p: i}
 	}
-	return parts, nil
+	return out, nil
 }
 
-// toWire converts f, without its limit.
+// lettersByPart splits references per partition, in partition order,
+// keeping only the partitions of only (all when only is nil).
+func lettersByPart(refs []LetterRef, only []int) []deadPart {
+	byPart := make(map[int][]uint64)
+	for _, r := range refs {
+		if only == nil || slices.Contains(only, r.Partition) {
+			byPart[r.Partition] = append(byPart[r.Partition], r.Seq)
+		}
+	}
+	out := make([]deadPart, 0, len(byPart))
+	for p, seqs := range byPart {
+		out = append(out, deadPart{p: p, seqs: sortedSeqs(seqs)})
+	}
+	slices.SortFunc(out, func(a, b deadPart) int { return a.p - b.p })
+	return out
+}
+
+// sortedSeqs returns a sorted copy of seqs without repeats.
+func sortedSeqs(seqs []uint64) []uint64 {
+	out := slices.Clone(seqs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// toWire converts the fields of f every partition's request carries: all
+// but the partitions, sequence numbers and limit.
 func (f DeadFilter) toWire() wire.DeadFilter {
-	w := wire.DeadFilter{Seqs: f.Seqs, Reason: f.Reason, Group: f.Group}
+	w := wire.DeadFilter{Reason: f.Reason, Group: f.Group, Text: f.Text}
 	if !f.From.IsZero() {
 		w.FromAt = f.From.UnixNano()
 	}
@@ -188,36 +264,54 @@ func (f DeadFilter) toWire() wire.DeadFilter {
 
 // listDead pages through the selected dead letters of every partition.
 func (c *Client) listDead(ctx context.Context, queue string, f DeadFilter, op wire.Op, page int) ([]DeadLetter, error) {
-	parts, err := c.deadParts(ctx, queue, f)
+	plan, err := c.deadPlan(ctx, queue, f)
 	if err != nil {
 		return nil, err
 	}
 	var out []DeadLetter
-	for _, p := range parts {
-		wf := f.toWire()
-		for {
-			limit := page
-			if f.Limit > 0 {
-				limit = min(page, f.Limit-len(out))
+	for _, dp := range plan {
+		for _, seqs := range seqChunks(dp.seqs) {
+			wf := f.toWire()
+			wf.Seqs = seqs
+			for {
+				limit := page
+				if f.Limit > 0 {
+					limit = min(page, f.Limit-len(out))
+				}
+				if limit <= 0 {
+					return out, nil
+				}
+				wf.Limit = limit
+				letters, err := c.deadPage(ctx, queue, dp.p, op, wf)
+				if err != nil {
+					return out, err
+				}
+				for _, l := range letters {
+					out = append(out, deadLetterFromWire(l))
+				}
+				if len(letters) < limit {
+					break
+				}
+				wf.AfterSeq = letters[len(letters)-1].Seq
 			}
-			if limit <= 0 {
-				return out, nil
-			}
-			wf.Limit = limit
-			letters, err := c.deadPage(ctx, queue, p, op, wf)
-			if err != nil {
-				return out, err
-			}
-			for _, l := range letters {
-				out = append(out, deadLetterFromWire(l))
-			}
-			if len(letters) < limit {
-				break
-			}
-			wf.AfterSeq = letters[len(letters)-1].Seq
 		}
 	}
 	return out, nil
+}
+
+// seqChunks cuts sorted sequence numbers into requests of at most
+// deadSeqBatch; nil (no numbers named) gives one nil chunk.
+func seqChunks(seqs []uint64) [][]uint64 {
+	if seqs == nil {
+		return [][]uint64{nil}
+	}
+	var out [][]uint64
+	for len(seqs) > 0 {
+		k := min(len(seqs), deadSeqBatch)
+		out = append(out, seqs[:k:k])
+		seqs = seqs[k:]
+	}
+	return out
 }
 
 // deadPage fetches one page of a partition's dead letters.
@@ -233,62 +327,97 @@ func (c *Client) deadPage(ctx context.Context, queue string, p int, op wire.Op, 
 	return resp.Letters, err
 }
 
-// applyDead redrives or deletes the selected dead letters: by the given
-// sequence numbers, or page by page of a listing.
+// applyDead redrives or deletes the selected dead letters: by the named
+// sequence numbers, or page by page of a listing. Every request carries
+// the whole filter besides the sequence numbers, so the server checks
+// each letter against it again.
 func (c *Client) applyDead(ctx context.Context, queue string, f DeadFilter, op wire.Op) (int, error) {
-	parts, err := c.deadParts(ctx, queue, f)
+	plan, err := c.deadPlan(ctx, queue, f)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
-	left := func() int {
+	// left says how many more letters one request may handle, given done
+	// handled so far in the current partition.
+	left := func(done int) int {
 		if f.Limit > 0 {
-			return f.Limit - total
+			return f.Limit - total - done
 		}
 		return deadListPage
 	}
-	for _, p := range parts {
-		wf := f.toWire()
-		for left() > 0 {
-			var seqs []uint64
-			last := false
-			if len(f.Seqs) > 0 {
-				seqs = f.Seqs[:min(len(f.Seqs), deadSeqBatch, left())]
-				f.Seqs = f.Seqs[len(seqs):]
-				last = len(f.Seqs) == 0
-			} else {
-				wf.Limit = min(deadListPage, left())
-				letters, err := c.deadPage(ctx, queue, p, wire.OpDeadList, wf)
-				if err != nil {
-					return total, err
-				}
-				for _, l := range letters {
-					seqs = append(seqs, l.Seq)
-				}
-				last = len(letters) < wf.Limit
-				if len(letters) > 0 {
-					wf.AfterSeq = letters[len(letters)-1].Seq
-				}
-			}
-			if len(seqs) > 0 {
-				n, err := c.deadBySeqs(ctx, queue, p, op, seqs)
-				total += n
-				if err != nil {
-					return total, err
-				}
-			}
-			if last {
-				break
-			}
+	for _, dp := range plan {
+		var n int
+		var err error
+		if dp.seqs != nil {
+			n, err = c.applyDeadSeqs(ctx, queue, f, op, dp, left)
+		} else {
+			n, err = c.applyDeadListed(ctx, queue, f, op, dp.p, left)
+		}
+		total += n
+		if err != nil {
+			return total, err
 		}
 	}
 	return total, nil
 }
 
-// deadBySeqs redrives or deletes the given dead letters of a partition.
-func (c *Client) deadBySeqs(ctx context.Context, queue string, p int, op wire.Op, seqs []uint64) (int, error) {
+// applyDeadSeqs redrives or deletes named dead letters of one partition,
+// in requests of at most deadSeqBatch and never more than left allows.
+func (c *Client) applyDeadSeqs(ctx context.Context, queue string, f DeadFilter, op wire.Op, dp deadPart, left func(done int) int) (int, error) {
+	total := 0
+	seqs := dp.seqs
+	for len(seqs) > 0 {
+		k := min(len(seqs), deadSeqBatch, left(total))
+		if k <= 0 {
+			break
+		}
+		n, err := c.deadBySeqs(ctx, queue, dp.p, op, f.toWire(), seqs[:k:k])
+		total += n
+		if err != nil {
+			return total, err
+		}
+		seqs = seqs[k:]
+	}
+	return total, nil
+}
+
+// applyDeadListed redrives or deletes, page by page, the dead letters of
+// one partition that a listing with the filter returns.
+func (c *Client) applyDeadListed(ctx context.Context, queue string, f DeadFilter, op wire.Op, p int, left func(done int) int) (int, error) {
+	total := 0
+	wf := f.toWire()
+	for {
+		wf.Limit = min(deadListPage, left(total))
+		if wf.Limit <= 0 {
+			return total, nil
+		}
+		letters, err := c.deadPage(ctx, queue, p, wire.OpDeadList, wf)
+		if err != nil {
+			return total, err
+		}
+		if len(letters) > 0 {
+			seqs := make([]uint64, len(letters))
+			for i, l := range letters {
+				seqs[i] = l.Seq
+			}
+			n, err := c.deadBySeqs(ctx, queue, p, op, f.toWire(), seqs)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			wf.AfterSeq = letters[len(letters)-1].Seq
+		}
+		if len(letters) < wf.Limit {
+			return total, nil
+		}
+	}
+}
+
+// deadBySeqs redrives or deletes the given dead letters of a partition
+// that also match wf.
+func (c *Client) deadBySeqs(ctx context.Context, queue string, p int, op wire.Op, wf wire.DeadFilter, seqs []uint64) (int, error) {
 	rt := partRoute{c, queue, p}
-	wf := wire.DeadFilter{Seqs: seqs, Limit: len(seqs)}
+	wf.Seqs, wf.Limit, wf.AfterSeq = seqs, len(seqs), 0
 	if op == wire.OpDeadRedrive {
 		var resp wire.DeadRedriveResponse
 		err := c.call(ctx, rt, op, wire.DeadRedriveRequest{Queue: queue, Partition: p, Filter: wf}, &resp)

@@ -54,7 +54,9 @@ func (d *Delivery) receipt() wire.Receipt {
 }
 
 // NackOptions say when a nacked message is delivered again. The zero value
-// uses the queue's backoff (base * 2^(attempts-1), capped, with jitter).
+// uses the queue's backoff: d = min(BackoffMax, BackoffBase·2^(attempts-1)),
+// plus a jitter of up to d/4 that never goes past BackoffMax, so the retry
+// never comes sooner than d.
 type NackOptions struct {
 	// Reason is kept in the message's failure history.
 	Reason string

@@ -33,8 +33,14 @@
 // (connection lost after the request was written, server timeout, context
 // done while waiting) it returns an error wrapping ErrUnconfirmed.
 //
-// Received leases are never dropped by the client: answers that arrive
-// after a Receive returned wait in the Queue's buffer for the next one.
+// Received leases are never dropped by the client and never left to
+// expire unseen: answers that arrive after a Receive returned go to a
+// Receive waiting right now, or wait in the Queue's buffer for the next
+// one while at least half their remaining lease is left, and are
+// otherwise released, which does not count as a delivery attempt.
+//
+// Every error a call returns matches one of the package's exported errors
+// with errors.Is, and its text names its kind once.
 //
 // # Connections and retries
 //
@@ -52,5 +58,7 @@
 //   - import any Ferry package other than wire (and nothing outside the
 //     standard library besides it);
 //   - report success for a send the server has not confirmed;
-//   - change a message's id between attempts, or assign a new one on retry.
+//   - change a message's id between attempts, or assign a new one on retry;
+//   - hand out a lease after its deadline, or repeat a release whose
+//     outcome is unknown (it could release a newer delivery).
 package client

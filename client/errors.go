@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/ferrymq/ferry/wire"
@@ -17,8 +18,12 @@ import (
 // retried inside the client until the call's context is done; when a call
 // gives up, its error wraps both the context's error and the last failure,
 // so errors.Is(err, context.DeadlineExceeded) and errors.Is(err,
-// ErrUnavailable) may both hold. When the last failure left the outcome
-// unknown the error also wraps ErrUnconfirmed.
+// ErrUnavailable) both hold (a lost connection and a partition whose
+// leader could not be reached are ErrUnavailable). When the last failure
+// left the outcome unknown the error also wraps ErrUnconfirmed.
+//
+// Error texts start with "ferry: " once and name their kind once: an error
+// that wraps another drops the inner "ferry: " prefix.
 var (
 	// ErrQueueNotFound: the named queue does not exist.
 	ErrQueueNotFound = wire.ErrQueueNotFound
@@ -32,7 +37,10 @@ var (
 	// (or the message was dead-lettered); another consumer owns it now.
 	ErrLeaseLost = wire.ErrLeaseLost
 	// ErrMessageTooLarge: body plus headers exceed the queue's
-	// max_message_bytes.
+	// max_message_bytes, or a message is too big for the protocol's frame
+	// limit (wire.MaxFrameBytes, or the server's lower limit). The client
+	// checks the frame limit before sending: such a message fails alone
+	// and the other messages of its batch are still sent.
 	ErrMessageTooLarge = wire.ErrMessageTooLarge
 	// ErrMessageNotFound: no message or dead letter has that sequence
 	// number (already acked, deleted, or never existed).
@@ -51,6 +59,13 @@ var (
 	ErrTimeout = wire.ErrTimeout
 	// ErrInternal: the server hit an unexpected failure.
 	ErrInternal = wire.ErrInternal
+	// ErrMalformed: the server could not decode a request, or the client
+	// could not decode an answer: a protocol mismatch or a bug, not
+	// retried.
+	ErrMalformed = wire.ErrMalformed
+	// ErrProtocolVersion: the server does not speak this client's
+	// protocol version (returned by Dial).
+	ErrProtocolVersion = wire.ErrProtocolVersion
 
 	// ErrUnconfirmed: the request may or may not have taken effect. The
 	// client returns it, never a success, when it gives up on a request
@@ -88,7 +103,7 @@ func (e *BatchError) Error() string {
 	if first == nil {
 		return "ferry: batch: no failures"
 	}
-	return fmt.Sprintf("ferry: %d of %d messages failed; first: %v", n, len(e.Errors), first)
+	return fmt.Sprintf("ferry: %d of %d messages failed; first: %s", n, len(e.Errors), bare(first))
 }
 
 // Unwrap returns the failures of the batch, for errors.Is and errors.As.
@@ -144,13 +159,26 @@ type transportError struct {
 	err  error
 }
 
-// Error names the address and the failure.
+// Error names the address and the failure (a dial error's own copy of the
+// address left out).
 func (e *transportError) Error() string {
-	return "ferry: connection to " + e.addr + ": " + e.err.Error()
+	var oe *net.OpError
+	if errors.As(e.err, &oe) && oe.Op == "dial" && oe.Err != nil {
+		return "ferry: connection to " + e.addr + ": " + oe.Err.Error()
+	}
+	return "ferry: connection to " + e.addr + ": " + bare(e.err)
 }
 
 // Unwrap returns the underlying failure.
 func (e *transportError) Unwrap() error { return e.err }
+
+// Is makes a lost or refused connection match ErrUnavailable (unless the
+// client was closed, which is ErrClosed).
+func (e *transportError) Is(target error) bool {
+	t, ok := target.(*wire.Error)
+	return ok && t.Code == wire.CodeUnavailable && !errors.Is(e.err, ErrClosed) &&
+		!errors.Is(e.err, wire.ErrProtocolVersion)
+}
 
 // invalidArg builds a client-side ErrInvalidArgument.
 func invalidArg(format string, args ...any) error {
@@ -162,16 +190,55 @@ func unconfirmed(err error) error {
 	if errors.Is(err, ErrUnconfirmed) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	return &wrapError{text: ErrUnconfirmed.Error() + ": " + bare(err), errs: []error{ErrUnconfirmed, err}}
 }
 
 // gaveUp is the error of a call that stops retrying because ctx is done (or
-// the client closed): it wraps the stop reason and the last failure.
+// the client closed): it wraps the stop reason and the last failure. A
+// last failure of "not leader" becomes ErrUnavailable: no leader could
+// serve the request.
 func gaveUp(stop, last error) error {
 	if last == nil || errors.Is(last, stop) {
 		return stop
 	}
-	return fmt.Errorf("%w (last failure: %w)", stop, last)
+	var we *wire.Error
+	if errors.As(last, &we) && we.Code == wire.CodeNotLeader {
+		last = noLeader(we)
+	}
+	return &wrapError{text: "ferry: " + bare(stop) + " (last failure: " + bare(last) + ")", errs: []error{stop, last}}
+}
+
+// noLeader turns a not-leader answer into ErrUnavailable, keeping its
+// detail.
+func noLeader(we *wire.Error) error {
+	msg := "no leader answered"
+	if d := bare(we); d != "" {
+		msg += " (" + d + ")"
+	}
+	return &wire.Error{Code: wire.CodeUnavailable, Message: msg}
+}
+
+// wrapError is an error with its own text wrapping several errors.
+type wrapError struct {
+	text string
+	errs []error
+}
+
+// Error returns the text.
+func (e *wrapError) Error() string { return e.text }
+
+// Unwrap returns the wrapped errors, for errors.Is and errors.As.
+func (e *wrapError) Unwrap() []error { return e.errs }
+
+// wrapText wraps err under prefix, dropping err's own "ferry: " prefix
+// from the text.
+func wrapText(prefix string, err error) error {
+	return &wrapError{text: prefix + ": " + bare(err), errs: []error{err}}
+}
+
+// bare returns err's text without a leading "ferry: ".
+func bare(err error) string {
+	return strings.TrimPrefix(err.Error(), "ferry: ")
 }
 
 // truncate cuts s to at most n bytes, for reasons and log lines.

@@ -298,6 +298,11 @@ func (fc *fakeCluster) partOp(p *fakePart, body any, now time.Time) (any, error)
 		resp := wire.NackResponse{}
 		for _, it := range b.Items {
 			resp.Results = append(resp.Results, item(p.settle(it.Receipt, func(m *fakeMsg) {
+				if it.Release {
+					m.leased, m.visibleAt = false, now
+					m.attempts--
+					return
+				}
 				m.leased, m.reason = false, it.Reason
 				delay := q.cfg.BackoffBase
 				if it.ExplicitDelay {
@@ -440,7 +445,10 @@ func (p *fakePart) letters(f wire.DeadFilter, bodies bool) []wire.DeadLetter {
 		case len(out) >= limit, m.seq <= f.AfterSeq,
 			len(f.Seqs) > 0 && !slices.Contains(f.Seqs, m.seq),
 			f.Reason != wire.DeadAny && f.Reason != m.deadReason,
-			f.Group != "" && f.Group != m.m.Group:
+			f.Group != "" && f.Group != m.m.Group,
+			f.FromAt != 0 && m.deadAt.UnixNano() < f.FromAt,
+			f.ToAt != 0 && m.deadAt.UnixNano() >= f.ToAt,
+			f.Text != "" && !strings.Contains(m.reason, f.Text):
 			continue
 		}
 		l := wire.DeadLetter{Partition: p.index, Seq: m.seq, ID: m.m.ID, Group: m.m.Group, Bytes: m.bytes(),

@@ -48,6 +48,8 @@ type fault struct {
 	dropAfter bool            // apply, then close the connection without answering
 	codeAfter wire.Code       // apply, then answer with this code
 	hold      <-chan struct{} // apply, then wait for this before answering
+	msg       string          // the error text of code (default "injected")
+	itemCode  wire.Code       // answer every item of a send or ack with this code (and msg)
 }
 
 // fakeNode is one listening "node".
@@ -222,7 +224,14 @@ func (n *fakeNode) handle(c *fakeConn, req wire.Request) {
 	fc.mu.Unlock()
 	switch {
 	case f.code != wire.CodeOK:
-		n.reply(c, wire.Response{ID: req.ID, Code: f.code, Error: "injected", Leader: f.leader})
+		msg := f.msg
+		if msg == "" {
+			msg = "injected"
+		}
+		n.reply(c, wire.Response{ID: req.ID, Code: f.code, Error: msg, Leader: f.leader})
+		return
+	case f.itemCode != wire.CodeOK:
+		n.replyItems(c, req.ID, body, f.itemCode, f.msg)
 		return
 	case f.drop:
 		c.close()
@@ -250,6 +259,33 @@ func (n *fakeNode) handle(c *fakeConn, req wire.Request) {
 	resp, err := wire.NewResponse(req.ID, out)
 	if err != nil {
 		resp = wire.ErrorResponse(req.ID, err)
+	}
+	n.reply(c, resp)
+}
+
+// replyItems answers a send or ack with code for every item.
+func (n *fakeNode) replyItems(c *fakeConn, id uint64, body any, code wire.Code, msg string) {
+	var out any
+	switch b := body.(type) {
+	case *wire.SendRequest:
+		r := wire.SendResponse{}
+		for range b.Messages {
+			r.Results = append(r.Results, wire.SendResult{Code: code, Error: msg})
+		}
+		out = r
+	case *wire.AckRequest:
+		r := wire.AckResponse{}
+		for range b.Receipts {
+			r.Results = append(r.Results, wire.ItemResult{Code: code, Error: msg})
+		}
+		out = r
+	default:
+		n.reply(c, wire.ErrorResponse(id, wire.Errorf(wire.CodeMalformed, "no items in %T", body)))
+		return
+	}
+	resp, err := wire.NewResponse(id, out)
+	if err != nil {
+		resp = wire.ErrorResponse(id, err)
 	}
 	n.reply(c, resp)
 }

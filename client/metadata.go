@@ -172,7 +172,7 @@ func (c *Client) loadMetadata(ctx context.Context, queue string) error {
 	c.meta.merge(md, queue)
 	c.mu.Unlock()
 	if queue != "" && !hasQueue(md, queue) {
-		return wire.Errorf(wire.CodeQueueNotFound, "queue %q", queue)
+		return wire.Errorf(wire.CodeQueueNotFound, "%q", queue)
 	}
 	return nil
 }

@@ -65,14 +65,19 @@ func (o *ReceiveOptions) normalize(c *Client) error {
 // them answers with messages, or with nothing once Wait has passed (or
 // shortly before ctx's deadline, when that comes first).
 //
-// No leased message is ever dropped by the client: messages that arrive
-// for a call after it returned (from the other partitions of a long poll,
-// or after ctx was cancelled) are kept in the Queue's buffer, and the next
-// Receive on the Queue returns buffered messages first, without asking the
-// server. Buffered leases keep running from the moment the server granted
-// them, so a buffered delivery may have little time left (see
-// Delivery.Deadline); leases that are never taken from the buffer expire
-// and their messages are delivered again.
+// No lease is left to expire unseen. Messages that arrive for a call after
+// it returned (from the other partitions of a long poll, whose requests
+// keep waiting on the servers, or after ctx was cancelled) go to the
+// Queue's buffer: a Receive that is waiting right now takes them at once,
+// and otherwise the next Receive on the Queue returns them first, without
+// asking the server. A buffered lease is handed out only while at least
+// half of the time it had left when it arrived remains; after that the
+// client releases it, which gives the message back at once without
+// counting a delivery attempt (no backoff, no step towards max_receives;
+// the next delivery has the same Attempt). So a delivery from the buffer
+// always has at least half its remaining lease left (see
+// Delivery.Deadline), and a message is never seen at a later attempt
+// because of a lease nobody saw.
 //
 // Transient failures (not leader, unavailable, lost connections) are
 // retried until ctx is done; a partition that fails while others answer is
@@ -117,13 +122,13 @@ func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) ([]*Delivery, 
 // answered at all.
 func (q *Queue) sweep(ctx context.Context, g *gather, n int, opts ReceiveOptions) ([]*Delivery, error) {
 	var out []*Delivery
+	var last error // the last partition failure, for the error when ctx ends
 	for attempt := 0; ; attempt++ {
 		start := int(q.rr.Add(1) % uint64(n))
 		answered := false
-		var last error
 		for k := 0; k < n && len(out) < opts.Max; k++ {
 			if err := context.Cause(ctx); err != nil {
-				return out, unlessGot(out, err) // lease nothing for a caller who left
+				return out, unlessGot(out, gaveUp(err, last)) // lease nothing for a caller who left
 			}
 			p := (start + k) % n
 			req := q.receiveRequest(p, opts.Max-len(out), opts)
@@ -132,7 +137,7 @@ func (q *Queue) sweep(ctx context.Context, g *gather, n int, opts ReceiveOptions
 			}
 			r, err := g.next(ctx)
 			if err != nil {
-				return out, unlessGot(out, err)
+				return out, unlessGot(out, gaveUp(err, last))
 			}
 			switch {
 			case r.err == nil:
@@ -164,7 +169,8 @@ func unlessGot(ds []*Delivery, err error) error {
 }
 
 // longPoll polls every partition at once until until and returns the
-// first non-empty answer; the answers that come later go to the buffer.
+// first non-empty answer, or what the buffer receives meanwhile (answers
+// to earlier calls); the answers that come later go to the buffer.
 func (q *Queue) longPoll(ctx context.Context, g *gather, n int, opts ReceiveOptions, until time.Time) ([]*Delivery, error) {
 	for p := 0; p < n; p++ {
 		if !g.launch(p, q.receiveRequest(p, opts.Max, opts), until) {
@@ -172,11 +178,19 @@ func (q *Queue) longPoll(ctx context.Context, g *gather, n int, opts ReceiveOpti
 		}
 	}
 	var fatal error
-	for range n {
-		r, err := g.next(ctx)
+	for answered := 0; answered < n; {
+		buffered := q.bufferSignal()
+		if ds := q.takeBuffered(opts.Max); len(ds) > 0 {
+			return ds, nil
+		}
+		r, ok, err := g.nextOr(ctx, buffered)
 		if err != nil {
 			return nil, err
 		}
+		if !ok {
+			continue // something was buffered: look again
+		}
+		answered++
 		if len(r.ds) > 0 {
 			return q.trim(r.ds, opts.Max), nil
 		}
@@ -202,38 +216,6 @@ func (q *Queue) trim(ds []*Delivery, maxN int) []*Delivery {
 	}
 	q.stash(ds[maxN:])
 	return ds[:maxN:maxN]
-}
-
-// stash appends deliveries to the buffer.
-func (q *Queue) stash(ds []*Delivery) {
-	if len(ds) == 0 {
-		return
-	}
-	q.mu.Lock()
-	q.buf = append(q.buf, ds...)
-	q.mu.Unlock()
-}
-
-// takeBuffered removes and returns up to maxN buffered deliveries, oldest
-// first.
-func (q *Queue) takeBuffered(maxN int) []*Delivery {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	k := min(maxN, len(q.buf))
-	if k == 0 {
-		return nil
-	}
-	out := append([]*Delivery(nil), q.buf[:k]...)
-	q.buf = append(q.buf[:0], q.buf[k:]...)
-	return out
-}
-
-// Buffered returns how many received leases wait in the Queue's buffer
-// for the next Receive.
-func (q *Queue) Buffered() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.buf)
 }
 
 // pollResult is the outcome of one partition's receive.
@@ -302,19 +284,28 @@ func (g *gather) deliver(r pollResult) {
 
 // next waits for the next result.
 func (g *gather) next(ctx context.Context) (pollResult, error) {
+	r, _, err := g.nextOr(ctx, nil)
+	return r, err
+}
+
+// nextOr waits for the next result (ok true) or for stop to be closed (ok
+// false).
+func (g *gather) nextOr(ctx context.Context, stop <-chan struct{}) (r pollResult, ok bool, err error) {
 	for {
 		g.mu.Lock()
 		if len(g.results) > 0 {
 			r := g.results[0]
 			g.results = g.results[1:]
 			g.mu.Unlock()
-			return r, nil
+			return r, true, nil
 		}
 		g.mu.Unlock()
 		select {
 		case <-g.wake:
+		case <-stop:
+			return pollResult{}, false, nil
 		case <-ctx.Done():
-			return pollResult{}, context.Cause(ctx)
+			return pollResult{}, false, context.Cause(ctx)
 		}
 	}
 }

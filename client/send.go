@@ -17,8 +17,10 @@ type Queue struct {
 	name string
 	rr   atomic.Uint64 // rotates the partition receives start with
 
-	mu  sync.Mutex
-	buf []*Delivery // leases received but not yet returned (see Receive)
+	mu       sync.Mutex
+	buf      []bufferedLease // leases received but not yet returned (see Receive)
+	bufReady chan struct{}   // closed when leases are buffered; nil until asked for
+	bufTimer *time.Timer     // releases buffered leases nobody took in time
 }
 
 // Name returns the queue's name.
@@ -66,8 +68,9 @@ type SendResult struct {
 // stored, the error wraps ErrUnconfirmed: sending it again with the
 // returned result's ID is safe. Refusals are returned as they are:
 // ErrQueueFull (not retried by the client: back off and send again if the
-// message must go through), ErrMessageTooLarge, ErrInvalidArgument,
-// ErrQueueNotFound.
+// message must go through), ErrMessageTooLarge (over the queue's
+// max_message_bytes, or over the protocol's frame limit, which the client
+// checks before sending), ErrInvalidArgument, ErrQueueNotFound.
 //
 //	res, err := c.Queue("orders").Send(ctx, client.Message{
 //		Group: order.CustomerID,
@@ -90,9 +93,10 @@ func (q *Queue) Send(ctx context.Context, m Message) (SendResult, error) {
 
 // SendBatch enqueues several messages. Each is routed to its partition
 // (by group when it has one, else by id) and each partition's messages go
-// to its leader in requests of up to 1000 messages, in order; partitions
-// are sent to concurrently. Ids are assigned, and retries made, as for
-// Send.
+// to its leader in requests of up to 1000 messages and about 4 MiB, in
+// order; partitions are sent to concurrently. Ids are assigned, and
+// retries made, as for Send. A message too big for the protocol's frame
+// limit fails alone with ErrMessageTooLarge; the others are still sent.
 //
 // The results are in the order of msgs. When some messages failed the
 // error is a *BatchError holding one error per message (nil for those that
@@ -141,6 +145,11 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 		}
 		p := wire.PartitionFor(key, n)
 		results[i] = SendResult{ID: m.ID, Partition: p}
+		if w := messageWeight(m); w > maxFrameMessageBytes {
+			errs[i] = wire.Errorf(wire.CodeMessageTooLarge,
+				"message %d of about %d bytes exceeds the protocol's frame limit of %d", i, w, maxFrameMessageBytes)
+			continue
+		}
 		byPart[p] = append(byPart[p], i)
 	}
 	var wg sync.WaitGroup
@@ -201,6 +210,10 @@ func (q *Queue) sendChunk(ctx context.Context, p int, idx []int, wms []wire.Mess
 		},
 	}, idx)
 }
+
+// maxFrameMessageBytes is the largest message (as messageWeight counts
+// it) that fits in a request frame, with room for the envelope.
+const maxFrameMessageBytes = wire.MaxFrameBytes - 4<<10
 
 // messageWeight approximates a message's encoded size.
 func messageWeight(m wire.Message) int {

@@ -118,6 +118,12 @@ type NackItem struct {
 	ExplicitDelay bool          `msgpack:"explicit,omitempty"`
 	Delay         time.Duration `msgpack:"delay,omitempty"`
 	Reason        string        `msgpack:"reason,omitempty"`
+	// Release gives back a delivery its consumer never used: the message
+	// is ready again at once and the attempt is taken back (attempts goes
+	// down by one, so the next delivery carries the same attempt number);
+	// no backoff, no history entry, no dead-lettering, Reason ignored.
+	// ExplicitDelay must be false.
+	Release bool `msgpack:"release,omitempty"`
 }
 
 // NackCmd gives leased messages back for retries.

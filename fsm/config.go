@@ -52,7 +52,10 @@ type QueueConfig struct {
 	// dead-lettered; 0 means unlimited (discouraged: poison messages cycle
 	// forever).
 	MaxReceives int `msgpack:"max_receives"`
-	// BackoffBase is the retry delay after the first failed attempt.
+	// BackoffBase is the least retry delay after the first failed attempt.
+	// After failed attempt n the delay is d = min(BackoffMax,
+	// BackoffBase·2^(n-1)) plus a deterministic jitter of up to d/4 that
+	// never goes past BackoffMax.
 	BackoffBase time.Duration `msgpack:"backoff_base"`
 	// BackoffMax caps the exponential retry delay.
 	BackoffMax time.Duration `msgpack:"backoff_max"`

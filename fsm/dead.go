@@ -3,10 +3,13 @@ package fsm
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // DeadFilter selects dead letters for listing, redrive and deletion. Zero
-// fields select everything.
+// fields select everything; every set field must match, Seqs included: a
+// sequence number named in Seqs is selected only if the other fields match
+// it too.
 type DeadFilter struct {
 	// Seqs, when set, selects exactly these sequence numbers.
 	Seqs []uint64 `msgpack:"seqs,omitempty"`
@@ -22,6 +25,11 @@ type DeadFilter struct {
 	AfterSeq uint64 `msgpack:"after,omitempty"`
 	// Limit bounds how many are handled; 0 means DeadListMax.
 	Limit int `msgpack:"limit,omitempty"`
+	// Text, when set, selects dead letters whose reason text (the
+	// consumer's reason for the reject or last nack, or the broker's
+	// "lease expired") contains it, case-sensitively; at most
+	// ReasonBytesMax bytes.
+	Text string `msgpack:"text,omitempty"`
 }
 
 // DeadLetter is the operator's view of one dead-lettered message.
@@ -49,6 +57,9 @@ func (d DeadFilter) validate() error {
 	if d.Limit < 0 || d.Limit > DeadListMax || len(d.Seqs) > DeadListMax {
 		return fmt.Errorf("%w: dead-letter limit %d, %d seqs (at most %d)", ErrInvalidArgument, d.Limit, len(d.Seqs), DeadListMax)
 	}
+	if len(d.Text) > ReasonBytesMax {
+		return fmt.Errorf("%w: dead-letter text filter of %d bytes (at most %d)", ErrInvalidArgument, len(d.Text), ReasonBytesMax)
+	}
 	if d.FromAt != 0 && d.ToAt != 0 && d.ToAt < d.FromAt {
 		return fmt.Errorf("%w: dead-letter time range ends before it starts", ErrInvalidArgument)
 	}
@@ -71,6 +82,8 @@ func (d DeadFilter) matches(m *message) bool {
 	case d.FromAt != 0 && m.info.deadAt < d.FromAt:
 		return false
 	case d.ToAt != 0 && m.info.deadAt >= d.ToAt:
+		return false
+	case d.Text != "" && !strings.Contains(m.info.deadText, d.Text):
 		return false
 	}
 	return m.seq > d.AfterSeq

@@ -55,6 +55,12 @@ func TestFSM_ListDeadFilters(t *testing.T) {
 		{"range", DeadFilter{FromAt: t0 + int64(time.Second), ToAt: t0 + int64(2*time.Second)}, []string{"r2"}},
 		{"seqs", DeadFilter{Seqs: []uint64{5, 1, 1, 99}}, []string{"r1", "x2"}},
 		{"after and limit", DeadFilter{AfterSeq: 1, Limit: 2}, []string{"r2", "r3"}},
+		{"text", DeadFilter{Text: "bad r"}, []string{"r1", "r2", "r3"}},
+		{"text expired", DeadFilter{Text: "expired"}, []string{"x1", "x2"}},
+		{"seqs and group", DeadFilter{Seqs: []uint64{1, 3, 5}, Group: "g"}, []string{"r1"}},
+		{"seqs and reason", DeadFilter{Seqs: []uint64{1, 4, 5}, Reason: DeadLeaseExpired}, []string{"x1", "x2"}},
+		{"seqs and text", DeadFilter{Seqs: []uint64{1, 2, 3}, Text: "r2"}, []string{"r2"}},
+		{"seqs and time", DeadFilter{Seqs: []uint64{1, 2, 3}, ToAt: t0 + int64(time.Second)}, []string{"r1"}},
 	}
 	for _, tc := range cases {
 		got, err := h.f.ListDead(tc.filter)
@@ -66,7 +72,7 @@ func TestFSM_ListDeadFilters(t *testing.T) {
 			t.Errorf("%s: ListDead returned bodies", tc.name)
 		}
 	}
-	for _, bad := range []DeadFilter{{Limit: -1}, {Limit: DeadListMax + 1}, {FromAt: 5, ToAt: 4}} {
+	for _, bad := range []DeadFilter{{Limit: -1}, {Limit: DeadListMax + 1}, {FromAt: 5, ToAt: 4}, {Text: strings.Repeat("x", ReasonBytesMax+1)}} {
 		_, err := h.f.ListDead(bad)
 		wantErrIs(t, err, ErrInvalidArgument)
 	}
@@ -220,5 +226,29 @@ func TestFSM_ConfigValidateNamesTheField(t *testing.T) {
 	}
 	if _, err := New(QueueConfig{}, NewMemBodyStore()); err == nil {
 		t.Fatal("New accepted a zero config")
+	}
+}
+
+// A delete or redrive that names sequence numbers touches only those the
+// other fields of the filter select too.
+func TestFSM_DeadBySeqsHonoursEveryField(t *testing.T) {
+	h := deadSetup(t)
+	r := h.apply(Command{Type: CmdDeleteDead, DeleteDead: &DeadFilter{Seqs: []uint64{1, 2, 3, 4, 5}, Reason: DeadRejected, Group: "g", Text: "r2"}})
+	if r.Err != nil || r.Count != 1 {
+		t.Fatalf("delete: count %d, err %v", r.Count, r.Err)
+	}
+	left, err := h.f.ListDead(DeadFilter{})
+	wantNoErr(t, err)
+	if got := deadIDs(left); !slices.Equal(got, []string{"r1", "r3", "x1", "x2"}) {
+		t.Fatalf("left after delete: %v", got)
+	}
+	r = h.apply(Command{Type: CmdRedrive, Redrive: &DeadFilter{Seqs: []uint64{1, 3, 4}, Reason: DeadLeaseExpired}})
+	if r.Err != nil || r.Count != 1 {
+		t.Fatalf("redrive: count %d, err %v", r.Count, r.Err)
+	}
+	left, err = h.f.ListDead(DeadFilter{})
+	wantNoErr(t, err)
+	if got := deadIDs(left); !slices.Equal(got, []string{"r1", "r3", "x2"}) {
+		t.Fatalf("left after redrive: %v", got)
 	}
 }

@@ -153,9 +153,21 @@ func (f *FSM) nackOne(it NackItem) error {
 	if it.ExplicitDelay && (it.Delay < 0 || it.Delay > DelayMax) {
 		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, it.Delay, DelayMax)
 	}
+	if it.Release && it.ExplicitDelay {
+		return fmt.Errorf("%w: a release takes no delay", ErrInvalidArgument)
+	}
 	m, err := f.leased(it.Receipt)
 	if err != nil {
 		return err
+	}
+	if it.Release {
+		// The delivery never reached a handler: undo it. Its receipt
+		// becomes stale (a release cannot be applied twice), and the next
+		// delivery reuses the attempt number.
+		m.attempts--
+		f.detach(m)
+		f.schedule(m, f.clock, false)
+		return nil
 	}
 	reason := cutReason(it.Reason)
 	f.counters.Nacked++
@@ -202,10 +214,12 @@ func (f *FSM) exhausted(m *message) bool {
 	return f.cfg.MaxReceives > 0 && int(m.attempts) >= f.cfg.MaxReceives
 }
 
-// backoff is the retry delay after m's latest failed attempt:
-// min(BackoffMax, BackoffBase·2^(attempts-1)), then "equal jitter" — a value
-// in [d/2, d] chosen by a hash of the id and attempt, so every replica picks
-// the same one while retries of different messages spread out.
+// backoff is the retry delay after m's latest failed attempt. The computed
+// delay is d = min(BackoffMax, BackoffBase·2^(attempts-1)); the jitter only
+// adds to it: the result lies in [d, min(BackoffMax, d + d/4)], chosen by a
+// hash of the id and attempt, so every replica picks the same value while
+// retries of different messages spread out. A retry therefore never comes
+// sooner than the documented delay, and never later than BackoffMax.
 func (f *FSM) backoff(m *message) time.Duration {
 	base, ceiling := f.cfg.BackoffBase, f.cfg.BackoffMax
 	if base <= 0 || m.attempts == 0 {
@@ -216,8 +230,8 @@ func (f *FSM) backoff(m *message) time.Duration {
 		d *= 2 // cannot overflow: d < ceiling <= BackoffMaxLimit
 	}
 	d = min(d, ceiling)
-	half := d / 2
-	return half + time.Duration(jitterHash(m.id, m.attempts)%uint64(d-half+1))
+	top := max(d, min(ceiling, d+d/4))
+	return d + time.Duration(jitterHash(m.id, m.attempts)%uint64(top-d+1))
 }
 
 func jitterHash(id string, attempt uint32) uint64 {

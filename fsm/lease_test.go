@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -22,10 +23,10 @@ func TestFSM_LeaseExpiryRedeliversAfterBackoffAndFencesOldReceipt(t *testing.T) 
 	if st.Delayed != 1 || st.InFlight != 0 || st.Counters.Expired != 1 {
 		t.Fatalf("stats after expiry %+v", st)
 	}
-	// Backoff after attempt 1 is in [base/2, base].
-	h.advance(2*time.Second - 1)
+	// Backoff after attempt 1 is in [base, base + base/4].
+	h.advance(4*time.Second - 1)
 	h.expectNothing()
-	h.advance(2 * time.Second)
+	h.advance(time.Second + 1)
 	second := h.receiveOne("c2")
 	if second.Receipt.Attempt != 2 || second.Receipt.Seq != first.Receipt.Seq {
 		t.Fatalf("second delivery %+v", second.Receipt)
@@ -106,11 +107,11 @@ func TestFSM_NackWithExplicitDelayOrBackoff(t *testing.T) {
 	if d.Receipt.Attempt != 2 {
 		t.Fatalf("attempt %d", d.Receipt.Attempt)
 	}
-	// Backoff: attempt 2 → min(3s, 2s) = 2s, jittered into [1s, 2s].
+	// Backoff: attempt 2 → min(3s, 2s) = 2s, jittered into [2s, 2.5s].
 	wantNoErr(t, h.nack(d.Receipt, 0, false, ""))
 	dl, _ := h.f.NextDeadline()
-	if wait := time.Duration(dl - h.now); wait < time.Second || wait > 2*time.Second {
-		t.Fatalf("backoff %v outside [1s, 2s]", wait)
+	if wait := time.Duration(dl - h.now); wait < 2*time.Second || wait > 2500*time.Millisecond {
+		t.Fatalf("backoff %v outside [2s, 2.5s]", wait)
 	}
 	wantErrIs(t, h.nack(Receipt{Seq: 1, Attempt: 2}, 0, true, ""), ErrLeaseLost)
 	wantErrIs(t, h.nack(Receipt{Seq: 1, Attempt: 2}, DelayMax+1, true, ""), ErrInvalidArgument)
@@ -122,22 +123,47 @@ func TestFSM_NackWithExplicitDelayOrBackoff(t *testing.T) {
 func TestFSM_BackoffIsBoundedDeterministicAndJittered(t *testing.T) {
 	f, _ := New(QueueConfig{BackoffBase: time.Second, BackoffMax: time.Minute, MaxMessageBytes: 1}, NewMemBodyStore())
 	seen := map[time.Duration]bool{}
-	for attempt := uint32(1); attempt <= 200; attempt++ {
-		m := &message{id: "msg", attempts: attempt}
-		d := time.Second << min(attempt-1, 10)
-		d = min(d, time.Minute)
-		got := f.backoff(m)
-		if got < d/2 || got > d || got != f.backoff(m) {
-			t.Fatalf("attempt %d: backoff %v outside [%v, %v] or not deterministic", attempt, got, d/2, d)
+	for k := range 50 {
+		id := fmt.Sprintf("msg-%d", k)
+		for attempt := uint32(1); attempt <= 200; attempt++ {
+			m := &message{id: id, attempts: attempt}
+			d := time.Second << min(attempt-1, 10)
+			d = min(d, time.Minute)
+			top := min(time.Minute, d+d/4)
+			got := f.backoff(m)
+			if got < d || got > top || got != f.backoff(m) {
+				t.Fatalf("%s attempt %d: backoff %v outside [%v, %v] or not deterministic", id, attempt, got, d, top)
+			}
+			seen[got] = true
 		}
-		seen[got] = true
 	}
-	if len(seen) < 10 {
+	if len(seen) < 50 {
 		t.Fatalf("only %d distinct backoffs: no jitter", len(seen))
 	}
 	f.cfg.BackoffBase, f.cfg.BackoffMax = 0, 0
 	if got := f.backoff(&message{id: "x", attempts: 3}); got != 0 {
 		t.Fatalf("zero base gave %v", got)
+	}
+}
+
+// The first retry never comes sooner than BackoffBase: the documented
+// "base is the delay after the first failure" holds for every message.
+func TestFSM_FirstRetryWaitsAtLeastTheBase(t *testing.T) {
+	h := newHarness(t, func(c *QueueConfig) { c.BackoffBase, c.BackoffMax = time.Second, time.Minute })
+	for k := range 40 {
+		h.send(fmt.Sprintf("m%d", k), "", "x")
+	}
+	for k := range 40 {
+		d := h.receiveOne("c")
+		wantNoErr(t, h.nack(d.Receipt, 0, false, ""))
+		dl, _ := h.f.NextDeadline()
+		if wait := time.Duration(dl - h.now); wait < time.Second || wait > 1250*time.Millisecond {
+			t.Fatalf("message %d: first retry after %v, want [1s, 1.25s]", k, wait)
+		}
+		h.advance(2 * time.Second)
+		h.tick()
+		d = h.receiveOne("c")
+		wantNoErr(t, h.ack(d.Receipt))
 	}
 }
 
@@ -308,5 +334,41 @@ func TestFSM_SkipBodiesChangesOnlyTheBodies(t *testing.T) {
 	}
 	if string(da.Body) != "body" || a.f.Digest() != b.f.Digest() {
 		t.Fatal("skipping bodies changed the state")
+	}
+}
+
+// A released delivery does not count: the message is ready at once, the
+// next delivery carries the same attempt number, max_receives is not
+// reached, no failure is recorded, and the released receipt is stale.
+func TestFSM_ReleaseGivesBackWithoutPenalty(t *testing.T) {
+	h := newHarness(t, func(c *QueueConfig) { c.MaxReceives, c.BackoffBase, c.BackoffMax = 1, time.Minute, time.Hour })
+	h.send("a", "g", "x")
+	h.send("b", "g", "y")
+	d := h.receiveOne("c1")
+	release := func(r Receipt, explicit bool) error {
+		res := h.apply(Command{Type: CmdNack, Nack: &NackCmd{Items: []NackItem{{Receipt: r, Release: true, ExplicitDelay: explicit}}}})
+		if res.Err != nil {
+			return res.Err
+		}
+		return res.Settled[0]
+	}
+	wantErrIs(t, release(d.Receipt, true), ErrInvalidArgument)
+	for range 3 {
+		wantNoErr(t, release(d.Receipt, false))
+		wantErrIs(t, release(d.Receipt, false), ErrLeaseLost)
+		wantErrIs(t, h.ack(d.Receipt), ErrLeaseLost)
+		next := h.receiveOne("c2")
+		if next.ID != "a" || next.Receipt != d.Receipt {
+			t.Fatalf("after release got %s %+v, want a %+v", next.ID, next.Receipt, d.Receipt)
+		}
+		d = next
+	}
+	st := h.stats()
+	if st.Dead != 0 || st.Counters.Nacked != 0 || st.Counters.Expired != 0 {
+		t.Fatalf("release left a trace: %+v", st)
+	}
+	wantNoErr(t, h.ack(d.Receipt))
+	if got := h.receiveOne("c3"); got.ID != "b" || got.Receipt.Attempt != 1 {
+		t.Fatalf("group order after release: %s %+v", got.ID, got.Receipt)
 	}
 }

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,7 @@ type modelMsg struct {
 	attempts  uint32
 	state     msgState // 0 = gone (acked, purged, deleted, expired, redriven)
 	reason    DeadReason
+	text      string // the reason text of the dead letter
 	deadAt    int64
 	consumer  string
 	history   int
@@ -87,15 +89,17 @@ func (md *model) backoff(m *modelMsg) time.Duration {
 		d *= 2
 	}
 	d = min(d, md.cfg.BackoffMax)
-	return d/2 + time.Duration(jitterHash(m.id, m.attempts)%uint64(d-d/2+1))
+	// The jitter only lengthens the delay: [d, min(max, d + d/4)].
+	top := max(d, min(md.cfg.BackoffMax, d+d/4))
+	return d + time.Duration(jitterHash(m.id, m.attempts)%uint64(top-d+1))
 }
 
 func (md *model) exhausted(m *modelMsg) bool {
 	return md.cfg.MaxReceives > 0 && int(m.attempts) >= md.cfg.MaxReceives
 }
 
-func (md *model) kill(m *modelMsg, r DeadReason) {
-	m.state, m.reason, m.deadAt = stateDead, r, md.clock
+func (md *model) kill(m *modelMsg, r DeadReason, text string) {
+	m.state, m.reason, m.deadAt, m.text = stateDead, r, md.clock, text
 	md.counters.DeadLettered++
 }
 
@@ -131,7 +135,7 @@ func (md *model) step(at int64) int {
 		md.counters.Expired++
 		due.history++
 		if md.exhausted(due) {
-			md.kill(due, DeadLeaseExpired)
+			md.kill(due, DeadLeaseExpired, "lease expired")
 		} else {
 			md.retry(due, md.clock+int64(md.backoff(due)))
 		}
@@ -205,7 +209,7 @@ func (md *model) receive(c ReceiveCmd) []Delivery {
 			break
 		}
 		if md.exhausted(next) {
-			md.kill(next, DeadRetriesExhausted)
+			md.kill(next, DeadRetriesExhausted, "receive limit reached")
 			continue
 		}
 		next.attempts++
@@ -261,14 +265,24 @@ func (md *model) nack(it NackItem) error {
 	if it.ExplicitDelay && (it.Delay < 0 || it.Delay > DelayMax) {
 		return ErrInvalidArgument
 	}
+	if it.Release && it.ExplicitDelay {
+		return ErrInvalidArgument
+	}
 	m, err := md.leased(it.Receipt)
 	if err != nil {
 		return err
 	}
+	if it.Release {
+		// A released delivery does not count: ready at once, attempt
+		// taken back.
+		m.attempts--
+		md.retry(m, md.clock)
+		return nil
+	}
 	md.counters.Nacked++
 	m.history++
 	if md.exhausted(m) {
-		md.kill(m, DeadRetriesExhausted)
+		md.kill(m, DeadRetriesExhausted, it.Reason)
 		return nil
 	}
 	delay := md.backoff(m)
@@ -286,7 +300,7 @@ func (md *model) reject(it RejectItem) error {
 	}
 	md.counters.Rejected++
 	m.history++
-	md.kill(m, DeadRejected)
+	md.kill(m, DeadRejected, it.Reason)
 	return nil
 }
 
@@ -301,7 +315,8 @@ func (md *model) deadMatching(d DeadFilter) []*modelMsg {
 			continue
 		}
 		if (len(d.Seqs) > 0 && !slices.Contains(d.Seqs, m.seq)) || (d.Reason != 0 && m.reason != d.Reason) ||
-			(d.Group != "" && m.group != d.Group) || (d.FromAt != 0 && m.deadAt < d.FromAt) || (d.ToAt != 0 && m.deadAt >= d.ToAt) {
+			(d.Group != "" && m.group != d.Group) || (d.FromAt != 0 && m.deadAt < d.FromAt) || (d.ToAt != 0 && m.deadAt >= d.ToAt) ||
+			(d.Text != "" && !strings.Contains(m.text, d.Text)) {
 			continue
 		}
 		out = append(out, m)

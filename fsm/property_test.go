@@ -56,11 +56,16 @@ func genMessage(t *rapid.T) NewMessage {
 }
 
 func genFilter(t *rapid.T) *DeadFilter {
-	return &DeadFilter{
+	f := &DeadFilter{
 		Reason: DeadReason(rapid.IntRange(0, 3).Draw(t, "reason")),
 		Group:  rapid.SampledFrom([]string{"", "", "g1"}).Draw(t, "fgroup"),
 		Limit:  rapid.IntRange(0, 2).Draw(t, "limit"),
+		Text:   rapid.SampledFrom([]string{"", "", "", "r", "bad", "expired", "limit"}).Draw(t, "ftext"),
 	}
+	if rapid.IntRange(0, 2).Draw(t, "withSeqs") == 0 {
+		f.Seqs = rapid.SliceOfN(rapid.Uint64Range(1, 12), 1, 4).Draw(t, "fseqs")
+	}
+	return f
 }
 
 // genCommand draws one command of any type (without its time).
@@ -86,7 +91,8 @@ func genCommand(t *rapid.T, handed []Receipt) Command {
 		return Command{Type: CmdExtend, Extend: &ExtendCmd{Items: []ExtendItem{{Receipt: genReceipt(t, handed), Visibility: vis}}}}
 	case 10, 11:
 		it := NackItem{Receipt: genReceipt(t, handed), ExplicitDelay: rapid.Bool().Draw(t, "explicit"),
-			Delay: rapid.SampledFrom([]time.Duration{0, time.Second, -1}).Draw(t, "nackDelay"), Reason: "r"}
+			Delay: rapid.SampledFrom([]time.Duration{0, time.Second, -1}).Draw(t, "nackDelay"), Reason: "r",
+			Release: rapid.IntRange(0, 3).Draw(t, "release") == 0}
 		return Command{Type: CmdNack, Nack: &NackCmd{Items: []NackItem{it}}}
 	case 12:
 		return Command{Type: CmdReject, Reject: &RejectCmd{Items: []RejectItem{{Receipt: genReceipt(t, handed), Reason: "bad"}}}}

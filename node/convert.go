@@ -106,7 +106,7 @@ func receiptOf(r wire.Receipt) fsm.Receipt { return fsm.Receipt{Seq: r.Seq, Atte
 
 func deadFilterOf(f wire.DeadFilter) fsm.DeadFilter {
 	return fsm.DeadFilter{Seqs: f.Seqs, Reason: fsm.DeadReason(f.Reason), Group: f.Group,
-		FromAt: f.FromAt, ToAt: f.ToAt, AfterSeq: f.AfterSeq, Limit: f.Limit}
+		FromAt: f.FromAt, ToAt: f.ToAt, AfterSeq: f.AfterSeq, Limit: f.Limit, Text: f.Text}
 }
 
 func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {

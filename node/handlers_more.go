@@ -30,7 +30,7 @@ func (n *Node) handleNack(ctx context.Context, r *wire.NackRequest) (*wire.NackR
 	receipts := pick(r.Items, nil, func(it wire.NackItem) wire.Receipt { return it.Receipt })
 	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
 		items := pick(r.Items, valid, func(it wire.NackItem) fsm.NackItem {
-			return fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay, Reason: it.Reason}
+			return fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay, Reason: it.Reason, Release: it.Release}
 		})
 		return fsm.Command{Type: fsm.CmdNack, Nack: &fsm.NackCmd{Items: items}}
 	}))

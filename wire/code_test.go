@@ -115,7 +115,8 @@ func TestWire_SentinelsMatchByCode(t *testing.T) {
 		}
 		err := fmt.Errorf("partition 3: %w", AsError(code, "some detail"))
 		for other, o := range sentinels {
-			if got := errors.Is(err, o); got != (other == code) {
+			want := other == code || (code == CodeFrameTooLarge && other == CodeMessageTooLarge)
+			if got := errors.Is(err, o); got != want {
 				t.Errorf("errors.Is(%s error, sentinel %s) = %v", code, other, got)
 			}
 		}
@@ -135,6 +136,12 @@ func TestWire_ErrorText(t *testing.T) {
 		"ferry: not leader: partition 2 (leader at b:7400)":   {Code: CodeNotLeader, Message: "partition 2", Leader: "b:7400"},
 		"ferry: code(4000): from a newer server":              {Code: 4000, Message: "from a newer server"},
 		"ferry: unsupported protocol version (leader at x:1)": {Code: CodeProtocolVersion, Leader: "x:1"},
+		// A server's error text passed on whole is not prefixed again.
+		"ferry: queue full: partition at max_depth 10":   {Code: CodeQueueFull, Message: "queue full: partition at max_depth 10"},
+		"ferry: queue not found: orders ":                {Code: CodeQueueNotFound, Message: "ferry: queue not found: orders "},
+		"ferry: message too large":                       {Code: CodeMessageTooLarge, Message: "message too large"},
+		"ferry: timeout: timeout of the commit":          {Code: CodeTimeout, Message: "ferry: timeout: timeout of the commit"},
+		"ferry: lease lost: lease lostness is a feeling": {Code: CodeLeaseLost, Message: "lease lost: lease lostness is a feeling"},
 	}
 	for want, e := range cases {
 		if got := e.Error(); got != want {

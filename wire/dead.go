@@ -77,7 +77,8 @@ type Event struct {
 }
 
 // DeadFilter selects dead letters of a partition. Zero fields select
-// everything; set fields must all match.
+// everything; set fields must all match, Seqs included (a sequence number
+// in Seqs is selected only when the other set fields match it too).
 type DeadFilter struct {
 	// Seqs, when set, selects exactly these sequence numbers.
 	Seqs []uint64 `msgpack:"seqs,omitempty"`
@@ -95,6 +96,9 @@ type DeadFilter struct {
 	// Limit bounds how many are handled; 0 means the server's maximum
 	// (10000).
 	Limit int `msgpack:"limit,omitempty"`
+	// Text, when set, selects dead letters whose ReasonText contains it
+	// (case-sensitive substring; at most 256 bytes).
+	Text string `msgpack:"text,omitempty"`
 }
 
 // DeadLetter is one dead-lettered message with its history. Times are

@@ -64,13 +64,16 @@ var (
 )
 
 // Error formats the error as "ferry: <code>[: message][ (leader addr)]".
+// A message that itself starts with "ferry: " or with the code's name (a
+// server's error text passed on whole) is not prefixed again, so the text
+// never reads "queue full: queue full".
 func (e *Error) Error() string {
 	if e == nil {
 		return "ferry: <nil error>"
 	}
 	s := "ferry: " + e.Code.String()
-	if e.Message != "" {
-		s += ": " + e.Message
+	if msg := e.detail(); msg != "" {
+		s += ": " + msg
 	}
 	if e.Leader != "" {
 		s += " (leader at " + e.Leader + ")"
@@ -78,10 +81,32 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is reports whether target is an *Error with the same code.
+// detail returns the message without the prefixes Error adds itself.
+func (e *Error) detail() string {
+	msg := e.Message
+	for {
+		switch name := e.Code.String(); {
+		case strings.HasPrefix(msg, "ferry: "):
+			msg = msg[len("ferry: "):]
+		case msg == name:
+			return ""
+		case strings.HasPrefix(msg, name+": "):
+			msg = msg[len(name)+2:]
+		default:
+			return msg
+		}
+	}
+}
+
+// Is reports whether target is an *Error with the same code. An Error of
+// CodeFrameTooLarge also matches ErrMessageTooLarge: a request over the
+// frame limit carries a message too large for the protocol.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && e != nil && t != nil && t.Code == e.Code
+	if !ok || e == nil || t == nil {
+		return false
+	}
+	return t.Code == e.Code || (e.Code == CodeFrameTooLarge && t.Code == CodeMessageTooLarge)
 }
 
 // Retryable reports e.Code.Retryable().

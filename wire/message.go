@@ -181,6 +181,12 @@ type NackItem struct {
 	Delay         time.Duration `msgpack:"delay,omitempty"`
 	// Reason is kept in the message's failure history.
 	Reason string `msgpack:"reason,omitempty"`
+	// Release gives back a delivery its consumer never used: the message
+	// is ready again at once and the attempt does not count (no backoff,
+	// no history entry, no step towards max_receives; the next delivery
+	// has the same attempt number). ExplicitDelay must be false. A server
+	// that predates the field treats the item as a plain nack.
+	Release bool `msgpack:"release,omitempty"`
 }
 
 // NackRequest gives leased messages of one partition back for retries;

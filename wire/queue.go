@@ -30,8 +30,9 @@ type QueueConfig struct {
 	// dead-lettered, 0..1000; default 10; 0 means no limit (discouraged:
 	// a poison message then cycles forever).
 	MaxReceives int `msgpack:"max_receives,omitempty"`
-	// BackoffBase is the retry delay after the first failed attempt
-	// (doubling after each further one), 0..12h; default 1s.
+	// BackoffBase is the least retry delay after the first failed attempt
+	// (doubling after each further one; a jitter adds up to a quarter of the
+	// delay, never past BackoffMax), 0..12h; default 1s.
 	BackoffBase time.Duration `msgpack:"backoff_base,omitempty"`
 	// BackoffMax caps the retry delay, BackoffBase..12h; default 5m.
 	BackoffMax time.Duration `msgpack:"backoff_max,omitempty"`

@@ -34,7 +34,7 @@ func sampleQueue() QueueInfo {
 }
 
 func sampleFilter() DeadFilter {
-	return DeadFilter{Seqs: []uint64{3, 1 << 40}, Reason: DeadLeaseExpired, Group: "acct-7",
+	return DeadFilter{Seqs: []uint64{3, 1 << 40}, Reason: DeadLeaseExpired, Group: "acct-7", Text: "timeout",
 		FromAt: 1_700_000_000_000_000_000, ToAt: 1_800_000_000_000_000_000, AfterSeq: 2, Limit: 500}
 }
 

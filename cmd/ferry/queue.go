@@ -45,7 +45,7 @@ func (f *configFlags) bind(fs *pflag.FlagSet, update bool) {
 	fs.IntVar(&f.maxReceives, "max-receives", int(def(10)),
 		"deliveries before a message is dead-lettered, 0..1000; 0 = no limit")
 	fs.DurationVar(&f.backoffBase, "backoff-base", time.Duration(def(int64(time.Second))),
-		"retry delay after the first failed attempt, doubling after each further one; up to 12h")
+		"least retry delay after the first failed attempt, doubling after each further one, plus a jitter of up to a quarter (never past --backoff-max); up to 12h")
 	fs.DurationVar(&f.backoffMax, "backoff-max", time.Duration(def(int64(5*time.Minute))),
 		"largest retry delay, from --backoff-base up to 12h")
 	fs.DurationVar(&f.dedup, "dedup-window", time.Duration(def(int64(5*time.Minute))),
