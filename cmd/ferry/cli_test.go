@@ -85,7 +85,7 @@ func startCluster(t *testing.T) *cluster {
 		id := fmt.Sprintf("n%d", i+1)
 		cfg := node.DefaultConfig(id, filepath.Join(root, id), "127.0.0.1", 0)
 		cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-		cfg.GossipAddr = freeAddr(t)
+		cfg.GossipAddr = loopbackAddr(t)
 		cfg.BootstrapExpect = 3
 		cfg.Join = gossip
 		cfg.GossipFast = true
@@ -111,7 +111,7 @@ func startCluster(t *testing.T) *cluster {
 	return cl
 }
 
-func freeAddr(t *testing.T) string {
+func loopbackAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -284,7 +284,7 @@ func TestCLI_AgainstARunningCluster(t *testing.T) {
 }
 
 func TestCLI_ClusterDownNamesTheAddressesAndHowToPointElsewhere(t *testing.T) {
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	addrs := []string{loopbackAddr(t), loopbackAddr(t)}
 	r := ferry(t, addrs, "queue", "ls")
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 	if r.code == 0 || len(lines) != 1 {

@@ -34,14 +34,16 @@ type globals struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	g := &globals{}
-	if err := newRoot(g).ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "ferry:", describe(err, g.timeout))
+	root := newRoot()
+	if err := root.ExecuteContext(ctx); err != nil {
+		timeout, _ := root.PersistentFlags().GetDuration("timeout")
+		fmt.Fprintln(os.Stderr, "ferry:", describe(err, timeout))
 		os.Exit(1)
 	}
 }
 
-func newRoot(g *globals) *cobra.Command {
+func newRoot() *cobra.Command {
+	g := &globals{}
 	root := &cobra.Command{
 		Use:           "ferry",
 		Short:         "Command line client of a Ferry cluster",
