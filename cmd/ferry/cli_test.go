@@ -121,14 +121,20 @@ func loopbackAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// createQueue creates a one-partition queue and waits until a message can
-// be sent to it.
+// createQueue creates a queue with the default settings through the CLI,
+// trying again while the cluster is still settling.
 func (cl *cluster) createQueue(t *testing.T, name string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.c.CreateQueue(ctx, name, client.QueueConfig{}); err != nil {
-		t.Fatalf("create %s: %v", name, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := ferry(t, cl.addrs, "queue", "create", name)
+		if r.code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create %s: exit %d: %s", name, r.code, r.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
