@@ -114,6 +114,27 @@ func (t *seqTable) ascend(fn func(*message) bool) {
 	}
 }
 
+// ascendFrom calls fn for each message with a seq of at least from, in seq
+// order, until fn returns false.
+func (t *seqTable) ascendFrom(from uint64, fn func(*message) bool) {
+	c := from >> seqChunkBits
+	start := 0
+	if c > t.firstChunk {
+		start = int(min(c-t.firstChunk, uint64(len(t.chunks))))
+	}
+	for k := start; k < len(t.chunks); k++ {
+		ch := t.chunks[k]
+		if ch == nil {
+			continue
+		}
+		for i := range ch.slots {
+			if m := ch.slots[i]; m != nil && m.seq >= from && !fn(m) {
+				return
+			}
+		}
+	}
+}
+
 // fifoChunkLen is the number of items per chunk of a fifo.
 const fifoChunkLen = 512
 

@@ -56,7 +56,13 @@ func (n *Node) wireError(err error) *wire.Error {
 	}
 	out := &wire.Error{Code: codeOf(err), Message: err.Error()}
 	var nl *partition.NotLeaderError
-	if errors.As(err, &nl) && nl.LeaderID != "" {
+	switch {
+	case errors.As(err, &nl) && nl.LeaderID == n.cfg.ID:
+		// A replica that lost its quorum may still name itself as the
+		// leader it last knew; it cannot serve, and pointing the client
+		// back here would say something false.
+		return &wire.Error{Code: wire.CodeUnavailable, Message: "no leader: this node led last but has no quorum now"}
+	case errors.As(err, &nl) && nl.LeaderID != "":
 		out.Leader = n.clientAddrOf(nl.LeaderID)
 	}
 	return n.unlessCatalogBehind(out)

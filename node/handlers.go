@@ -63,6 +63,8 @@ func (n *Node) dispatch(ctx context.Context, req wire.Request) (any, error) {
 		return n.handlePurge(ctx, r)
 	case *wire.QueueStatsRequest:
 		return n.handleStats(ctx, r)
+	case *wire.PeekRequest:
+		return n.handlePeek(ctx, r)
 	}
 	return n.dispatchAdmin(ctx, in)
 }
@@ -83,21 +85,36 @@ func (n *Node) leaderOf(ctx context.Context, queue string, index int) (*partitio
 			return p, q, nil
 		}
 		st := p.Status()
-		if st.LeaderID != "" {
+		if st.LeaderID != "" && st.LeaderID != n.cfg.ID {
 			return nil, q, &partition.NotLeaderError{LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
 		}
 	}
-	return nil, q, &partition.NotLeaderError{LeaderID: n.leaderHint(q, index)}
+	hint := n.leaderHint(q, index)
+	if hint == "" {
+		// Nobody else alive is known to lead or to be able to: sending
+		// the client elsewhere would be a loop (or, naming this node, a
+		// false answer). Most likely the partition has lost its quorum.
+		return nil, q, wire.Errorf(wire.CodeUnavailable, "no leader for partition %d of queue %q (no quorum of its replicas reachable?)", index, queue)
+	}
+	return nil, q, &partition.NotLeaderError{LeaderID: hint}
 }
 
 // leaderHint names the node most likely to lead a partition: the gossiped
-// leader, else the preferred replica.
+// leader, else the first replica that gossip says is alive; never this
+// node (which would have answered from its own replica), and "" when no
+// other node qualifies.
 func (n *Node) leaderHint(q meta.Queue, index int) string {
-	if id, ok := n.members.leaderOf(q.GroupID(index)); ok {
+	if id, ok := n.members.leaderOf(q.GroupID(index)); ok && id != n.cfg.ID {
 		return id
 	}
-	if r := q.Partitions[index].Replicas; len(r) > 0 {
-		return r[0]
+	alive := make(map[string]bool)
+	for _, m := range n.members.members() {
+		alive[m.ID] = true
+	}
+	for _, id := range q.Partitions[index].Replicas {
+		if id != n.cfg.ID && alive[id] {
+			return id
+		}
 	}
 	return ""
 }

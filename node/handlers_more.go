@@ -99,6 +99,33 @@ func (n *Node) handlePurge(ctx context.Context, r *wire.PurgeRequest) (*wire.Pur
 	return &wire.PurgeResponse{Count: res.Count}, err
 }
 
+// handlePeek reads ready messages from the partition leader, which
+// confirms its leadership first.
+func (n *Node) handlePeek(ctx context.Context, r *wire.PeekRequest) (*wire.PeekResponse, error) {
+	if r.Max < 1 || r.Max > wire.PeekMax || r.MaxBytes < 0 || r.MaxBytes > wire.PeekBytesMax {
+		return nil, wire.Errorf(wire.CodeInvalidArgument, "peek max %d (want 1..%d), max bytes %d (want 0..%d)",
+			r.Max, wire.PeekMax, r.MaxBytes, wire.PeekBytesMax)
+	}
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	budget := r.MaxBytes
+	if budget == 0 {
+		budget = wire.PeekBytesMax
+	}
+	res, err := p.Peek(fsm.PeekFilter{Max: r.Max, MaxBytes: budget, AfterSeq: r.AfterSeq})
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.PeekResponse{Messages: make([]wire.PeekedMessage, len(res.Messages)), Next: res.Next}
+	for i, m := range res.Messages {
+		out.Messages[i] = wire.PeekedMessage{Partition: r.Partition, Seq: m.Seq, ID: m.ID, Group: m.Group,
+			Headers: m.Headers, Body: m.Body, EnqueuedAt: m.EnqueuedAt, Attempts: m.Attempts, Blocked: m.Blocked}
+	}
+	return out, nil
+}
+
 // handleStats reports each requested partition from its local leader; a
 // partition led elsewhere carries a not-leader code and the leader's
 // address in Error, so the client can ask there.

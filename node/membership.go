@@ -44,6 +44,7 @@ func (t leaderTable) newerThan(o leaderTable) bool {
 type membership struct {
 	n      *Node
 	ml     *memberlist.Memberlist
+	addr   string // the bound gossip address, fixed at start
 	queue  *memberlist.TransmitLimitedQueue
 	meta   []byte
 	self   memberMeta
@@ -78,6 +79,8 @@ func newMembership(n *Node) (*membership, error) {
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
 	m.ml = ml
+	ln := ml.LocalNode()
+	m.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	m.queue = &memberlist.TransmitLimitedQueue{NumNodes: ml.NumMembers, RetransmitMult: 3}
 	return m, nil
 }
@@ -128,11 +131,10 @@ func (m *membership) join(addrs []string) error {
 	return err
 }
 
-// gossipAddr is the actual bound gossip address (port 0 resolved).
-func (m *membership) gossipAddr() string {
-	ln := m.ml.LocalNode()
-	return net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
-}
+// gossipAddr is the actual bound gossip address (port 0 resolved). It is
+// read once at start: memberlist rewrites its local node record on every
+// metadata update, so reading it later races with those updates.
+func (m *membership) gossipAddr() string { return m.addr }
 
 func (m *membership) leave() {
 	m.ml.Leave(time.Second)

@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"errors"
+
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/hashicorp/raft"
 )
@@ -78,6 +80,25 @@ func (p *Partition) PeekDead(f fsm.DeadFilter) ([]fsm.DeadLetter, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fsm.PeekDead(f)
+}
+
+// Peek returns ready messages with their bodies, oldest first, without
+// leasing them. It serves only on the leader, and first confirms with a
+// quorum that this replica still leads (a heartbeat round), so a deposed
+// leader cannot answer from stale state.
+func (p *Partition) Peek(f fsm.PeekFilter) (fsm.PeekResult, error) {
+	if err := p.checkLeader(); err != nil {
+		return fsm.PeekResult{}, err
+	}
+	if err := p.raft.VerifyLeader().Error(); err != nil {
+		if errors.Is(err, raft.ErrLeadershipLost) {
+			return fsm.PeekResult{}, p.notLeader() // a read: nothing is in doubt
+		}
+		return fsm.PeekResult{}, p.mapRaftError(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fsm.Peek(f)
 }
 
 // Config returns the queue config in force in this replica's FSM.

@@ -36,7 +36,9 @@ Ferry is running: node1..node3 serve clients on 127.0.0.1:7101-7103
   ./bin/ferry cluster status
   ./bin/ferry queue create orders
   ./bin/ferry send orders hello
-  ./bin/ferry recv orders --ack
+  ./bin/ferry peek orders
+  ./bin/ferry recv orders            # prints a receipt such as orders:0:1:1
+  ./bin/ferry ack orders:0:1:1
   ./bin/ferry queue stats orders
 
 Press Ctrl-C to stop the cluster (data stays in ./data; rm -rf data to start afresh).

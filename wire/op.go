@@ -47,8 +47,10 @@ const (
 	OpDeadDelete Op = 16
 	// OpPurge deletes every message of a partition that is not leased.
 	OpPurge Op = 17
+	// OpPeek reads ready messages of one partition without leasing them.
+	OpPeek Op = 18
 
-	opEnd Op = 18 // one past the last known op
+	opEnd Op = 19 // one past the last known op
 )
 
 var opNames = [...]string{
@@ -59,6 +61,7 @@ var opNames = [...]string{
 	OpNack: "nack", OpReject: "reject", OpDeadList: "dead-list",
 	OpDeadPeek: "dead-peek", OpDeadRedrive: "dead-redrive",
 	OpDeadDelete: "dead-delete", OpPurge: "purge",
+	OpPeek: "peek",
 }
 
 // String returns the op's name, or "op(N)" for a number this version does
@@ -127,6 +130,8 @@ func NewRequestBody(o Op) any {
 		return new(DeadDeleteRequest)
 	case OpPurge:
 		return new(PurgeRequest)
+	case OpPeek:
+		return new(PeekRequest)
 	}
 	return nil
 }
@@ -169,6 +174,8 @@ func NewResponseBody(o Op) any {
 		return new(DeadDeleteResponse)
 	case OpPurge:
 		return new(PurgeResponse)
+	case OpPeek:
+		return new(PeekResponse)
 	}
 	return nil
 }

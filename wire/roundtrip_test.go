@@ -106,6 +106,9 @@ func samples() []sample {
 		{OpDeadRedrive, &DeadRedriveRequest{Queue: "orders", Partition: 2, Filter: sampleFilter()}, &DeadRedriveResponse{Count: 12}},
 		{OpDeadDelete, &DeadDeleteRequest{Queue: "orders", Partition: 2, Filter: DeadFilter{Group: "g"}}, &DeadDeleteResponse{Count: 1}},
 		{OpPurge, &PurgeRequest{Queue: "orders", Partition: 0}, &PurgeResponse{Count: 99}},
+		{OpPeek, &PeekRequest{Queue: "orders", Partition: 1, Max: 10, MaxBytes: 1 << 20, AfterSeq: 7},
+			&PeekResponse{Messages: []PeekedMessage{{Partition: 1, Seq: 8, ID: "m8", Group: "g", Headers: map[string]string{"k": "v"},
+				Body: []byte("hi"), EnqueuedAt: 1_700_000_000_000_000_000, Attempts: 2, Blocked: true}}, Next: 8}},
 	}
 }
 

@@ -78,6 +78,7 @@ func dlqListCmd(g *globals, peek bool) *cobra.Command {
 				list = c.PeekDeadLetters
 			}
 			letters, err := list(ctx, args[0], filter)
+			err = explain(ctx, c, args[0], err)
 			if err != nil || g.json {
 				return firstErr(err, func() error { return printJSON(deadLettersJSON(letters)) })
 			}
@@ -102,8 +103,14 @@ func dlqListCmd(g *globals, peek bool) *cobra.Command {
 	return cmd
 }
 
+// empty says whether no flag narrows the selection.
+func (f *deadFlags) empty() bool {
+	return f.reason == "" && f.group == "" && f.since == 0 && len(f.seqs) == 0 && f.limit == 0
+}
+
 func dlqChangeCmd(g *globals, redrive bool) *cobra.Command {
 	var f deadFlags
+	var confirm confirmer
 	use, short := "redrive QUEUE", "Move dead letters back to the queue (attempts reset, id and group kept)"
 	if !redrive {
 		use, short = "rm QUEUE", "Delete dead letters for good"
@@ -114,6 +121,11 @@ func dlqChangeCmd(g *globals, redrive bool) *cobra.Command {
 			filter, err := f.filter()
 			if err != nil {
 				return err
+			}
+			if !redrive && f.empty() {
+				if err := confirm.confirm(fmt.Sprintf("delete every dead letter of queue %s for good", args[0])); err != nil {
+					return err
+				}
 			}
 			c, ctx, done, err := g.connect(cmd)
 			if err != nil {
@@ -126,7 +138,7 @@ func dlqChangeCmd(g *globals, redrive bool) *cobra.Command {
 			}
 			n, err := change(ctx, args[0], filter)
 			if err != nil {
-				return err
+				return explain(ctx, c, args[0], err)
 			}
 			if g.json {
 				return printJSON(map[string]int{verb: n})
@@ -136,6 +148,9 @@ func dlqChangeCmd(g *globals, redrive bool) *cobra.Command {
 		},
 	}
 	f.bind(cmd.Flags())
+	if !redrive {
+		confirm.bind(cmd.Flags())
+	}
 	return cmd
 }
 

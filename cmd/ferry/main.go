@@ -34,8 +34,10 @@ type globals struct {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "ferry:", err)
+	root := newRoot()
+	if err := root.ExecuteContext(ctx); err != nil {
+		timeout, _ := root.PersistentFlags().GetDuration("timeout")
+		fmt.Fprintln(os.Stderr, "ferry:", describe(err, timeout))
 		os.Exit(1)
 	}
 }
@@ -55,7 +57,8 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVarP(&g.servers, "servers", "s", servers, "comma-separated client addresses of cluster nodes (env FERRY_SERVERS)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
-	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), dlqCmd(g), purgeCmd(g), benchCmd(g))
+	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), peekCmd(g),
+		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g))
 	return root
 }
 
@@ -66,7 +69,10 @@ func (g *globals) connect(cmd *cobra.Command) (*client.Client, context.Context, 
 	c, err := client.Dial(ctx, strings.Split(g.servers, ","), client.WithClientName("ferry-cli"))
 	if err != nil {
 		cancel()
-		return nil, nil, nil, fmt.Errorf("connect to %s: %w", g.servers, err)
+		if cmd.Context().Err() != nil {
+			return nil, nil, nil, err // interrupted
+		}
+		return nil, nil, nil, clusterDownError(g.servers, err)
 	}
 	return c, ctx, func() { c.Close(); cancel() }, nil
 }

@@ -44,20 +44,7 @@ func sendCmd(g *globals) *cobra.Command {
 			}
 			defer done()
 			res, err := c.Queue(args[0]).SendBatch(ctx, msgs)
-			if g.json {
-				if perr := printJSON(res); perr != nil {
-					return perr
-				}
-				return err
-			}
-			var rows [][]string
-			for _, r := range res {
-				rows = append(rows, []string{r.ID, fmt.Sprint(r.Partition), fmt.Sprint(r.Seq), fmt.Sprint(r.Duplicate)})
-			}
-			if len(rows) > 0 {
-				table([]string{"ID", "PARTITION", "SEQ", "DUPLICATE"}, rows)
-			}
-			return err
+			return printSent(g, res, explain(ctx, c, args[0], err))
 		},
 	}
 	cmd.Flags().StringVar(&group, "group", "", "message group (per-group order)")
@@ -65,6 +52,41 @@ func sendCmd(g *globals) *cobra.Command {
 	cmd.Flags().DurationVar(&delay, "delay", 0, "keep the message invisible this long")
 	cmd.Flags().StringArrayVarP(&headers, "header", "H", nil, "header key=value (repeatable)")
 	return cmd
+}
+
+// printSent shows the messages that were sent (only those: a failed
+// message gets no row that could pass for a success) and reports each
+// failed one on standard error; the error, returned, makes the exit
+// status non-zero.
+func printSent(g *globals, res []client.SendResult, err error) error {
+	var be *client.BatchError
+	failed := make(map[int]bool)
+	if errors.As(err, &be) {
+		for i, e := range be.Errors {
+			if e != nil && i < len(res) {
+				failed[i] = true
+				fmt.Fprintf(os.Stderr, "not sent: message %s: %v\n", res[i].ID, describe(e, g.timeout))
+			}
+		}
+		err = fmt.Errorf("%d of %d messages not sent", len(failed), len(be.Errors))
+	}
+	sent := make([]client.SendResult, 0, len(res))
+	for i, r := range res {
+		if !failed[i] {
+			sent = append(sent, r)
+		}
+	}
+	if g.json {
+		return firstErr(printJSON(sent), func() error { return err })
+	}
+	var rows [][]string
+	for _, r := range sent {
+		rows = append(rows, []string{r.ID, fmt.Sprint(r.Partition), fmt.Sprint(r.Seq), fmt.Sprint(r.Duplicate)})
+	}
+	if len(rows) > 0 {
+		table([]string{"ID", "PARTITION", "SEQ", "DUPLICATE"}, rows)
+	}
+	return err
 }
 
 func parseHeaders(kvs []string) (map[string]string, error) {
@@ -107,6 +129,9 @@ func recvCmd(g *globals) *cobra.Command {
 		Short: "Receive (lease) messages; --ack deletes them after printing",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait > client.MaxWait {
+				return fmt.Errorf("--wait %v is above the server's maximum long-poll of %v", wait, client.MaxWait)
+			}
 			c, ctx, done, err := g.connect(cmd)
 			if err != nil {
 				return err
@@ -115,7 +140,7 @@ func recvCmd(g *globals) *cobra.Command {
 			q := c.Queue(args[0])
 			ds, err := q.Receive(ctx, client.ReceiveOptions{Max: maxCount, Wait: wait, Visibility: visibility})
 			if err != nil {
-				return err
+				return explain(ctx, c, args[0], err)
 			}
 			if ack && len(ds) > 0 {
 				if err := errors.Join(q.AckBatch(ctx, ds)...); err != nil {
@@ -126,7 +151,7 @@ func recvCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVarP(&maxCount, "max", "n", 1, "most messages to receive")
-	cmd.Flags().DurationVarP(&wait, "wait", "w", 0, "long-poll up to this long (max 20s) when none is ready")
+	cmd.Flags().DurationVarP(&wait, "wait", "w", 0, fmt.Sprintf("long-poll up to this long (at most %v) when none is ready", client.MaxWait))
 	cmd.Flags().DurationVar(&visibility, "visibility", 0, "lease length (default: the queue's)")
 	cmd.Flags().BoolVar(&ack, "ack", false, "ack the messages after printing them")
 	return cmd
@@ -143,10 +168,14 @@ func printDeliveries(g *globals, ds []*client.Delivery, acked bool) error {
 			Attempt              uint32
 			EnqueuedAt, Deadline time.Time
 			Acked                bool
+			Receipt              string `json:",omitempty"`
 		}
 		list := make([]out, len(ds))
 		for i, d := range ds {
-			list[i] = out{d.ID, d.Group, d.Headers, string(d.Body), d.Partition, d.Seq, d.Attempt, d.EnqueuedAt, d.Deadline, acked}
+			list[i] = out{d.ID, d.Group, d.Headers, string(d.Body), d.Partition, d.Seq, d.Attempt, d.EnqueuedAt, d.Deadline, acked, ""}
+			if !acked {
+				list[i].Receipt = d.Receipt().String()
+			}
 		}
 		return printJSON(list)
 	}
@@ -156,11 +185,28 @@ func printDeliveries(g *globals, ds []*client.Delivery, acked bool) error {
 	}
 	var rows [][]string
 	for _, d := range ds {
-		rows = append(rows, []string{d.ID, d.Group, fmt.Sprint(d.Partition), fmt.Sprint(d.Seq), fmt.Sprint(d.Attempt), string(d.Body)})
+		receipt := "-" // settled already
+		if !acked {
+			receipt = d.Receipt().String()
+		}
+		rows = append(rows, []string{receipt, d.ID, d.Group, fmt.Sprint(d.Attempt), leaseLeft(d.Deadline, acked), string(d.Body)})
 	}
-	table([]string{"ID", "GROUP", "PARTITION", "SEQ", "ATTEMPT", "BODY"}, rows)
+	table([]string{"RECEIPT", "ID", "GROUP", "ATTEMPT", "LEASE", "BODY"}, rows)
 	if !acked {
-		fmt.Fprintf(os.Stderr, "(leased, not acked: they come back when the lease ends; use --ack to delete)\n")
+		fmt.Fprintf(os.Stderr, "(leased, not acked: settle with ferry ack|nack|extend RECEIPT before the lease ends, or they come back)\n")
 	}
 	return nil
+}
+
+// leaseLeft shows how long a lease has left ("29.9s"), "expired", or "-"
+// for a settled delivery.
+func leaseLeft(deadline time.Time, settled bool) string {
+	if settled {
+		return "-"
+	}
+	left := time.Until(deadline).Round(100 * time.Millisecond)
+	if left <= 0 {
+		return "expired"
+	}
+	return left.String()
 }

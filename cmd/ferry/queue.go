@@ -102,7 +102,7 @@ func queueCreateCmd(g *globals, update bool) *cobra.Command {
 			defer done()
 			settings := f.settings(cmd.Flags())
 			if update {
-				err = c.UpdateQueue(ctx, args[0], settings...)
+				err = explain(ctx, c, args[0], c.UpdateQueue(ctx, args[0], settings...))
 			} else {
 				err = c.CreateQueue(ctx, args[0], settings...)
 			}
@@ -169,8 +169,11 @@ func queueStatsCmd(g *globals) *cobra.Command {
 			}
 			defer done()
 			st, err := c.QueueStats(ctx, args[0])
-			if err != nil || g.json {
-				return firstErr(err, func() error { return printJSON(jsonview.StatsOf(st)) })
+			if err != nil {
+				return explain(ctx, c, args[0], err)
+			}
+			if g.json {
+				return firstErr(printJSON(jsonview.StatsOf(st)), func() error { return statsFailures(st) })
 			}
 			var rows [][]string
 			row := func(name string, p client.PartitionStats) []string {
@@ -185,35 +188,68 @@ func queueStatsCmd(g *globals) *cobra.Command {
 				}
 				rows = append(rows, row(fmt.Sprint(p.Partition), p))
 			}
-			rows = append(rows, row("total", st.Total()))
+			total := "total"
+			if statsFailures(st) != nil {
+				total = "total (partial)"
+			}
+			rows = append(rows, row(total, st.Total()))
 			table([]string{"PARTITION", "READY", "DELAYED", "IN-FLIGHT", "DEAD", "SENT", "ACKED", "DEAD-LETTERED", "OLDEST"}, rows)
-			return nil
+			return statsFailures(st)
 		},
 	}
 }
 
+// statsFailures says how many partitions' figures are missing, with the
+// first reason; nil when every partition answered.
+func statsFailures(st client.Stats) error {
+	var first error
+	n := 0
+	for _, p := range st.Partitions {
+		if err := p.Err(); err != nil {
+			if first == nil {
+				first = fmt.Errorf("partition %d: %w", p.Partition, err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("figures of %d of %d partitions missing; %w", n, len(st.Partitions), first)
+}
+
 func queueRemoveCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use: "rm NAME", Short: "Delete a queue and all its messages", Args: cobra.ExactArgs(1),
+	var confirm confirmer
+	cmd := &cobra.Command{
+		Use: "rm NAME", Short: "Delete a queue and all its messages (asks first; --yes skips that)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := confirm.confirm(fmt.Sprintf("delete queue %s with all its messages and dead letters", args[0])); err != nil {
+				return err
+			}
 			c, ctx, done, err := g.connect(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
 			if err := c.DeleteQueue(ctx, args[0]); err != nil {
-				return err
+				return explain(ctx, c, args[0], err)
 			}
 			fmt.Printf("queue %s deleted\n", args[0])
 			return nil
 		},
 	}
+	confirm.bind(cmd.Flags())
+	return cmd
 }
 
 func purgeCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use: "purge QUEUE", Short: "Delete every ready and delayed message (leased ones stay)", Args: cobra.ExactArgs(1),
+	var confirm confirmer
+	cmd := &cobra.Command{
+		Use: "purge QUEUE", Short: "Delete every ready and delayed message (leased ones stay; asks first)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := confirm.confirm(fmt.Sprintf("delete every ready and delayed message of queue %s", args[0])); err != nil {
+				return err
+			}
 			c, ctx, done, err := g.connect(cmd)
 			if err != nil {
 				return err
@@ -221,7 +257,7 @@ func purgeCmd(g *globals) *cobra.Command {
 			defer done()
 			n, err := c.Purge(ctx, args[0])
 			if err != nil {
-				return err
+				return explain(ctx, c, args[0], err)
 			}
 			if g.json {
 				return printJSON(map[string]int{"purged": n})
@@ -230,6 +266,8 @@ func purgeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	confirm.bind(cmd.Flags())
+	return cmd
 }
 
 // orNone renders a setting for a table: v, or none when v is 0 (the value

@@ -12,8 +12,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -25,10 +27,34 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "ferryd:", err)
-		os.Exit(1)
+	os.Exit(exitCode(run(os.Args[1:]), os.Stderr))
+}
+
+// exitCode reports err on w and returns the process's exit status: 0 for
+// success and for -h (help was asked for and printed), 2 for a usage
+// error, 1 otherwise.
+func exitCode(err error, w io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(w, "ferryd:", err)
+		return 2
 	}
+	fmt.Fprintln(w, "ferryd:", err)
+	return 1
+}
+
+// usageError is a bad flag or environment value.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// envName is the environment twin of a flag: -data-dir is FERRY_DATA_DIR.
+func envName(flagName string) string {
+	return "FERRY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // options are the command line settings.
@@ -63,9 +89,14 @@ func (r raftOptions) apply(cfg *node.Config) {
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = r.snapshotThreshold, r.trailingLogs, r.snapshotInterval
 }
 
-func parseFlags(args []string) (options, error) {
+// parseFlags reads the environment twins of the flags, then args (which
+// win). A malformed value in either is an error naming it; -h prints the
+// help, every flag with its environment variable, on out and returns
+// flag.ErrHelp.
+func parseFlags(args []string, out io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("ferryd", flag.ContinueOnError)
+	fs.SetOutput(out)
 	fs.StringVar(&o.id, "id", "", "node id, stable across restarts (required)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "data directory (default ./data/<id>)")
 	fs.StringVar(&o.ip, "ip", "127.0.0.1", "the node's own IP: listened on and advertised")
@@ -80,17 +111,35 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
 	o.raft.register(fs)
+	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		env := "FERRY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envName(f.Name)
+		f.Usage += " [" + env + "]"
 		if v, ok := os.LookupEnv(env); ok {
-			f.Value.Set(v)
+			if err := f.Value.Set(v); err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s=%q: not a valid value for -%s: %w", env, v, f.Name, err))
+			}
 		}
 	})
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: ferryd -id ID [flags]\n\nRuns one Ferry node. Every flag can also be set by the environment variable\n"+
+			"shown in brackets beside it; a flag given on the command line wins.\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, &usageError{err}
+	}
+	if len(envErrs) > 0 {
+		return o, &usageError{errors.Join(envErrs...)}
+	}
+	if fs.NArg() > 0 {
+		return o, &usageError{fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))}
 	}
 	if o.id == "" {
-		return o, fmt.Errorf("-id is required")
+		return o, &usageError{fmt.Errorf("-id (or %s) is required", envName("id"))}
 	}
 	if o.dataDir == "" {
 		o.dataDir = "data/" + o.id
@@ -122,7 +171,7 @@ func (o options) config(logger *slog.Logger) node.Config {
 }
 
 func run(args []string) error {
-	o, err := parseFlags(args)
+	o, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestParseFlags_MalformedEnvValueIsAnErrorNamingIt(t *testing.T) {
+	for env, val := range map[string]string{
+		"FERRY_BOOTSTRAP_EXPECT":      "abc",
+		"FERRY_FAST_GOSSIP":           "maybe",
+		"FERRY_RAFT_ELECTION_TIMEOUT": "soon",
+	} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, val)
+			var out bytes.Buffer
+			_, err := parseFlags([]string{"-id", "n1"}, &out)
+			if err == nil || !strings.Contains(err.Error(), env) {
+				t.Fatalf("%s=%s: err %v, want an error naming %s", env, val, err, env)
+			}
+			if code := exitCode(err, &out); code == 0 {
+				t.Fatalf("exit code 0 for %v", err)
+			}
+		})
+	}
+}
+
+func TestParseFlags_EnvValuesApplyAndFlagsWin(t *testing.T) {
+	t.Setenv("FERRY_BOOTSTRAP_EXPECT", "3")
+	t.Setenv("FERRY_ID", "from-env")
+	o, err := parseFlags([]string{"-id", "n1"}, &bytes.Buffer{})
+	if err != nil || o.bootstrapExpect != 3 || o.id != "n1" {
+		t.Fatalf("got %+v, %v: want bootstrap-expect 3 from the environment and id n1 from the flag", o, err)
+	}
+}
+
+func TestParseFlags_HelpExitsZeroAndListsEveryEnvName(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseFlags([]string{"-h"}, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want flag.ErrHelp", err)
+	}
+	if code := exitCode(err, &bytes.Buffer{}); code != 0 {
+		t.Fatalf("-h exit code %d, want 0", code)
+	}
+	fs := flag.NewFlagSet("names", flag.ContinueOnError)
+	var o options
+	o.raft.register(fs)
+	help := out.String()
+	for _, name := range []string{"id", "data-dir", "ip", "port-offset", "raft-addr", "client-addr", "http-addr", "gossip-addr",
+		"join", "bootstrap-expect", "cluster", "log-level", "fast-gossip"} {
+		if !strings.Contains(help, "-"+name) || !strings.Contains(help, envName(name)) {
+			t.Errorf("help lacks -%s or %s", name, envName(name))
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(help, envName(f.Name)) {
+			t.Errorf("help lacks %s", envName(f.Name))
+		}
+	})
+}
+
+func TestParseFlags_BadFlagIsAUsageError(t *testing.T) {
+	_, err := parseFlags([]string{"-id", "n1", "-bootstrap-expect", "x"}, &bytes.Buffer{})
+	if code := exitCode(err, &bytes.Buffer{}); code != 2 {
+		t.Fatalf("bad flag: %v, exit code %d, want 2", err, code)
+	}
+	_, err = parseFlags(nil, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "FERRY_ID") {
+		t.Fatalf("missing id: %v", err)
+	}
+}
