@@ -224,6 +224,17 @@ func TestCLI_JSONMatchesHTTP(t *testing.T) {
 
 	// Figures: stats and /v1/replicas agree on what they share.
 	checkFigures(t, nd, addr)
+	sent := cliJSON(t, addr, "send", "orders", "json-keys", "-H", "k=v")
+	peeked := cliJSON(t, addr, "peek", "orders", "--max", "5")
+	received := cliJSON(t, addr, "recv", "orders", "--max", "5")
+	checkSnakeCase(t, "send", sent)
+	checkSnakeCase(t, "peek", peeked)
+	checkSnakeCase(t, "recv", received)
+	if list, _ := received.([]any); len(list) == 0 {
+		t.Errorf("recv --json printed %v", received)
+	} else if d := list[0].(map[string]any); d["receipt"] == nil || d["enqueued_at"] == nil {
+		t.Errorf("recv --json entry %v lacks receipt or enqueued_at", d)
+	}
 	for what, v := range map[string]any{"queue create": created, "cluster status": cliCluster, "GET /v1/cluster": httpCluster,
 		"GET /v1/queues": httpJSON(t, nd, "/v1/queues"), "GET /v1/replicas": httpJSON(t, nd, "/v1/replicas")} {
 		checkSnakeCase(t, what, v)

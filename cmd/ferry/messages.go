@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"os"
 	"strings"
 	"time"
@@ -77,7 +78,11 @@ func printSent(g *globals, res []client.SendResult, err error) error {
 		}
 	}
 	if g.json {
-		return firstErr(printJSON(sent), func() error { return err })
+		list := make([]sentJSON, len(sent))
+		for i, r := range sent {
+			list[i] = sentJSON{ID: r.ID, Partition: r.Partition, Seq: r.Seq, Duplicate: r.Duplicate}
+		}
+		return firstErr(printJSON(list), func() error { return err })
 	}
 	var rows [][]string
 	for _, r := range sent {
@@ -157,22 +162,35 @@ func recvCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// sentJSON is one confirmed send in --json output.
+type sentJSON struct {
+	ID        string `json:"id"`
+	Partition int    `json:"partition"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// deliveryJSON is one received message in --json output.
+type deliveryJSON struct {
+	ID         string            `json:"id"`
+	Group      string            `json:"group,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	Body       string            `json:"body"`
+	Partition  int               `json:"partition"`
+	Seq        uint64            `json:"seq"`
+	Attempt    uint32            `json:"attempt"`
+	EnqueuedAt string            `json:"enqueued_at"`
+	Deadline   string            `json:"deadline"`
+	Acked      bool              `json:"acked"`
+	Receipt    string            `json:"receipt,omitempty"`
+}
+
 func printDeliveries(g *globals, ds []*client.Delivery, acked bool) error {
 	if g.json {
-		type out struct {
-			ID, Group            string
-			Headers              map[string]string `json:",omitempty"`
-			Body                 string
-			Partition            int
-			Seq                  uint64
-			Attempt              uint32
-			EnqueuedAt, Deadline time.Time
-			Acked                bool
-			Receipt              string `json:",omitempty"`
-		}
-		list := make([]out, len(ds))
+		list := make([]deliveryJSON, len(ds))
 		for i, d := range ds {
-			list[i] = out{d.ID, d.Group, d.Headers, string(d.Body), d.Partition, d.Seq, d.Attempt, d.EnqueuedAt, d.Deadline, acked, ""}
+			list[i] = deliveryJSON{d.ID, d.Group, d.Headers, string(d.Body), d.Partition, d.Seq, d.Attempt,
+				jsonview.Time(d.EnqueuedAt), jsonview.Time(d.Deadline), acked, ""}
 			if !acked {
 				list[i].Receipt = d.Receipt().String()
 			}

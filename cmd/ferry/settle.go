@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"os"
 	"strconv"
 	"time"
@@ -115,7 +116,7 @@ type peekedJSON struct {
 	Group      string            `json:"group,omitempty"`
 	Headers    map[string]string `json:"headers,omitempty"`
 	Body       string            `json:"body"`
-	EnqueuedAt time.Time         `json:"enqueued_at"`
+	EnqueuedAt string            `json:"enqueued_at"`
 	Age        string            `json:"age"`
 	Attempts   uint32            `json:"attempts"`
 	Blocked    bool              `json:"blocked"`
@@ -146,7 +147,7 @@ func peekCmd(g *globals) *cobra.Command {
 			if g.json {
 				list := make([]peekedJSON, len(ms))
 				for i, m := range ms {
-					list[i] = peekedJSON{m.Partition, m.Seq, m.ID, m.Group, m.Headers, string(m.Body), m.EnqueuedAt,
+					list[i] = peekedJSON{m.Partition, m.Seq, m.ID, m.Group, m.Headers, string(m.Body), jsonview.Time(m.EnqueuedAt),
 						age(m.EnqueuedAt), m.Attempts, m.Blocked}
 				}
 				return printJSON(list)
