@@ -1,7 +1,5 @@
 package fsm
 
-import "github.com/ferrymq/ferry/wal"
-
 // msgState is where a message is in its life.
 type msgState uint8
 
@@ -21,8 +19,9 @@ const (
 	eligibleTree             // in returned: back from a retry, delay or group wait
 )
 
-// message is the RAM part of a message; its headers and body are in the body
-// store at pos. The struct is kept small on purpose: a partition may hold
+// message is the RAM part of a message; its headers and body (the stored
+// payload) are in the body store at pos, a location only the store
+// interprets. The struct is kept small on purpose: a partition may hold
 // millions of them (see BenchmarkFSM_MemoryPerMessage).
 type message struct {
 	seq        uint64
@@ -30,7 +29,7 @@ type message struct {
 	group      *group
 	enqueuedAt int64
 	visibleAt  int64 // delayed: when it becomes ready; in flight: the deadline
-	pos        wal.Pos
+	pos        Loc
 	stored     uint32 // bytes in the body store
 	crc        uint32 // CRC-32C of the stored bytes, for digests
 	attempts   uint32
