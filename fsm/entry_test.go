@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ferrymq/ferry/wal"
 	"github.com/vmihailenco/msgpack/v5"
@@ -575,4 +576,17 @@ func FuzzFSM_DecodeSend(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFSM_MessageFitsItsSizeClass guards the per-message memory: the struct
+// must stay within the 80-byte allocation class.
+func TestFSM_MessageFitsItsSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(message{}); n > 80 {
+		t.Fatalf("message is %d bytes, more than 80", n)
+	}
+	var m message
+	m.setID("0123456789")
+	if m.id() != "0123456789" || (&message{}).id() != "" {
+		t.Fatalf("id round trip gave %q", m.id())
+	}
 }

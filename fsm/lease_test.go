@@ -123,7 +123,8 @@ func TestFSM_BackoffIsBoundedDeterministicAndJittered(t *testing.T) {
 	f, _ := New(QueueConfig{BackoffBase: time.Second, BackoffMax: time.Minute, MaxMessageBytes: 1}, NewMemBodyStore())
 	seen := map[time.Duration]bool{}
 	for attempt := uint32(1); attempt <= 200; attempt++ {
-		m := &message{id: "msg", attempts: attempt}
+		m := &message{attempts: attempt}
+		m.setID("msg")
 		d := time.Second << min(attempt-1, 10)
 		d = min(d, time.Minute)
 		got := f.backoff(m)
@@ -136,7 +137,7 @@ func TestFSM_BackoffIsBoundedDeterministicAndJittered(t *testing.T) {
 		t.Fatalf("only %d distinct backoffs: no jitter", len(seen))
 	}
 	f.cfg.BackoffBase, f.cfg.BackoffMax = 0, 0
-	if got := f.backoff(&message{id: "x", attempts: 3}); got != 0 {
+	if got := f.backoff(&message{attempts: 3}); got != 0 {
 		t.Fatalf("zero base gave %v", got)
 	}
 }

@@ -179,7 +179,7 @@ type listing struct {
 func fsmListing(f *FSM) []listing {
 	var out []listing
 	f.eachMessage(func(m *message) {
-		l := listing{seq: m.seq, id: m.id, state: m.state, attempts: m.attempts}
+		l := listing{seq: m.seq, id: m.id(), state: m.state, attempts: m.attempts}
 		if m.group != nil {
 			l.group = m.group.name
 		}

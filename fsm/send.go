@@ -89,11 +89,8 @@ func (f *FSM) sendOne(nm *NewMessage, index uint64) SendOutcome {
 		return SendOutcome{Err: err}
 	}
 	f.lastSeq++
-	m := &message{
-		seq:        f.lastSeq,
-		id:         nm.ID,
-		enqueuedAt: f.clock,
-	}
+	m := &message{seq: f.lastSeq, enqueuedAt: f.clock}
+	m.setID(nm.ID)
 	if index > 0 && f.entries != nil && nm.stored != nil && nm.storedAt >= 0 {
 		f.refBody(m, index, nm.storedAt, payload)
 	} else {

@@ -145,7 +145,7 @@ func (f *FSM) eachMessage(fn func(*message)) {
 
 func snapOf(m *message) snapMessage {
 	sm := snapMessage{
-		Seq: m.seq, ID: m.id, EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt,
+		Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt,
 		Attempts: m.attempts, State: m.state, pos: m.pos, stored: m.stored, crc: m.crc,
 	}
 	if m.group != nil {
@@ -268,6 +268,9 @@ func (f *FSM) restore(r io.Reader) error {
 		if err := dec.Decode(&sm); err != nil {
 			return fmt.Errorf("%w: message %d of %d: %w", ErrSnapshotFormat, i, h.Messages, err)
 		}
+		if len(sm.ID) > IDBytesMax {
+			return fmt.Errorf("%w: message %d of %d: id of %d bytes", ErrSnapshotFormat, i, h.Messages, len(sm.ID))
+		}
 		if sm.Seq <= prev || sm.Seq > h.LastSeq {
 			return fmt.Errorf("%w: message %d of %d: seq %d after %d (last %d)", ErrSnapshotFormat, i, h.Messages,
 				sm.Seq, prev, h.LastSeq)
@@ -296,7 +299,8 @@ func (f *FSM) Reset() {
 }
 
 func (f *FSM) restoreMessage(sm *snapMessage, form snapForm) error {
-	m := &message{seq: sm.Seq, id: sm.ID, enqueuedAt: sm.EnqueuedAt, attempts: sm.Attempts}
+	m := &message{seq: sm.Seq, enqueuedAt: sm.EnqueuedAt, attempts: sm.Attempts}
+	m.setID(sm.ID)
 	if sm.HasInfo {
 		in := sm.Info
 		m.info = &deliveryInfo{
