@@ -44,7 +44,7 @@ func BenchmarkFSM_SendReceiveAck(b *testing.B) {
 }
 
 func benchSendReceiveAck(b *testing.B, cfg QueueConfig) {
-	f, err := New(cfg, benchWAL(b))
+	f, err := New(cfg, WALBodyStore{benchWAL(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func BenchmarkFSM_MemoryPerMessage(b *testing.B) {
 	const count, batch = 1_000_000, 500
 	body := make([]byte, 1024)
 	for range b.N {
-		f, err := New(DefaultQueueConfig(), benchWAL(b))
+		f, err := New(DefaultQueueConfig(), WALBodyStore{benchWAL(b)})
 		if err != nil {
 			b.Fatal(err)
 		}

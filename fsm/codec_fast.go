@@ -1,7 +1,10 @@
 package fsm
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -47,8 +50,19 @@ func (c *SendCmd) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return nil
 }
 
-// DecodeMsgpack reads what EncodeMsgpack wrote.
-func (c *SendCmd) DecodeMsgpack(dec *msgpack.Decoder) error {
+// DecodeMsgpack reads what EncodeMsgpack wrote. Messages of the current
+// form keep their stored payload (a copy; Headers and Body unset) with no
+// known position: DecodeCommand and FSM.Apply are the decoders to use.
+func (c *SendCmd) DecodeMsgpack(dec *msgpack.Decoder) error { return c.decode(dec, nil) }
+
+// entrySource is the log entry a decoder is reading: with it, a message's
+// stored payload is taken from data in place, its offset recorded.
+type entrySource struct {
+	r    *bytes.Reader // the decoder's reader over data; no read-ahead
+	data []byte
+}
+
+func (c *SendCmd) decode(dec *msgpack.Decoder, src *entrySource) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return err
@@ -58,14 +72,50 @@ func (c *SendCmd) DecodeMsgpack(dec *msgpack.Decoder) error {
 	}
 	c.Messages = make([]NewMessage, n)
 	for i := range c.Messages {
-		if err := c.Messages[i].decode(dec); err != nil {
+		if err := c.Messages[i].decode(dec, src); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
 	}
 	return nil
 }
 
+// A message is encoded in one of two forms, told apart by the length of its
+// array:
+//
+//	4 fields (current): id, group, payload, delay. The payload is one bin
+//	    field holding the stored payload (see payload.go), canonical: header
+//	    keys strictly increasing. A store may keep it where the log entry
+//	    holds it.
+//	5 fields (first form, still decoded): id, group, headers map, body,
+//	    delay. Still written for a message whose headers the stored payload
+//	    cannot represent (the FSM refuses it).
+
 func (m *NewMessage) encode(enc *msgpack.Encoder) error {
+	if m.stored != nil {
+		return encodeAll(enc.EncodeArrayLen(4), enc.EncodeString(m.ID), enc.EncodeString(m.Group),
+			enc.EncodeBytes(m.stored), enc.EncodeInt(int64(m.Delay)))
+	}
+	if !payloadEncodable(m.Headers) {
+		return m.encodeV1(enc)
+	}
+	head := appendPayloadHead(nil, m.Headers, 0)
+	err := encodeAll(enc.EncodeArrayLen(4), enc.EncodeString(m.ID), enc.EncodeString(m.Group),
+		enc.EncodeBytesLen(len(head)+len(m.Body)))
+	if err != nil {
+		return err
+	}
+	w := enc.Writer()
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	if _, err := w.Write(m.Body); err != nil {
+		return err
+	}
+	return enc.EncodeInt(int64(m.Delay))
+}
+
+// encodeV1 writes the 5-field form.
+func (m *NewMessage) encodeV1(enc *msgpack.Encoder) error {
 	err := encodeAll(enc.EncodeArrayLen(5), enc.EncodeString(m.ID), enc.EncodeString(m.Group))
 	if err != nil {
 		return err
@@ -81,17 +131,68 @@ func (m *NewMessage) encode(enc *msgpack.Encoder) error {
 	return encodeAll(enc.EncodeBytes(m.Body), enc.EncodeInt(int64(m.Delay)))
 }
 
-func (m *NewMessage) decode(dec *msgpack.Decoder) error {
-	if err := expectArray(dec, "message", 5); err != nil {
+func (m *NewMessage) decode(dec *msgpack.Decoder, src *entrySource) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
 		return err
 	}
-	var err error
+	if n != 4 && n != 5 {
+		return fmt.Errorf("message with %d fields (want 4 or 5)", n)
+	}
 	if m.ID, err = dec.DecodeString(); err != nil {
 		return err
 	}
 	if m.Group, err = dec.DecodeString(); err != nil {
 		return err
 	}
+	if n == 4 {
+		err = m.decodeStored(dec, src)
+	} else {
+		err = m.decodeV1(dec)
+	}
+	if err != nil {
+		return err
+	}
+	delay, err := dec.DecodeInt64()
+	m.Delay = time.Duration(delay)
+	return err
+}
+
+// decodeStored reads the payload field of the 4-field form: in place from
+// src when given, else a copy.
+func (m *NewMessage) decodeStored(dec *msgpack.Decoder, src *entrySource) error {
+	m.storedAt = -1
+	if src == nil {
+		p, err := dec.DecodeBytes()
+		if err != nil {
+			return err
+		}
+		m.stored = p
+	} else {
+		n, err := dec.DecodeBytesLen()
+		if err != nil {
+			return err
+		}
+		if n < 0 || n > src.r.Len() {
+			return fmt.Errorf("payload of %d bytes with %d left", n, src.r.Len())
+		}
+		off := len(src.data) - src.r.Len()
+		m.stored, m.storedAt = src.data[off:off+n:off+n], off
+		if _, err := src.r.Seek(int64(n), io.SeekCurrent); err != nil {
+			return err
+		}
+	}
+	if m.stored == nil {
+		return errors.New("message without payload")
+	}
+	if _, _, err := scanPayload(m.stored); err != nil {
+		return err
+	}
+	return nil
+}
+
+// decodeV1 reads the headers and body of the 5-field form.
+func (m *NewMessage) decodeV1(dec *msgpack.Decoder) error {
 	n, err := dec.DecodeMapLen()
 	if err != nil {
 		return err
@@ -111,11 +212,7 @@ func (m *NewMessage) decode(dec *msgpack.Decoder) error {
 			}
 		}
 	}
-	if m.Body, err = dec.DecodeBytes(); err != nil {
-		return err
-	}
-	delay, err := dec.DecodeInt64()
-	m.Delay = time.Duration(delay)
+	m.Body, err = dec.DecodeBytes()
 	return err
 }
 

@@ -67,6 +67,12 @@ type NewMessage struct {
 	Body    []byte            `msgpack:"body"`
 	// Delay keeps the message invisible this long after it is accepted.
 	Delay time.Duration `msgpack:"delay,omitempty"`
+
+	// stored is set instead of Headers and Body by the FSM's own decoding:
+	// the message's stored payload (payload.go), usually aliasing the log
+	// entry's data. storedAt is its offset in that data, -1 when unknown.
+	stored   []byte
+	storedAt int
 }
 
 // SendCmd enqueues a batch of messages.
@@ -205,8 +211,39 @@ func (c Command) payload() (any, error) {
 }
 
 // DecodeCommand is the inverse of EncodeCommand. It fails on unknown types,
-// malformed bytes and trailing garbage.
+// malformed bytes and trailing garbage. The command shares no memory with
+// data.
 func DecodeCommand(data []byte) (Command, error) {
+	c, err := decodeCommand(data)
+	if err != nil {
+		return Command{}, err
+	}
+	if c.Send != nil {
+		for i := range c.Send.Messages {
+			if err := c.Send.Messages[i].unpack(); err != nil {
+				return Command{}, fmt.Errorf("decode send: message %d: %w", i, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// unpack turns a stored payload into Headers and Body (copies).
+func (m *NewMessage) unpack() error {
+	if m.stored == nil {
+		return nil
+	}
+	h, body, err := decodePayload(m.stored)
+	if err != nil {
+		return err
+	}
+	m.Headers, m.Body, m.stored, m.storedAt = h, bytes.Clone(body), nil, 0
+	return nil
+}
+
+// decodeCommand is DecodeCommand leaving each message of a send in its
+// stored form, taken in place from data: the messages alias data.
+func decodeCommand(data []byte) (Command, error) {
 	r := bytes.NewReader(data)
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
@@ -220,7 +257,9 @@ func DecodeCommand(data []byte) (Command, error) {
 	switch h.Type {
 	case CmdSend:
 		c.Send = new(SendCmd)
-		target = c.Send
+		if err := c.Send.decode(dec, &entrySource{r: r, data: data}); err != nil {
+			return Command{}, fmt.Errorf("decode %s payload: %w", h.Type, err)
+		}
 	case CmdReceive:
 		c.Receive = new(ReceiveCmd)
 		target = c.Receive

@@ -153,7 +153,7 @@ func (f *FSM) PeekDead(d DeadFilter) ([]DeadLetter, error) {
 func deadView(m *message) DeadLetter {
 	in := m.info
 	d := DeadLetter{
-		Seq: m.seq, ID: m.id, Bytes: int(m.stored), Attempts: m.attempts,
+		Seq: m.seq, ID: m.id(), Bytes: int(m.stored), Attempts: m.attempts,
 		FirstEnqueuedAt: m.enqueuedAt, EnqueuedAt: m.enqueuedAt,
 		FirstDeliveredAt: in.firstDeliveredAt, LastDeliveredAt: in.lastDeliveredAt,
 		DeadAt: in.deadAt, Reason: in.deadReason, ReasonText: in.deadText,
@@ -197,14 +197,14 @@ func (f *FSM) redriveOne(old *message) {
 	}
 	in.deadAt, in.deadReason, in.deadText = 0, 0, ""
 	in.addEvent(Event{Kind: EventRedriven, At: f.clock, Attempt: old.attempts})
-	m := &message{seq: f.lastSeq, id: old.id, enqueuedAt: f.clock, info: &in}
+	m := &message{seq: f.lastSeq, idData: old.idData, idLen: old.idLen, enqueuedAt: f.clock, info: &in}
 	f.storeBody(m, payload)
 	f.table.put(m)
 	f.gauges.bytes += int64(m.stored)
 	if old.group != nil {
 		m.group = f.joinGroup(old.group.name, m)
 	}
-	if key := keyOf(m.id); f.dedup[key] == old.seq {
+	if key := keyOf(m.id()); f.dedup[key] == old.seq {
 		f.dedup[key] = m.seq
 	}
 	f.schedule(m, f.clock, true)

@@ -17,8 +17,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type FSM struct {
 	cfg     QueueConfig
 	store   BodyStore
-	clock   int64  // the largest command time seen, Unix nanoseconds
-	lastSeq uint64 // the last sequence number handed out
+	entries EntryBodyStore // store, when it can keep payloads in log entries
+	clock   int64          // the largest command time seen, Unix nanoseconds
+	lastSeq uint64         // the last sequence number handed out
 
 	table     seqTable                // every message not acked, deleted or dead
 	dead      *btree.BTreeG[*message] // dead letters by seq
@@ -62,6 +63,7 @@ func New(cfg QueueConfig, store BodyStore) (*FSM, error) {
 		return nil, fmt.Errorf("%w: nil body store", ErrInvalidArgument)
 	}
 	f := &FSM{cfg: cfg, store: store}
+	f.entries, _ = store.(EntryBodyStore)
 	f.reset()
 	return f, nil
 }
@@ -89,19 +91,31 @@ func (f *FSM) reset() {
 	f.gauges = gauges{}
 }
 
-// Apply decodes one log entry and applies it. An entry that does not decode
+// Apply decodes one log entry and applies it. Accepted messages' payloads
+// are copied into the body store (Append). An entry that does not decode
 // means the log is corrupted; Apply panics rather than skip it.
-func (f *FSM) Apply(data []byte) Result {
-	c, err := DecodeCommand(data)
+func (f *FSM) Apply(data []byte) Result { return f.ApplyEntry(0, data) }
+
+// ApplyEntry is Apply for the log entry at index (> 0). When the body store
+// is an EntryBodyStore, each message a send accepts is kept where the entry
+// holds its payload (EntryBodyStore.Ref) instead of being copied; refused
+// and duplicate messages refer to nothing. Entries written before payloads
+// had their own field, and index 0, take Apply's copying path. The result
+// is the same either way.
+func (f *FSM) ApplyEntry(index uint64, data []byte) Result {
+	c, err := decodeCommand(data)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: undecodable log entry (%d bytes): %v", len(data), err))
 	}
-	return f.ApplyCommand(c)
+	return f.apply(c, index)
 }
 
 // ApplyCommand applies a decoded command. Time first moves to c.At (never
 // backwards), which fires due timers; then the command itself runs.
-func (f *FSM) ApplyCommand(c Command) Result {
+func (f *FSM) ApplyCommand(c Command) Result { return f.apply(c, 0) }
+
+// apply is ApplyCommand for the command of log entry index (0: unknown).
+func (f *FSM) apply(c Command, index uint64) Result {
 	if c.At > f.clock {
 		f.clock = c.At
 	}
@@ -113,7 +127,7 @@ func (f *FSM) ApplyCommand(c Command) Result {
 	}
 	switch c.Type {
 	case CmdSend:
-		r.Sent, r.Err = f.applySend(c.Send)
+		r.Sent, r.Err = f.applySend(c.Send, index)
 	case CmdReceive:
 		r.Delivered, r.Err = f.applyReceive(c.Receive)
 	case CmdAck:

@@ -126,7 +126,8 @@ func TestFSM_BackoffIsBoundedDeterministicAndJittered(t *testing.T) {
 	for k := range 50 {
 		id := fmt.Sprintf("msg-%d", k)
 		for attempt := uint32(1); attempt <= 200; attempt++ {
-			m := &message{id: id, attempts: attempt}
+			m := &message{attempts: attempt}
+			m.setID(id)
 			d := time.Second << min(attempt-1, 10)
 			d = min(d, time.Minute)
 			top := min(time.Minute, d+d/4)
@@ -141,7 +142,7 @@ func TestFSM_BackoffIsBoundedDeterministicAndJittered(t *testing.T) {
 		t.Fatalf("only %d distinct backoffs: no jitter", len(seen))
 	}
 	f.cfg.BackoffBase, f.cfg.BackoffMax = 0, 0
-	if got := f.backoff(&message{id: "x", attempts: 3}); got != 0 {
+	if got := f.backoff(&message{attempts: 3}); got != 0 {
 		t.Fatalf("zero base gave %v", got)
 	}
 }

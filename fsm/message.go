@@ -1,6 +1,6 @@
 package fsm
 
-import "github.com/ferrymq/ferry/wal"
+import "unsafe"
 
 // msgState is where a message is in its life.
 type msgState uint8
@@ -21,22 +21,38 @@ const (
 	eligibleTree             // in returned: back from a retry, delay or group wait
 )
 
-// message is the RAM part of a message; its headers and body are in the body
-// store at pos. The struct is kept small on purpose: a partition may hold
-// millions of them (see BenchmarkFSM_MemoryPerMessage).
+// message is the RAM part of a message; its headers and body (the stored
+// payload) are in the body store at pos, a location only the store
+// interprets. The struct is kept small on purpose: a partition may hold
+// millions of them (see BenchmarkFSM_MemoryPerMessage). It fits the 80-byte
+// allocation class; a field more spills it into the 96-byte one.
 type message struct {
 	seq        uint64
-	id         string
+	idData     *byte // the id's bytes; see id
 	group      *group
 	enqueuedAt int64
 	visibleAt  int64 // delayed: when it becomes ready; in flight: the deadline
-	pos        wal.Pos
+	pos        Loc
 	stored     uint32 // bytes in the body store
 	crc        uint32 // CRC-32C of the stored bytes, for digests
 	attempts   uint32
+	idLen      uint16 // the id's length (at most IDBytesMax)
 	state      msgState
 	eligible   eligibility
 	info       *deliveryInfo // nil until first delivery
+}
+
+// id returns the message id. The id is held as a pointer to the bytes of
+// an immutable string and a length rather than as a string header, which
+// saves the 6 bytes that keep the struct in the 80-byte class.
+func (m *message) id() string { return unsafe.String(m.idData, int(m.idLen)) }
+
+// setID sets the message id; id must be at most IDBytesMax bytes.
+func (m *message) setID(id string) {
+	if len(id) > IDBytesMax {
+		panic("fsm: message id longer than IDBytesMax")
+	}
+	m.idData, m.idLen = unsafe.StringData(id), uint16(len(id))
 }
 
 // DeadReason says why a message was dead-lettered.
@@ -168,5 +184,5 @@ func (g *group) remove(m *message) {
 			return
 		}
 	}
-	panic("fsm: message " + m.id + " missing from its group " + g.name)
+	panic("fsm: message " + m.id() + " missing from its group " + g.name)
 }

@@ -90,7 +90,7 @@ func (f *FSM) Peek(pf PeekFilter) (PeekResult, error) {
 
 // peeked reads m's headers and body.
 func (f *FSM) peeked(m *message) (Peeked, error) {
-	p := Peeked{Seq: m.seq, ID: m.id, EnqueuedAt: m.enqueuedAt, Attempts: m.attempts}
+	p := Peeked{Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt, Attempts: m.attempts}
 	if m.group != nil {
 		p.Group = m.group.name
 		p.Blocked = m.group.first() != m

@@ -185,7 +185,7 @@ type listing struct {
 func fsmListing(f *FSM) []listing {
 	var out []listing
 	f.eachMessage(func(m *message) {
-		l := listing{seq: m.seq, id: m.id, state: m.state, attempts: m.attempts}
+		l := listing{seq: m.seq, id: m.id(), state: m.state, attempts: m.attempts}
 		if m.group != nil {
 			l.group = m.group.name
 		}
@@ -332,7 +332,7 @@ func TestFSM_PropertyDeterministicAndSnapshotTransparent(t *testing.T) {
 		run++
 		cfg := genConfig(rt)
 		a, _ := New(cfg, NewMemBodyStore())
-		b, _ := New(cfg, openTestWAL(rt, fmt.Sprintf("%s/b%d", root, run)))
+		b, _ := New(cfg, WALBodyStore{openTestWAL(rt, fmt.Sprintf("%s/b%d", root, run))})
 		var c *FSM
 		steps := rapid.IntRange(1, 50).Draw(rt, "steps")
 		snapAt := rapid.IntRange(0, steps).Draw(rt, "snapAt")
@@ -392,7 +392,7 @@ func restoredCopy(t *rapid.T, f *FSM, cfg QueueConfig, dir string) *FSM {
 		t.Fatal(err)
 	}
 	snap.Release()
-	c, _ := New(cfg, openTestWAL(t, dir))
+	c, _ := New(cfg, WALBodyStore{openTestWAL(t, dir)})
 	if err := c.Restore(&buf); err != nil {
 		t.Fatal(err)
 	}

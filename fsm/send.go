@@ -6,13 +6,15 @@ import (
 	"unicode/utf8"
 )
 
-func (f *FSM) applySend(c *SendCmd) ([]SendOutcome, error) {
+// applySend enqueues a batch. index is the log entry being applied, 0 when
+// unknown: with it, an entry store keeps accepted payloads in place.
+func (f *FSM) applySend(c *SendCmd, index uint64) ([]SendOutcome, error) {
 	if len(c.Messages) == 0 || len(c.Messages) > BatchMax {
 		return nil, fmt.Errorf("%w: send of %d messages (want 1..%d)", ErrInvalidArgument, len(c.Messages), BatchMax)
 	}
 	out := make([]SendOutcome, len(c.Messages))
 	for i := range c.Messages {
-		out[i] = f.sendOne(&c.Messages[i])
+		out[i] = f.sendOne(&c.Messages[i], index)
 	}
 	return out, nil
 }
@@ -27,7 +29,23 @@ func (f *FSM) ValidateNew(nm *NewMessage) error { return f.validateNew(nm) }
 // EncodedBytes approximates the bytes nm takes in an encoded send command:
 // id, group, headers, body and a fixed allowance for framing.
 func (nm *NewMessage) EncodedBytes() int {
+	if nm.stored != nil {
+		return len(nm.ID) + len(nm.Group) + len(nm.stored) + 16
+	}
 	return len(nm.ID) + len(nm.Group) + messageBytes(nm.Headers, nm.Body) + 16
+}
+
+// shape returns what the limits look at: the header count, whether a
+// header key is empty or too long, and the size MaxMessageBytes limits.
+func (nm *NewMessage) shape() (headers int, badKey bool, size int, err error) {
+	if nm.stored != nil {
+		n, empty, err := scanPayload(nm.stored)
+		return n, empty, len(nm.stored) - 2 - 6*n, err
+	}
+	for k := range nm.Headers {
+		badKey = badKey || k == "" || len(k) > 0xffff
+	}
+	return len(nm.Headers), badKey, messageBytes(nm.Headers, nm.Body), nil
 }
 
 // validateNew checks one message against the limits that do not depend on
@@ -38,23 +56,24 @@ func (f *FSM) validateNew(nm *NewMessage) error {
 		return fmt.Errorf("%w: message id must be 1..%d bytes of UTF-8", ErrInvalidArgument, IDBytesMax)
 	case len(nm.Group) > GroupBytesMax || !utf8.ValidString(nm.Group):
 		return fmt.Errorf("%w: group must be at most %d bytes of UTF-8", ErrInvalidArgument, GroupBytesMax)
-	case len(nm.Headers) > HeadersMax:
-		return fmt.Errorf("%w: %d headers (at most %d)", ErrInvalidArgument, len(nm.Headers), HeadersMax)
 	case nm.Delay < 0 || nm.Delay > DelayMax:
 		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, nm.Delay, DelayMax)
 	}
-	for k := range nm.Headers {
-		if k == "" || len(k) > 0xffff {
-			return fmt.Errorf("%w: header keys must be 1..65535 bytes", ErrInvalidArgument)
-		}
-	}
-	if n := messageBytes(nm.Headers, nm.Body); n > f.cfg.MaxMessageBytes {
-		return fmt.Errorf("%w: %d bytes (limit %d)", ErrMessageTooLarge, n, f.cfg.MaxMessageBytes)
+	headers, badKey, size, err := nm.shape()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	case headers > HeadersMax:
+		return fmt.Errorf("%w: %d headers (at most %d)", ErrInvalidArgument, headers, HeadersMax)
+	case badKey:
+		return fmt.Errorf("%w: header keys must be 1..65535 bytes", ErrInvalidArgument)
+	case size > f.cfg.MaxMessageBytes:
+		return fmt.Errorf("%w: %d bytes (limit %d)", ErrMessageTooLarge, size, f.cfg.MaxMessageBytes)
 	}
 	return nil
 }
 
-func (f *FSM) sendOne(nm *NewMessage) SendOutcome {
+func (f *FSM) sendOne(nm *NewMessage, index uint64) SendOutcome {
 	if err := f.validateNew(nm); err != nil {
 		return SendOutcome{Err: err}
 	}
@@ -62,17 +81,21 @@ func (f *FSM) sendOne(nm *NewMessage) SendOutcome {
 		f.counters.Duplicates++
 		return SendOutcome{Seq: seq, Duplicate: true}
 	}
-	payload := encodePayload(nm.Headers, nm.Body)
+	payload := nm.stored
+	if payload == nil {
+		payload = encodePayload(nm.Headers, nm.Body)
+	}
 	if err := f.admit(len(payload)); err != nil {
 		return SendOutcome{Err: err}
 	}
 	f.lastSeq++
-	m := &message{
-		seq:        f.lastSeq,
-		id:         nm.ID,
-		enqueuedAt: f.clock,
+	m := &message{seq: f.lastSeq, enqueuedAt: f.clock}
+	m.setID(nm.ID)
+	if index > 0 && f.entries != nil && nm.stored != nil && nm.storedAt >= 0 {
+		f.refBody(m, index, nm.storedAt, payload)
+	} else {
+		f.storeBody(m, payload)
 	}
-	f.storeBody(m, payload)
 	f.table.put(m)
 	f.gauges.bytes += int64(m.stored)
 	if nm.Group != "" {
@@ -99,11 +122,23 @@ func (f *FSM) admit(size int) error {
 // is fatal: the replica could not hold what its peers hold, and going on
 // would make it diverge.
 func (f *FSM) storeBody(m *message, payload []byte) {
-	pos, err := f.store.Append(m.seq, payload)
+	loc, err := f.store.Append(m.seq, payload)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: body store append failed for seq %d: %v", m.seq, err))
 	}
-	m.pos = pos
+	m.pos = loc
+	m.stored = uint32(len(payload))
+	m.crc = crc32.Checksum(payload, castagnoli)
+}
+
+// refBody has the entry store keep m's payload where log entry index holds
+// it, at offset off of the entry's data. Failure is fatal, as in storeBody.
+func (f *FSM) refBody(m *message, index uint64, off int, payload []byte) {
+	loc, err := f.entries.Ref(index, off, len(payload), m.seq)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: body store ref failed for seq %d (entry %d): %v", m.seq, index, err))
+	}
+	m.pos = loc
 	m.stored = uint32(len(payload))
 	m.crc = crc32.Checksum(payload, castagnoli)
 }

@@ -7,12 +7,39 @@ import (
 	"io"
 	"slices"
 
-	"github.com/ferrymq/ferry/wal"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// snapshotVersion is the format version of persisted snapshots.
-const snapshotVersion = 2
+// A persisted snapshot is a msgpack stream: a header, then one record per
+// message and dead letter in seq order, then the dedup entries. It comes in
+// two forms:
+//
+//   - Full (Persist; header version 2, the form every version wrote before
+//     local snapshots existed): each message record carries its stored
+//     payload. It is self-contained: what a replica that lacks our log
+//     entries or body records needs (a snapshot sent to a follower).
+//     Restore appends every payload to the body store.
+//   - Local (PersistLocal; header version 3, form "local"): each message
+//     record carries its location in the body store, the payload's size
+//     and checksum, and no payload bytes. It is valid only for restoring on
+//     the replica that wrote it, on the same body store, while the store
+//     still holds those locations (for example at restart, from the log
+//     entries the store keeps). Restore writes no payload: it keeps the
+//     locations, and calls Retain on a store that counts references.
+//
+// Restore reads either form; digests of the restored state are equal.
+const (
+	snapshotVersionFull  = 2
+	snapshotVersionLocal = 3
+)
+
+// snapForm says what a snapshot's message records carry.
+type snapForm uint8
+
+const (
+	formFull  snapForm = iota // payloads inline
+	formLocal                 // locations, sizes and checksums; no payloads
+)
 
 // ErrSnapshotFormat is returned by Restore for a stream that is not a
 // snapshot of a known version or is cut short.
@@ -32,6 +59,7 @@ type Snapshot struct {
 
 type snapHeader struct {
 	Version  int         `msgpack:"version"`
+	Form     snapForm    `msgpack:"form,omitempty"`
 	Config   QueueConfig `msgpack:"config"`
 	Clock    int64       `msgpack:"clock"`
 	LastSeq  uint64      `msgpack:"last_seq"`
@@ -51,7 +79,15 @@ type snapMessage struct {
 	HasInfo    bool     `msgpack:"has_info,omitempty"`
 	Info       snapInfo `msgpack:"info"`
 	Payload    []byte   `msgpack:"payload"`
-	pos        wal.Pos
+	// Local form only: the payload's size, CRC-32C and location.
+	Stored uint32 `msgpack:"stored,omitempty"`
+	CRC    uint32 `msgpack:"crc,omitempty"`
+	LocA   uint64 `msgpack:"loc_a,omitempty"`
+	LocB   uint32 `msgpack:"loc_b,omitempty"`
+	LocC   uint32 `msgpack:"loc_c,omitempty"`
+
+	pos         Loc
+	stored, crc uint32
 }
 
 type snapInfo struct {
@@ -77,7 +113,7 @@ type snapDedup struct {
 func (f *FSM) Snapshot() *Snapshot {
 	s := &Snapshot{
 		header: snapHeader{
-			Version: snapshotVersion, Config: f.cfg, Clock: f.clock,
+			Version: snapshotVersionFull, Config: f.cfg, Clock: f.clock,
 			LastSeq: f.lastSeq, Counters: f.counters,
 		},
 		messages: make([]snapMessage, 0, f.table.len()+f.dead.Len()),
@@ -109,8 +145,8 @@ func (f *FSM) eachMessage(fn func(*message)) {
 
 func snapOf(m *message) snapMessage {
 	sm := snapMessage{
-		Seq: m.seq, ID: m.id, EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt,
-		Attempts: m.attempts, State: m.state, pos: m.pos,
+		Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt,
+		Attempts: m.attempts, State: m.state, pos: m.pos, stored: m.stored, crc: m.crc,
 	}
 	if m.group != nil {
 		sm.Group = m.group.name
@@ -140,24 +176,38 @@ func (f *FSM) dedupEntries() []snapDedup {
 	return out
 }
 
-// Persist writes the snapshot, bodies included, to w.
-func (s *Snapshot) Persist(w io.Writer) error {
+// Persist writes the full form of the snapshot, payloads included, to w.
+func (s *Snapshot) Persist(w io.Writer) error { return s.persist(w, formFull) }
+
+// PersistLocal writes the local form of the snapshot to w: metadata and
+// each message's location, no payload bytes. Only Restore on this replica
+// with the same body store can use it.
+func (s *Snapshot) PersistLocal(w io.Writer) error { return s.persist(w, formLocal) }
+
+func (s *Snapshot) persist(w io.Writer, form snapForm) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	enc := msgpack.NewEncoder(bw)
 	enc.UseCompactInts(true)
-	if err := enc.Encode(&s.header); err != nil {
+	h := s.header
+	if form == formLocal {
+		h.Version, h.Form = snapshotVersionLocal, formLocal
+	}
+	if err := enc.Encode(&h); err != nil {
 		return fmt.Errorf("persist snapshot header: %w", err)
 	}
 	for i := range s.messages {
-		sm := &s.messages[i]
-		_, payload, err := s.store.Read(sm.pos)
-		if err != nil {
-			return fmt.Errorf("persist snapshot: body of seq %d: %w", sm.Seq, err)
+		sm := s.messages[i]
+		if form == formLocal {
+			sm.Stored, sm.CRC = sm.stored, sm.crc
+			sm.LocA, sm.LocB, sm.LocC = sm.pos.A, sm.pos.B, sm.pos.C
+		} else {
+			_, payload, err := s.store.Read(sm.pos)
+			if err != nil {
+				return fmt.Errorf("persist snapshot: body of seq %d: %w", sm.Seq, err)
+			}
+			sm.Payload = payload
 		}
-		sm.Payload = payload
-		err = enc.Encode(sm)
-		sm.Payload = nil
-		if err != nil {
+		if err := enc.Encode(&sm); err != nil {
 			return fmt.Errorf("persist snapshot: seq %d: %w", sm.Seq, err)
 		}
 	}
@@ -177,35 +227,62 @@ func (s *Snapshot) Release() {
 	}
 }
 
-// Restore replaces the whole state with the snapshot read from r. The old
-// bodies are released to the store. On error the FSM is left empty.
+// Restore replaces the whole state with the snapshot read from r, in
+// either form (see the top of this file). The old bodies are released to
+// the store once the new state is in place. On error the FSM is left
+// empty.
 func (f *FSM) Restore(r io.Reader) error {
-	f.eachMessage(f.forgetBody)
+	var old []*message
+	f.eachMessage(func(m *message) { old = append(old, m) })
 	f.reset()
+	err := f.restore(r)
+	if err != nil {
+		f.Reset()
+	}
+	for _, m := range old {
+		f.forgetBody(m)
+	}
+	return err
+}
+
+func (f *FSM) restore(r io.Reader) error {
 	dec := msgpack.NewDecoder(bufio.NewReaderSize(r, 1<<16))
 	var h snapHeader
 	if err := dec.Decode(&h); err != nil {
 		return fmt.Errorf("%w: header: %w", ErrSnapshotFormat, err)
 	}
-	if h.Version != snapshotVersion {
-		return fmt.Errorf("%w: version %d (want %d)", ErrSnapshotFormat, h.Version, snapshotVersion)
+	switch {
+	case h.Version == snapshotVersionFull && h.Form == formFull:
+	case h.Version == snapshotVersionLocal && (h.Form == formFull || h.Form == formLocal):
+	default:
+		return fmt.Errorf("%w: version %d form %d (want %d, or %d local)", ErrSnapshotFormat, h.Version, h.Form,
+			snapshotVersionFull, snapshotVersionLocal)
 	}
 	if err := h.Config.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
 	}
 	f.cfg, f.clock, f.lastSeq, f.counters = h.Config, h.Clock, h.LastSeq, h.Counters
+	var prev uint64
 	for i := range h.Messages {
 		var sm snapMessage
 		if err := dec.Decode(&sm); err != nil {
-			f.Reset()
 			return fmt.Errorf("%w: message %d of %d: %w", ErrSnapshotFormat, i, h.Messages, err)
 		}
-		f.restoreMessage(&sm)
+		if len(sm.ID) > IDBytesMax {
+			return fmt.Errorf("%w: message %d of %d: id of %d bytes", ErrSnapshotFormat, i, h.Messages, len(sm.ID))
+		}
+		if sm.Seq <= prev || sm.Seq > h.LastSeq {
+			return fmt.Errorf("%w: message %d of %d: seq %d after %d (last %d)", ErrSnapshotFormat, i, h.Messages,
+				sm.Seq, prev, h.LastSeq)
+		}
+		prev = sm.Seq
+		if err := f.restoreMessage(&sm, h.Form); err != nil {
+			return fmt.Errorf("%w: message %d of %d: %w", ErrSnapshotFormat, i, h.Messages, err)
+		}
 	}
 	for i := range h.Dedup {
 		var d snapDedup
 		if err := dec.Decode(&d); err != nil {
-			f.Reset()
 			return fmt.Errorf("%w: dedup entry %d of %d: %w", ErrSnapshotFormat, i, h.Dedup, err)
 		}
 		f.rememberAt(d.ID, d.Seq, d.At)
@@ -221,8 +298,9 @@ func (f *FSM) Reset() {
 	f.cfg = cfg
 }
 
-func (f *FSM) restoreMessage(sm *snapMessage) {
-	m := &message{seq: sm.Seq, id: sm.ID, enqueuedAt: sm.EnqueuedAt, attempts: sm.Attempts}
+func (f *FSM) restoreMessage(sm *snapMessage, form snapForm) error {
+	m := &message{seq: sm.Seq, enqueuedAt: sm.EnqueuedAt, attempts: sm.Attempts}
+	m.setID(sm.ID)
 	if sm.HasInfo {
 		in := sm.Info
 		m.info = &deliveryInfo{
@@ -231,7 +309,13 @@ func (f *FSM) restoreMessage(sm *snapMessage) {
 			history: slices.Clip(in.History), deadAt: in.DeadAt, deadReason: in.DeadReason, deadText: in.DeadText,
 		}
 	}
-	f.storeBody(m, sm.Payload)
+	if form == formLocal {
+		if err := f.keepBody(m, sm); err != nil {
+			return err
+		}
+	} else {
+		f.storeBody(m, sm.Payload)
+	}
 	m.visibleAt = sm.VisibleAt
 	if sm.State == stateDead {
 		if sm.Group != "" {
@@ -241,7 +325,7 @@ func (f *FSM) restoreMessage(sm *snapMessage) {
 		f.dead.ReplaceOrInsert(m)
 		f.gauges.dead++
 		f.gauges.deadBytes += int64(m.stored)
-		return
+		return nil
 	}
 	f.table.put(m)
 	f.gauges.bytes += int64(m.stored)
@@ -252,7 +336,24 @@ func (f *FSM) restoreMessage(sm *snapMessage) {
 		m.state = stateInFlight
 		f.gauges.inFlight++
 		f.timers.ReplaceOrInsert(m)
-		return
+		return nil
 	}
 	f.schedule(m, sm.VisibleAt, true)
+	return nil
+}
+
+// keepBody gives m the payload location a local snapshot recorded, telling
+// a store that counts references about it.
+func (f *FSM) keepBody(m *message, sm *snapMessage) error {
+	if sm.Payload != nil || sm.Stored < 2 {
+		return fmt.Errorf("seq %d: local record with %d payload bytes inline and size %d", sm.Seq, len(sm.Payload), sm.Stored)
+	}
+	m.pos = Loc{A: sm.LocA, B: sm.LocB, C: sm.LocC}
+	m.stored, m.crc = sm.Stored, sm.CRC
+	if r, ok := f.store.(Retainer); ok {
+		if err := r.Retain(m.seq, m.pos); err != nil {
+			return fmt.Errorf("seq %d: body store: %w", m.seq, err)
+		}
+	}
+	return nil
 }

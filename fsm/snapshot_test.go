@@ -114,7 +114,7 @@ func TestFSM_SnapshotPersistsWhileCommandsApply(t *testing.T) {
 	log, _, err := wal.Open(cfg)
 	wantNoErr(t, err)
 	defer log.Close()
-	f, err := New(DefaultQueueConfig(), log)
+	f, err := New(DefaultQueueConfig(), WALBodyStore{log})
 	wantNoErr(t, err)
 	var mu sync.Mutex // the owner's lock, as the partition layer holds it
 	apply := func(c Command) Result {

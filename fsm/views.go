@@ -28,19 +28,20 @@ func (f *FSM) Stats() Stats {
 // Long-poll waiters use it after each apply.
 func (f *FSM) HasEligible() bool { return f.gauges.eligible > 0 }
 
-// CompactBodies asks the body store, if it can, to move live bodies out of
-// sparse segments. It is not a command: positions are local to a replica and
-// nothing logical changes. The caller holds the FSM's lock.
+// CompactBodies asks the body store, if it can, to move live payloads out
+// of mostly dead segments or log entries. It is not a command: locations
+// are local to a replica and nothing logical changes. The caller holds the
+// FSM's lock.
 func (f *FSM) CompactBodies() (wal.CompactStats, error) {
 	c, ok := f.store.(Compactor)
 	if !ok {
 		return wal.CompactStats{}, nil
 	}
-	live := func(key uint64, pos wal.Pos) bool {
+	live := func(key uint64, loc Loc) bool {
 		m := f.anyBySeq(key)
-		return m != nil && m.pos == pos
+		return m != nil && m.pos == loc
 	}
-	moved := func(key uint64, from, to wal.Pos) {
+	moved := func(key uint64, from, to Loc) {
 		if m := f.anyBySeq(key); m != nil && m.pos == from {
 			m.pos = to
 		}

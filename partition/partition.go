@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
@@ -38,10 +39,13 @@ type Partition struct {
 	ready   chan struct{} // closed and replaced when messages become eligible
 
 	disk      *diskGuard
-	body      *wal.Log
+	body      *wal.Log       // body records: payloads not in any local entry
+	bodies    *replicaBodies // where every payload lives
+	starting  atomic.Bool    // raft.NewRaft is running: snapshots restore locally
 	raft      *raft.Raft
 	stable    *raftboltdb.BoltStore // term and vote
 	logs      *raftlog.GroupLog     // the raft log, in the node's shared store
+	logStore  *raftlog.Store        // the store holding logs
 	ownLogs   *raftlog.Store        // set when the partition opened its own store
 	deadlines chan struct{}         // pokes the ticker when the next deadline moved
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
@@ -55,8 +59,9 @@ type Partition struct {
 // newest snapshot and catching up from the leader), and bootstraps the group
 // from cfg.Peers when no replica state exists yet.
 //
-// The WAL is emptied first: the FSM is rebuilt from the snapshot and the raft
-// log, which are the durable record; the WAL only keeps bodies out of RAM.
+// Restarting costs the newest local snapshot's metadata plus the log
+// entries after it, whatever the backlog: payloads stay where they are, in
+// the raft log's entries and the body records (see replicaBodies).
 func Open(cfg Config) (*Partition, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -79,12 +84,12 @@ func Open(cfg Config) (*Partition, error) {
 		reserve = DefaultDiskReserveBytes
 	}
 	p.disk = &diskGuard{dir: cfg.Dir, reserveBytes: reserve, free: freeBytesOf}
-	if err := p.openState(); err != nil {
+	if err := p.openStores(); err != nil {
+		p.closeStores()
 		return nil, err
 	}
 	if err := p.startRaft(); err != nil {
 		p.closeStores()
-		p.body.Close()
 		return nil, err
 	}
 	p.startBatchers()
@@ -94,29 +99,12 @@ func Open(cfg Config) (*Partition, error) {
 	return p, nil
 }
 
-func (p *Partition) openState() error {
-	walDir := filepath.Join(p.cfg.Dir, "wal")
-	if err := os.MkdirAll(walDir, 0o755); err != nil {
+// openStores opens the stable store (term, vote), the group's raft log,
+// the body records and the FSM on them.
+func (p *Partition) openStores() error {
+	if err := os.MkdirAll(p.cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
 	}
-	if err := wal.RemoveSegments(walDir); err != nil {
-		return fmt.Errorf("partition %s: reset wal: %w", p.cfg.GroupID, err)
-	}
-	body, _, err := wal.Open(wal.DefaultConfig(walDir))
-	if err != nil {
-		return fmt.Errorf("partition %s: open wal: %w", p.cfg.GroupID, err)
-	}
-	f, err := fsm.New(p.cfg.Queue, body)
-	if err != nil {
-		body.Close()
-		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
-	}
-	p.body, p.fsm = body, f
-	return nil
-}
-
-func (p *Partition) startRaft() error {
-	hlog := RaftLogger(p.logger)
 	stable, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(p.cfg.Dir, "raft.db"),
 		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second},
@@ -128,17 +116,48 @@ func (p *Partition) startRaft() error {
 	if err := p.openLogs(); err != nil {
 		return err
 	}
-	cached := newBoundedLogCache(p.logs)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(p.cfg.Dir, snapshotsKept, hlog.Named("snapshots"))
+	walDir := filepath.Join(p.cfg.Dir, "wal")
+	if err := os.MkdirAll(walDir, 0o755); err != nil {
+		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
+	}
+	body, _, err := wal.Open(wal.DefaultConfig(walDir))
+	if err != nil {
+		return fmt.Errorf("partition %s: open wal: %w", p.cfg.GroupID, err)
+	}
+	p.body = body
+	p.bodies = newReplicaBodies(body, p.logs, p.logStore)
+	f, err := fsm.New(p.cfg.Queue, p.bodies)
+	if err != nil {
+		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
+	}
+	p.fsm = f
+	return nil
+}
+
+// startRaft starts the raft group. raft restores the newest snapshot
+// inside NewRaft, locally (starting is set); with no snapshot to restore,
+// the body records of an earlier run are released first.
+func (p *Partition) startRaft() error {
+	hlog := RaftLogger(p.logger)
+	files, err := raft.NewFileSnapshotStoreWithLogger(p.cfg.Dir, snapshotsKept, hlog.Named("snapshots"))
 	if err != nil {
 		return fmt.Errorf("partition %s: snapshot store: %w", p.cfg.GroupID, err)
 	}
-	r, err := raft.NewRaft(p.cfg.raftConfig(p.logger), (*raftFSM)(p), cached, stable, snaps, p.cfg.Transport)
+	snaps := &replicaSnapshots{SnapshotStore: files, p: p}
+	if list, err := files.List(); err != nil || len(list) == 0 {
+		if err := p.bodies.finishRestore(); err != nil {
+			return fmt.Errorf("partition %s: release old body records: %w", p.cfg.GroupID, err)
+		}
+	}
+	cached := newBoundedLogCache(&flooredLog{GroupLog: p.logs, bodies: p.bodies})
+	p.starting.Store(true)
+	r, err := raft.NewRaft(p.cfg.raftConfig(p.logger), (*raftFSM)(p), cached, p.stable, snaps, p.cfg.Transport)
+	p.starting.Store(false)
 	if err != nil {
 		return fmt.Errorf("partition %s: start raft: %w", p.cfg.GroupID, err)
 	}
 	p.raft = r
-	return p.bootstrap(cached, stable, snaps)
+	return p.bootstrap(cached, p.stable, snaps)
 }
 
 // openLogs opens the group's raft log in the node's shared store (or in a
@@ -153,6 +172,7 @@ func (p *Partition) openLogs() error {
 		}
 		store, p.ownLogs = own, own
 	}
+	p.logStore = store
 	g, err := store.Group(p.cfg.GroupID)
 	if err != nil {
 		return fmt.Errorf("partition %s: open raft log: %w", p.cfg.GroupID, err)
@@ -168,6 +188,9 @@ func (p *Partition) openLogs() error {
 func (p *Partition) closeStores() {
 	if p.stable != nil {
 		p.stable.Close()
+	}
+	if p.body != nil {
+		p.body.Close()
 	}
 	if p.ownLogs != nil {
 		p.ownLogs.Close()
@@ -207,9 +230,8 @@ func (p *Partition) Close() error {
 		if c, ok := p.cfg.Transport.(io.Closer); ok {
 			c.Close()
 		}
-		p.closeStores()
 		p.mu.Lock()
-		p.body.Close()
+		p.closeStores()
 		p.mu.Unlock()
 	})
 	return err

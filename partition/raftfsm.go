@@ -33,7 +33,7 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	before, hadDeadline := p.fsm.NextDeadline()
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
-			out[i] = p.fsm.Apply(l.Data)
+			out[i] = p.fsm.ApplyEntry(l.Index, l.Data)
 		}
 		p.applied = l.Index
 	}
@@ -53,12 +53,18 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
-// Snapshot freezes the FSM; raft persists it on another goroutine.
+// Snapshot freezes the FSM; raft persists it on another goroutine. The
+// body records written so far are made durable first, since the local
+// snapshot will name them; a pin keeps everything it names until a newer
+// snapshot replaces it.
 func (r *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	p := (*Partition)(r)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return &raftSnapshot{applied: p.applied, snap: p.fsm.Snapshot()}, nil
+	if err := p.body.Sync(); err != nil {
+		return nil, fmt.Errorf("partition %s: sync body records: %w", p.cfg.GroupID, err)
+	}
+	return &raftSnapshot{applied: p.applied, snap: p.fsm.Snapshot(), keep: p.bodies.Pin(), bodies: p.bodies}, nil
 }
 
 // Restore replaces the FSM's state with a snapshot's.
@@ -72,7 +78,17 @@ func (r *raftFSM) Restore(rc io.ReadCloser) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.applied = binary.LittleEndian.Uint64(head[:])
-	return p.fsm.Restore(rc)
+	if err := p.fsm.Restore(rc); err != nil {
+		return err
+	}
+	if !p.starting.Load() {
+		return nil // an install: the full form, payloads in body records
+	}
+	if err := p.bodies.finishRestore(); err != nil {
+		return fmt.Errorf("partition %s: release old body records: %w", p.cfg.GroupID, err)
+	}
+	p.bodies.adoptSnapshotPin(p.bodies.Pin())
+	return nil
 }
 
 // raftSnapshot is the FSM's snapshot preceded by the index of the last
@@ -81,6 +97,8 @@ func (r *raftFSM) Restore(rc io.ReadCloser) error {
 type raftSnapshot struct {
 	applied uint64
 	snap    *fsm.Snapshot
+	keep    func() // the pin the snapshot's store keeps once it is persisted
+	bodies  *replicaBodies
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -88,13 +106,26 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	binary.LittleEndian.PutUint64(head[:], s.applied)
 	_, err := sink.Write(head[:])
 	if err == nil {
-		err = s.snap.Persist(sink)
+		err = s.snap.PersistLocal(sink)
 	}
 	if err != nil {
 		sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	s.bodies.adoptSnapshotPin(s.keep)
+	s.keep = nil
+	return nil
 }
 
-func (s *raftSnapshot) Release() { s.snap.Release() }
+// Release lets the frozen state go; the pin stays with the store when the
+// snapshot was persisted.
+func (s *raftSnapshot) Release() {
+	s.snap.Release()
+	if s.keep != nil {
+		s.keep()
+		s.keep = nil
+	}
+}

@@ -58,6 +58,39 @@ func (p *Partition) tickIfDue() time.Duration {
 	return 0
 }
 
+// relocateBytesMax bounds the payload bytes one relocation step copies
+// (it runs under the partition's lock).
+const relocateBytesMax = 8 << 20
+
+// relocateOldPayloads copies the payloads still living in old, mostly
+// dead raft entries (older than the TrailingLogs that raft keeps anyway)
+// into body records, so that the log can let those entries go: one
+// long-waiting message must not keep the whole log behind it. The copies
+// are made durable before the entries are released (a pin holds them
+// meanwhile).
+func (p *Partition) relocateOldPayloads() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.applied <= p.cfg.TrailingLogs {
+		return
+	}
+	cut := p.applied - p.cfg.TrailingLogs
+	if !p.bodies.sparseBelow(cut) {
+		return
+	}
+	hold := p.bodies.Pin()
+	defer hold()
+	n, bytes, err := p.fsm.RelocateBodies(func(l fsm.Loc) bool { return l.A != 0 && l.A < cut }, relocateBytesMax)
+	if err == nil {
+		err = p.body.Sync()
+	}
+	if err != nil {
+		p.logger.Error("moving payloads out of old log entries failed", "err", err)
+		return
+	}
+	p.logger.Debug("payloads moved out of old log entries", "messages", n, "bytes", bytes, "below", cut)
+}
+
 // runCompactor compacts the WAL every CompactInterval, on every replica.
 func (p *Partition) runCompactor() {
 	defer p.loops.Done()
@@ -69,6 +102,7 @@ func (p *Partition) runCompactor() {
 			return
 		case <-t.C:
 		}
+		p.relocateOldPayloads()
 		p.mu.Lock()
 		st, err := p.fsm.CompactBodies()
 		p.mu.Unlock()
