@@ -191,3 +191,45 @@ func TestRaftlog_RetainKeepsDeletedEntryAcrossCompaction(t *testing.T) {
 	s2, _ := openStore(t, cfg)
 	checkGroup(t, mustGroup(t, s2, "g"), nil)
 }
+
+// TestRaftlog_HoldDeadAtOpenLetsOwnerRetainAfterRestart deletes entries
+// whose bodies an owner still needs, restarts with HoldDeadAtOpen,
+// re-registers the position, releases the hold, and checks that the body
+// survives compaction of its segment until the owner releases it.
+func TestRaftlog_HoldDeadAtOpenLetsOwnerRetainAfterRestart(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	s, _ := openStore(t, cfg)
+	g := mustGroup(t, s, "g")
+	want := entry(4, 1, 600)
+	mustStore(t, g, entries(1, 6, 1, 600))
+	pos, _, _ := g.EntryPos(4)
+	mustDelete(t, g, 1, 5)
+	mustClose(t, s)
+
+	held := cfg
+	held.HoldDeadAtOpen = true
+	s, _ = openStore(t, held)
+	if _, err := s.RetainPos(wal.Pos{Segment: pos.Segment, Offset: pos.Offset + 1}, nil); err == nil {
+		t.Fatal("RetainPos accepted a position that is not a record")
+	}
+	ret, err := s.RetainPos(pos, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ReleaseDeadFromOpen()
+	busy := mustGroup(t, s, "busy")
+	for next := uint64(1); next <= 200; next += 5 {
+		mustStore(t, busy, entries(next, next+4, 1, 300))
+		mustDelete(t, busy, 1, next)
+	}
+	waitFor(t, "the retained record's first segment to be compacted", func() bool { return !segmentExists(cfg.Dir, pos.Segment) })
+	got, err := ret.ReadData(0, len(want.Data))
+	if err != nil || string(got) != string(want.Data) {
+		t.Fatalf("retained body after restart and compaction: %v", err)
+	}
+	if _, err := s.RetainPos(wal.Pos{Segment: 1 << 20, Offset: 16}, nil); err == nil {
+		t.Fatal("RetainPos accepted a missing segment")
+	}
+	ret.Release()
+	checkGroup(t, mustGroup(t, s, "g"), entries(6, 6, 1, 600))
+}
