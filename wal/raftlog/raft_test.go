@@ -25,6 +25,12 @@ func (f *listFSM) Apply(l *raft.Log) any {
 	return nil
 }
 
+func (f *listFSM) items() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]byte(nil), f.applied...)
+}
+
 func (f *listFSM) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -199,11 +205,9 @@ func TestRaftlog_RaftClusterOnStores(t *testing.T) {
 	for _, n := range nodes {
 		waitFor(t, fmt.Sprintf("%s to apply 350 commands", n.id), func() bool { return n.fsm.count() >= 350 })
 	}
-	want := nodes[0].fsm.applied
+	want := nodes[0].fsm.items()[:350]
 	for _, n := range nodes[1:] {
-		n.fsm.mu.Lock()
-		got := n.fsm.applied
-		n.fsm.mu.Unlock()
+		got := n.fsm.items()
 		for i := range want {
 			if !bytes.Equal(got[i], want[i]) {
 				t.Fatalf("%s applied %q at %d, %s applied %q", n.id, got[i], i, nodes[0].id, want[i])
