@@ -48,6 +48,7 @@ bench:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzWAL_DecodeRecord -fuzztime 30s ./wal/
+	$(GO) test -run '^$$' -fuzz FuzzRaftlog_DecodeEntry -fuzztime 30s ./wal/raftlog/
 	$(GO) test -run '^$$' -fuzz FuzzWire_ReadFrame -fuzztime 30s ./wire/
 
 # The long chaos suite: real ferryd processes under kill -9, pauses,

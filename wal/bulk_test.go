@@ -103,3 +103,39 @@ func TestWAL_ScanPrefixMarkDeadAtReadRange(t *testing.T) {
 		t.Fatalf("sealed segment %d entirely dead but still on disk", first.Number)
 	}
 }
+
+func TestWAL_RollbackToRetiredSegment(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	l, _ := openLog(t, cfg)
+	recs := appendMany(t, l, 1, 2, func(int) int { return 1500 })
+	for _, r := range recs {
+		if err := l.MarkDead(r.pos, len(r.payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := l.End()
+	// Does not fit: rotation seals segment 1, which is entirely dead and
+	// is deleted at once.
+	mustAppend(t, l, 10, payloadFor(10, 1500))
+	if fileExists(segmentPath(cfg.Dir, mark.Pos().Segment)) {
+		t.Fatal("setup: the dead segment was not retired at rotation")
+	}
+	if err := l.RollbackTo(mark); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Records != 0 || st.Segments != 1 {
+		t.Fatalf("after rollback: %+v", st)
+	}
+	p := mustAppend(t, l, 11, []byte("x"))
+	if p.Segment != mark.Pos().Segment+1 {
+		t.Fatalf("next record in segment %d", p.Segment)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, sum := openLog(t, cfg)
+	if sum.Truncated || sum.Records != 1 {
+		t.Fatalf("reopen: %s", sum)
+	}
+	checkRead(t, l2, p, 11, []byte("x"))
+}

@@ -24,8 +24,12 @@
 // # On-disk format
 //
 // Segment files are named by their number, zero-padded to ten digits so
-// that every uint32 fits: "0000000001.seg". Numbers start at 1, increase by
-// one on every rotation and are never reused while the directory exists.
+// that every uint32 fits: "0000000001.seg". Numbers start at 1 and increase
+// by one on every rotation; they are never reused while the directory
+// exists, except that RollbackTo deletes the segments created after its
+// Mark, whose numbers the next rotations take again. Segment numbers
+// therefore always follow the order in which the surviving records were
+// written.
 // All integers are little-endian.
 //
 // A segment starts with a 16-byte header:

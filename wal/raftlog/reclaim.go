@@ -220,17 +220,20 @@ func (s *Store) compactStep() bool {
 	return full || s.compactCandidate() != 0
 }
 
-// collectMoves lists the live records of seg, up to CompactBytesMax.
+// collectMoves lists the live records of seg, up to CompactBytesMax. The
+// lock is taken per record, so readers never wait for the whole scan; a
+// record that dies after it was listed is caught by applyMoves.
 func (s *Store) collectMoves(seg uint32) (moves []move, full bool, err error) {
 	var bytes int64
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	err = s.log.ScanSegmentPrefix(seg, scanPrefixBytes, func(seq uint64, pos wal.Pos, n int, prefix []byte) error {
 		h, err := decodeHeader(prefix, n)
 		if err != nil {
 			return fmt.Errorf("%w: %v: %v", ErrCorrupt, pos, err)
 		}
-		if !s.liveLocked(h, pos) {
+		s.mu.RLock()
+		live := s.liveLocked(h, pos)
+		s.mu.RUnlock()
+		if !live {
 			return nil
 		}
 		moves = append(moves, move{seq: seq, from: pos, h: h, payloadBytes: n})

@@ -69,6 +69,9 @@ func (s *Store) run() {
 		batch, closing := s.take()
 		if len(batch) > 0 {
 			s.commit(batch)
+			// A commit may have made segments compactable: look once the
+			// queue is empty.
+			s.nudge()
 			continue
 		}
 		if closing {
