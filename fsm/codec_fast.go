@@ -52,7 +52,7 @@ func (c *SendCmd) EncodeMsgpack(enc *msgpack.Encoder) error {
 
 // DecodeMsgpack reads what EncodeMsgpack wrote. Messages of the current
 // form keep their stored payload (a copy; Headers and Body unset) with no
-// known position: DecodeCommand and FSM.Apply are the decoders to use.
+// known offset: DecodeCommand and FSM.Apply are the decoders to use.
 func (c *SendCmd) DecodeMsgpack(dec *msgpack.Decoder) error { return c.decode(dec, nil) }
 
 // entrySource is the log entry a decoder is reading: with it, a message's
@@ -70,11 +70,15 @@ func (c *SendCmd) decode(dec *msgpack.Decoder, src *entrySource) error {
 	if n < 0 || n > decodeItemsMax {
 		return fmt.Errorf("send batch of %d messages", n)
 	}
-	c.Messages = make([]NewMessage, n)
-	for i := range c.Messages {
-		if err := c.Messages[i].decode(dec, src); err != nil {
+	// Grow as messages decode: a few bytes of garbage claiming a million
+	// messages must not allocate room for them.
+	c.Messages = make([]NewMessage, 0, min(n, 1024))
+	for i := range n {
+		var m NewMessage
+		if err := m.decode(dec, src); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
 		}
+		c.Messages = append(c.Messages, m)
 	}
 	return nil
 }

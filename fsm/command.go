@@ -289,6 +289,9 @@ func decodeCommand(data []byte) (Command, error) {
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)
 	}
 	if target != nil {
+		if err := checkMsgpackCounts(data[len(data)-r.Len():]); err != nil {
+			return Command{}, fmt.Errorf("decode %s payload: %w", h.Type, err)
+		}
 		if err := dec.Decode(target); err != nil {
 			return Command{}, fmt.Errorf("decode %s payload: %w", h.Type, err)
 		}

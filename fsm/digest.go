@@ -5,8 +5,9 @@ import "github.com/ferrymq/ferry/internal/digest"
 // Digest is a hash of the partition's whole logical state: config, clock,
 // counters, every message and dead letter with its metadata and body
 // checksum, and the dedup window. Replicas that applied the same commands
-// have equal digests; positions in the body store, which are local to a
-// replica, are left out.
+// have equal digests; payload locations (Loc), which are local to a
+// replica, are left out, so replicas that keep a payload in a log entry and
+// replicas that keep a copy compare equal.
 func (f *FSM) Digest() [32]byte {
 	d := digester{digest.New()}
 	cfg := f.cfg

@@ -3,8 +3,12 @@
 // It owns the partition's logical state: the messages with their delivery
 // state (ready, delayed, leased, dead-lettered), the per-group order, the
 // deduplication window, the queue configuration and the counters. Message
-// bodies live in a BodyStore (the wal package in production, an in-memory
-// twin in tests); RAM holds an index and metadata only.
+// headers and bodies (a message's stored payload) live in a BodyStore; RAM
+// holds an index, metadata and each payload's Loc only. A send entry carries
+// every payload as one field in its stored form, so a store that keeps the
+// replicated log (an EntryBodyStore, fed by ApplyEntry) refers to the
+// payload where the entry holds it instead of writing it again; other
+// stores (WALBodyStore, MemBodyStore) keep copies.
 //
 // Every change arrives as a Command carrying the leader's clock. Applying the
 // same commands in the same order yields the same state and the same answers

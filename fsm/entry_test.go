@@ -590,3 +590,34 @@ func TestFSM_MessageFitsItsSizeClass(t *testing.T) {
 		t.Fatalf("id round trip gave %q", m.id())
 	}
 }
+
+// TestFSM_DecodeRefusesCountsLargerThanTheEntry guards the decoders that
+// allocate for a claimed length before reading: an entry claiming billions
+// of items must fail at once instead of allocating for them.
+func TestFSM_DecodeRefusesCountsLargerThanTheEntry(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"reject items": {0x92, byte(CmdReject), 0x00, 0x91, 0xdd, 0x94, 0xa1, 0x61, 0xa0, 0xc3},
+		"nack items":   {0x92, byte(CmdNack), 0x00, 0x81, 0xa5, 'i', 't', 'e', 'm', 's', 0xdd, 0x7f, 0xff, 0xff, 0xff, 0x80},
+		"redrive seqs": {0x92, byte(CmdRedrive), 0x00, 0x81, 0xa4, 's', 'e', 'q', 's', 0xdc, 0xff, 0xff, 0x01},
+		"cut string":   {0x92, byte(CmdRedrive), 0x00, 0x81, 0xa5, 'g', 'r', 'o', 'u', 'p', 0xdb, 0xff, 0xff, 0xff, 0xff},
+		"bad code":     {0x92, byte(CmdExtend), 0x00, 0xc1},
+	} {
+		if _, err := DecodeCommand(data); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+	for _, c := range []Command{
+		{Type: CmdRedrive, Redrive: &DeadFilter{Seqs: []uint64{1, 1 << 40}, Group: strings.Repeat("g", 300), FromAt: -5}},
+		{Type: CmdNack, Nack: &NackCmd{Items: []NackItem{{Receipt: Receipt{Seq: 1 << 33, Attempt: 70000}, Delay: -1, Reason: strings.Repeat("r", 70000)}}}},
+	} {
+		data, err := EncodeCommand(c)
+		wantNoErr(t, err)
+		if err := checkMsgpackCounts(data); err != nil {
+			t.Fatalf("%s: valid entry refused: %v", c.Type, err)
+		}
+		back, err := DecodeCommand(data)
+		if err != nil || !reflect.DeepEqual(back, c) {
+			t.Fatalf("%s: round trip %+v, %v", c.Type, back, err)
+		}
+	}
+}

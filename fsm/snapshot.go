@@ -79,16 +79,16 @@ type snapMessage struct {
 	HasInfo    bool     `msgpack:"has_info,omitempty"`
 	Info       snapInfo `msgpack:"info"`
 	Payload    []byte   `msgpack:"payload"`
-	// Local form only: the payload's size, CRC-32C and location.
+	// The payload's size, CRC-32C and location: kept by Snapshot for
+	// every message, written in the local form only.
 	Stored uint32 `msgpack:"stored,omitempty"`
 	CRC    uint32 `msgpack:"crc,omitempty"`
 	LocA   uint64 `msgpack:"loc_a,omitempty"`
 	LocB   uint32 `msgpack:"loc_b,omitempty"`
 	LocC   uint32 `msgpack:"loc_c,omitempty"`
-
-	pos         Loc
-	stored, crc uint32
 }
+
+func (sm *snapMessage) loc() Loc { return Loc{A: sm.LocA, B: sm.LocB, C: sm.LocC} }
 
 type snapInfo struct {
 	Consumer         string     `msgpack:"consumer,omitempty"`
@@ -146,7 +146,8 @@ func (f *FSM) eachMessage(fn func(*message)) {
 func snapOf(m *message) snapMessage {
 	sm := snapMessage{
 		Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt,
-		Attempts: m.attempts, State: m.state, pos: m.pos, stored: m.stored, crc: m.crc,
+		Attempts: m.attempts, State: m.state, Stored: m.stored, CRC: m.crc,
+		LocA: m.pos.A, LocB: m.pos.B, LocC: m.pos.C,
 	}
 	if m.group != nil {
 		sm.Group = m.group.name
@@ -197,15 +198,13 @@ func (s *Snapshot) persist(w io.Writer, form snapForm) error {
 	}
 	for i := range s.messages {
 		sm := s.messages[i]
-		if form == formLocal {
-			sm.Stored, sm.CRC = sm.stored, sm.crc
-			sm.LocA, sm.LocB, sm.LocC = sm.pos.A, sm.pos.B, sm.pos.C
-		} else {
-			_, payload, err := s.store.Read(sm.pos)
+		if form == formFull {
+			_, payload, err := s.store.Read(sm.loc())
 			if err != nil {
 				return fmt.Errorf("persist snapshot: body of seq %d: %w", sm.Seq, err)
 			}
 			sm.Payload = payload
+			sm.Stored, sm.CRC, sm.LocA, sm.LocB, sm.LocC = 0, 0, 0, 0, 0
 		}
 		if err := enc.Encode(&sm); err != nil {
 			return fmt.Errorf("persist snapshot: seq %d: %w", sm.Seq, err)
@@ -348,7 +347,7 @@ func (f *FSM) keepBody(m *message, sm *snapMessage) error {
 	if sm.Payload != nil || sm.Stored < 2 {
 		return fmt.Errorf("seq %d: local record with %d payload bytes inline and size %d", sm.Seq, len(sm.Payload), sm.Stored)
 	}
-	m.pos = Loc{A: sm.LocA, B: sm.LocB, C: sm.LocC}
+	m.pos = sm.loc()
 	m.stored, m.crc = sm.Stored, sm.CRC
 	if r, ok := f.store.(Retainer); ok {
 		if err := r.Retain(m.seq, m.pos); err != nil {
