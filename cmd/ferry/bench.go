@@ -15,15 +15,22 @@ import (
 )
 
 func benchCmd(g *globals) *cobra.Command {
-	var producers, consumers, size, batch, partitions int
+	var producers, consumers, size, batch, partitions, count int
 	var duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "bench QUEUE",
 		Short: "Measure confirmed sends per second and confirm latency",
-		Long: "Runs concurrent producers against QUEUE (created if missing) for --duration and reports\n" +
-			"confirmed messages per second and the p50/p99/max latency of a confirm.",
+		Long: "Runs concurrent producers against QUEUE (created if missing) for --duration (or until\n" +
+			"--count messages are confirmed) and reports confirmed messages per second and the\n" +
+			"p50/p99/max latency of a confirm.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 0 {
+				return fmt.Errorf("--count %d: want 0 (no count) or more", count)
+			}
+			if count > 0 && !cmd.Flags().Changed("duration") {
+				duration = time.Hour // the count ends the run
+			}
 			c, _, done, err := g.connect(cmd)
 			if err != nil {
 				return err
@@ -37,7 +44,7 @@ func benchCmd(g *globals) *cobra.Command {
 			}
 			q := c.Queue(args[0])
 			consumed := startConsumers(ctx, q, consumers, duration)
-			r := runBench(ctx, q, producers, size, batch, duration)
+			r := runBench(ctx, q, benchLoad{producers, size, batch, count}, duration)
 			r.Acked = consumed()
 			r.AckedPerSecond = float64(r.Acked) / r.Elapsed.Seconds()
 			if g.json {
@@ -61,6 +68,7 @@ func benchCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&batch, "batch", 1, "messages per send call")
 	cmd.Flags().IntVar(&partitions, "partitions", 1, "partitions when the queue is created")
 	cmd.Flags().DurationVarP(&duration, "duration", "d", 10*time.Second, "how long to send")
+	cmd.Flags().IntVar(&count, "count", 0, "stop once this many messages are sent (0: run for --duration)")
 	return cmd
 }
 
@@ -92,20 +100,36 @@ func (r benchResult) view() any {
 		jsonview.Duration(r.P50), jsonview.Duration(r.P99), jsonview.Duration(r.Max)}
 }
 
-func runBench(ctx context.Context, q *client.Queue, producers, size, batch int, d time.Duration) benchResult {
+// benchLoad is what the producers send: count messages in all (0: no
+// count), in batches of batch bodies of size bytes.
+type benchLoad struct {
+	producers, size, batch, count int
+}
+
+func runBench(ctx context.Context, q *client.Queue, load benchLoad, d time.Duration) benchResult {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var r benchResult
-	body := make([]byte, size)
+	body := make([]byte, load.size)
 	start := time.Now()
 	until := start.Add(d)
 	var wg sync.WaitGroup
-	for range producers {
+	var claimed atomic.Int64
+	batch := load.batch
+	for range load.producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			msgs := make([]client.Message, batch)
 			for time.Now().Before(until) && ctx.Err() == nil {
+				n := batch
+				if load.count > 0 {
+					left := int64(load.count) - claimed.Add(int64(batch)) + int64(batch)
+					if left <= 0 {
+						return
+					}
+					n = int(min(int64(batch), left))
+				}
+				msgs := make([]client.Message, n)
 				for i := range msgs {
 					msgs[i] = client.Message{Body: body}
 				}
@@ -119,7 +143,7 @@ func runBench(ctx context.Context, q *client.Queue, producers, size, batch int, 
 						r.FirstError = err.Error()
 					}
 				} else {
-					r.Confirmed += batch
+					r.Confirmed += n
 					lat = append(lat, el)
 				}
 				mu.Unlock()
