@@ -42,6 +42,7 @@ type Partition struct {
 	body      *wal.Log       // body records: payloads not in any local entry
 	bodies    *replicaBodies // where every payload lives
 	starting  atomic.Bool    // raft.NewRaft is running: snapshots restore locally
+	snaps     *snapshotTrigger
 	raft      *raft.Raft
 	stable    *raftboltdb.BoltStore // term and vote
 	logs      *raftlog.GroupLog     // the raft log, in the node's shared store
@@ -71,6 +72,7 @@ func Open(cfg Config) (*Partition, error) {
 		ready:     make(chan struct{}),
 		deadlines: make(chan struct{}, 1),
 		closing:   make(chan struct{}),
+		snaps:     newSnapshotTrigger(),
 	}
 	if p.logger == nil {
 		p.logger = slog.Default()
@@ -93,9 +95,10 @@ func Open(cfg Config) (*Partition, error) {
 		return nil, err
 	}
 	p.startBatchers()
-	p.loops.Add(2)
+	p.loops.Add(3)
 	go p.runTicker()
 	go p.runCompactor()
+	go p.runSnapshotter()
 	return p, nil
 }
 

@@ -34,6 +34,7 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
 			out[i] = p.fsm.ApplyEntry(l.Index, l.Data)
+			p.snaps.applied(len(l.Data))
 		}
 		p.applied = l.Index
 	}
@@ -64,7 +65,8 @@ func (r *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := p.body.Sync(); err != nil {
 		return nil, fmt.Errorf("partition %s: sync body records: %w", p.cfg.GroupID, err)
 	}
-	return &raftSnapshot{applied: p.applied, snap: p.fsm.Snapshot(), keep: p.bodies.Pin(), bodies: p.bodies}, nil
+	return &raftSnapshot{applied: p.applied, snap: p.fsm.Snapshot(), keep: p.bodies.Pin(), bodies: p.bodies,
+		trigger: p.snaps, covered: p.snaps.frozen()}, nil
 }
 
 // Restore replaces the FSM's state with a snapshot's.
@@ -99,14 +101,17 @@ type raftSnapshot struct {
 	snap    *fsm.Snapshot
 	keep    func() // the pin the snapshot's store keeps once it is persisted
 	bodies  *replicaBodies
+	trigger *snapshotTrigger
+	covered int64 // applied entry bytes the snapshot includes
 }
 
 func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	var head [8]byte
 	binary.LittleEndian.PutUint64(head[:], s.applied)
-	_, err := sink.Write(head[:])
+	out := &countingWriter{w: sink}
+	_, err := out.Write(head[:])
 	if err == nil {
-		err = s.snap.PersistLocal(sink)
+		err = s.snap.PersistLocal(out)
 	}
 	if err != nil {
 		sink.Cancel()
@@ -117,6 +122,7 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 	}
 	s.bodies.adoptSnapshotPin(s.keep)
 	s.keep = nil
+	s.trigger.persisted(out.n, s.covered)
 	return nil
 }
 

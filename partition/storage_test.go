@@ -131,3 +131,27 @@ func TestPartition_LongWaitingMessageDoesNotPinTheLog(t *testing.T) {
 		t.Fatalf("after the restart received %v", got)
 	}
 }
+
+// A replica snapshots once the log data applied since its last snapshot
+// outgrows the bytes trigger, whatever raft's entry count says, so a
+// restart never replays more than about that much log.
+func TestPartition_SnapshotsBySizeOfAppliedData(t *testing.T) {
+	c := newTestCluster(t, 1, func(cfg *Config) {
+		cfg.Queue.MaxMessageBytes = 1 << 20
+		cfg.SnapshotThreshold, cfg.SnapshotInterval = 1_000_000, time.Hour
+	})
+	p := c.reps[c.leader()]
+	body := make([]byte, 1000<<10)
+	for i := range snapshotBytesMin/len(body) + 8 {
+		out, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: fmt.Sprintf("big%d", i), Body: body}})
+		if err != nil || out[0].Err != nil {
+			t.Fatalf("send %d: %v %+v", i, err, out)
+		}
+	}
+	eventually(t, 20*time.Second, "a snapshot taken by size", func() bool {
+		return p.snaps.snapshotBytes.Load() > 0
+	})
+	if left := p.snaps.appliedBytes.Load(); left >= snapshotBytesMin {
+		t.Fatalf("%d bytes applied since the snapshot", left)
+	}
+}

@@ -52,6 +52,10 @@ for i in 1 2 3; do
   echo "node$i: RSS $(rss_mb "${pid[$i]}") MB, wrote $((w / N)) B per message ($((w / 1048576)) MiB)"
 done
 ferry queue stats big
+if [ "${PROFILE:-}" = 1 ]; then
+  curl -sf http://127.0.0.1:7241/debug/pprof/heap >"$dir/heap-before.pprof"
+  go tool pprof -top -inuse_space "$dir/heap-before.pprof" 2>/dev/null | head -25
+fi
 
 echo "kill -9 node1, restart it"
 kill -9 "${pid[1]}"; wait "${pid[1]}" 2>/dev/null || true
@@ -70,3 +74,7 @@ echo "queue serves $(echo "$(date +%s.%N) - $t0" | bc) s after the restart of al
 sleep 3
 for i in 1 2 3; do echo "node$i: RSS $(rss_mb "${pid[$i]}") MB after restart"; done
 ferry queue stats big
+if [ "${PROFILE:-}" = 1 ]; then
+  curl -sf http://127.0.0.1:7241/debug/pprof/heap >"$dir/heap-after.pprof"
+  go tool pprof -top -inuse_space "$dir/heap-after.pprof" 2>/dev/null | head -25
+fi

@@ -1,0 +1,80 @@
+package partition
+
+import (
+	"errors"
+	"io"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+)
+
+// snapshotBytesMin is the least log data applied between two snapshots
+// that the bytes trigger waits for.
+const snapshotBytesMin = 64 << 20
+
+// snapshotTrigger takes a snapshot once the entry data applied since the
+// last one exceeds the larger of snapshotBytesMin and the last snapshot's
+// size. raft's own trigger counts entries, and merged entries hold up to a
+// megabyte each: 8,192 of them would leave gigabytes of log for a restart
+// to replay (and to hold in memory while it does). Tying the interval to
+// the snapshot's own size keeps the snapshot writes at most about equal to
+// the log written, while a restart replays at most that much log.
+type snapshotTrigger struct {
+	appliedBytes  atomic.Int64 // entry data applied since the last snapshot
+	snapshotBytes atomic.Int64 // size of the last persisted snapshot
+	poke          chan struct{}
+}
+
+func newSnapshotTrigger() *snapshotTrigger {
+	return &snapshotTrigger{poke: make(chan struct{}, 1)}
+}
+
+// applied counts entry data applied; it pokes the snapshotter when due.
+func (s *snapshotTrigger) applied(bytes int) {
+	n := s.appliedBytes.Add(int64(bytes))
+	if n >= max(snapshotBytesMin, s.snapshotBytes.Load()) {
+		select {
+		case s.poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// frozen is called when a snapshot freezes the state: the bytes applied
+// so far are in it. It returns them, for persisted to take off.
+func (s *snapshotTrigger) frozen() int64 { return s.appliedBytes.Load() }
+
+// persisted records a snapshot of size bytes that covered covered bytes of
+// applied data.
+func (s *snapshotTrigger) persisted(size, covered int64) {
+	s.snapshotBytes.Store(size)
+	s.appliedBytes.Add(-covered)
+}
+
+// runSnapshotter takes the snapshots the bytes trigger asks for.
+func (p *Partition) runSnapshotter() {
+	defer p.loops.Done()
+	for {
+		select {
+		case <-p.closing:
+			return
+		case <-p.snaps.poke:
+		}
+		err := p.raft.Snapshot().Error()
+		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
+			p.logger.Warn("snapshot by size failed", "err", err)
+		}
+	}
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
