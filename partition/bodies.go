@@ -170,7 +170,7 @@ func (b *replicaBodies) Pin() func() {
 	b.mu.Lock()
 	id := b.nextPin
 	b.nextPin++
-	b.pins[id] = b.floorLocked()
+	b.pins[id] = b.lowestRefLocked()
 	b.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -205,17 +205,25 @@ func (b *replicaBodies) floor() uint64 {
 }
 
 func (b *replicaBodies) floorLocked() uint64 {
-	var low uint64
-	lower := func(i uint64) {
-		if i != 0 && (low == 0 || i < low) {
-			low = i
+	low := b.lowestRefLocked()
+	for _, f := range b.pins {
+		if f != 0 && (low == 0 || f < low) {
+			low = f
 		}
 	}
+	return low
+}
+
+// lowestRefLocked is the lowest raft index a live message refers to, or
+// 0. A pin records it, not the floor: what other pins hold they release
+// on their own, and a snapshot's pin inheriting its predecessor's floor
+// would keep the floor from ever rising.
+func (b *replicaBodies) lowestRefLocked() uint64 {
+	var low uint64
 	for i := range b.refs {
-		lower(i)
-	}
-	for _, f := range b.pins {
-		lower(f)
+		if low == 0 || i < low {
+			low = i
+		}
 	}
 	return low
 }
