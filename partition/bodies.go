@@ -228,12 +228,6 @@ func (b *replicaBodies) lowestRefLocked() uint64 {
 	return low
 }
 
-// referencedEntries reports how many raft entries hold live payloads.
-func (b *replicaBodies) referencedEntries() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.refs)
-}
 
 // flooredLog is the group's raft log as raft sees it, except that a prefix
 // compaction stops below the lowest entry whose payloads are still needed
