@@ -228,7 +228,6 @@ func (b *replicaBodies) lowestRefLocked() uint64 {
 	return low
 }
 
-
 // flooredLog is the group's raft log as raft sees it, except that a prefix
 // compaction stops below the lowest entry whose payloads are still needed
 // (replicaBodies.floor): raft considers those entries compacted, the log
