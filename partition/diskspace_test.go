@@ -40,6 +40,10 @@ func TestPartition_FullDiskRefusesSendsButServesConsumers(t *testing.T) {
 	if err != nil || errors.Join(errs...) != nil {
 		t.Fatalf("ack on a full disk: %v %v", err, errs)
 	}
+	// A redrive copies bodies: it waits for space too.
+	if _, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdRedrive, Redrive: &fsm.DeadFilter{}}); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("redrive on a full disk: %v", err)
+	}
 
 	free.Store(10 << 20)
 	eventually(t, 10*time.Second, "sends to work again once space returns", func() bool {

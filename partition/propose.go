@@ -28,6 +28,13 @@ func (p *Partition) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, e
 	if err := p.checkLeader(); err != nil {
 		return fsm.Result{}, err
 	}
+	if cmd.Type == fsm.CmdRedrive {
+		// A redrive copies dead letters' bodies into new body records: on a
+		// disk under the reserve it waits, as sends do.
+		if err := p.disk.check(time.Now()); err != nil {
+			return fsm.Result{}, err
+		}
+	}
 	cmd.At = p.now().UnixNano()
 	data, err := fsm.EncodeCommand(cmd)
 	if err != nil {
