@@ -45,15 +45,20 @@ func freeBytesOf(dir string) (uint64, error) {
 
 // check returns ErrDiskFull when the free space is below the reserve. A
 // failing statfs is not treated as a full disk: the write itself will say.
-func (g *diskGuard) check(now time.Time) error {
+func (g *diskGuard) check(now time.Time) error { return g.checkRoom(now, 0) }
+
+// checkRoom is check for a command that will write about extraBytes: it
+// needs that much free beyond the reserve.
+func (g *diskGuard) checkRoom(now time.Time, extraBytes uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if now.Sub(g.checkedAt) >= diskCheckInterval {
 		g.freeBytes, g.err = g.free(g.dir)
 		g.checkedAt = now
 	}
-	if g.err == nil && g.freeBytes < g.reserveBytes {
-		return fmt.Errorf("%w: %d bytes free, %d kept for receives and acks", ErrDiskFull, g.freeBytes, g.reserveBytes)
+	if g.err == nil && g.freeBytes < g.reserveBytes+extraBytes {
+		return fmt.Errorf("%w: %d bytes free, %d needed and %d kept for receives and acks",
+			ErrDiskFull, g.freeBytes, extraBytes, g.reserveBytes)
 	}
 	return nil
 }

@@ -22,6 +22,13 @@ func TestPartition_FullDiskRefusesSendsButServesConsumers(t *testing.T) {
 	p.disk.free = func(string) (uint64, error) { return free.Load(), nil }
 	p.disk.checkedAt = time.Time{}
 	p.disk.mu.Unlock()
+	// setFree changes the free space and makes the guard read it at once.
+	setFree := func(n uint64) {
+		p.disk.mu.Lock()
+		free.Store(n)
+		p.disk.checkedAt = time.Time{}
+		p.disk.mu.Unlock()
+	}
 	send(t, p, "roomy", 1)
 
 	free.Store(512 << 10)
@@ -49,5 +56,28 @@ func TestPartition_FullDiskRefusesSendsButServesConsumers(t *testing.T) {
 	eventually(t, 10*time.Second, "sends to work again once space returns", func() bool {
 		out, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: "after", Body: []byte("x")}})
 		return err == nil && out[0].Err == nil
+	})
+
+	// A redrive needs room for the bodies it copies, beyond the reserve.
+	ds, err = p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1}, 0)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %v %d", err, len(ds))
+	}
+	res, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdReject, Reject: &fsm.RejectCmd{Items: []fsm.RejectItem{{Receipt: ds[0].Receipt}}}})
+	if err != nil || res.Settled[0] != nil {
+		t.Fatalf("reject: %v %v", err, res.Settled)
+	}
+	setFree(1<<20 + 1)
+	eventually(t, 10*time.Second, "a redrive without room to be refused", func() bool {
+		_, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdRedrive, Redrive: &fsm.DeadFilter{}})
+		return errors.Is(err, ErrDiskFull)
+	})
+	if st := p.Stats(); st.Dead != 1 {
+		t.Fatalf("a refused redrive changed the dead letters: %+v", st)
+	}
+	free.Store(10 << 20)
+	eventually(t, 10*time.Second, "the redrive to go through with room", func() bool {
+		res, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdRedrive, Redrive: &fsm.DeadFilter{}})
+		return err == nil && res.Count == 1
 	})
 }
