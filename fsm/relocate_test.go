@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -58,12 +59,20 @@ func TestFSM_RelocateBodiesReleasesOldEntries(t *testing.T) {
 	if entriesBefore == 0 {
 		t.Fatal("no entry referenced to start with")
 	}
-	n, nb, err := h.f.RelocateBodies(func(l Loc) bool { return l.A != 0 && l.A <= 5 }, 10)
+	// A copy that cannot be made durable moves nothing.
+	locsBefore := fsmLocs(h.f)
+	if _, _, err := h.f.RelocateBodies(func(l Loc) bool { return l.A != 0 }, 1<<30, func() error { return errors.New("sync failed") }); err == nil {
+		t.Fatal("a failed sync was not reported")
+	}
+	if !reflect.DeepEqual(fsmLocs(h.f), locsBefore) || h.store.LiveEntries() != entriesBefore {
+		t.Fatal("a relocation whose copies were not durable moved messages")
+	}
+	n, nb, err := h.f.RelocateBodies(func(l Loc) bool { return l.A != 0 && l.A <= 5 }, 10, func() error { return nil })
 	wantNoErr(t, err)
 	if n == 0 || nb < 10 {
 		t.Fatalf("moved %d payloads, %d bytes, under a budget of 10", n, nb)
 	}
-	n2, _, err := h.f.RelocateBodies(func(l Loc) bool { return l.A != 0 }, 1<<30)
+	n2, _, err := h.f.RelocateBodies(func(l Loc) bool { return l.A != 0 }, 1<<30, func() error { return nil })
 	wantNoErr(t, err)
 	if n2 == 0 || h.store.LiveEntries() != 0 {
 		t.Fatalf("after moving everything: %d more moved, %d entries still referenced", n2, h.store.LiveEntries())
@@ -76,4 +85,11 @@ func TestFSM_RelocateBodiesReleasesOldEntries(t *testing.T) {
 	if got, want := allBodies(t, h.f, at), allBodies(t, fresh.f, at); !reflect.DeepEqual(got, want) {
 		t.Fatalf("bodies after relocation:\n%v\nwant\n%v", got, want)
 	}
+}
+
+// fsmLocs lists every message's location by seq.
+func fsmLocs(f *FSM) map[uint64]Loc {
+	out := map[uint64]Loc{}
+	f.eachMessage(func(m *message) { out[m.seq] = m.pos })
+	return out
 }

@@ -54,16 +54,24 @@ func newReplicaBodies(records *wal.Log, logs *raftlog.GroupLog, store *raftlog.S
 }
 
 // Append writes a body record (a payload that is in no local entry).
+//
+// A failed append (a full disk) is cut back, so that the body records take
+// the next append once space returns instead of failing for good.
 func (b *replicaBodies) Append(key uint64, payload []byte) (fsm.Loc, error) {
+	mark := b.records.End()
 	loc, err := b.records.Append(key, payload)
-	if err == nil {
-		b.mu.Lock()
-		if b.retained != nil {
-			b.retained[wal.Pos{Segment: loc.B, Offset: loc.C}] = struct{}{}
+	if err != nil {
+		if rerr := b.records.RollbackTo(mark); rerr != nil {
+			return fsm.Loc{}, fmt.Errorf("%w (and cutting it back failed: %w)", err, rerr)
 		}
-		b.mu.Unlock()
+		return fsm.Loc{}, err
 	}
-	return loc, err
+	b.mu.Lock()
+	if b.retained != nil {
+		b.retained[wal.Pos{Segment: loc.B, Offset: loc.C}] = struct{}{}
+	}
+	b.mu.Unlock()
+	return loc, nil
 }
 
 // Ref refers to a payload where its entry holds it.

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
@@ -75,16 +76,18 @@ func (p *Partition) relocateOldPayloads() {
 		return
 	}
 	cut := p.applied - p.cfg.TrailingLogs
-	if !p.bodies.sparseBelow(cut) {
-		return
+	if !p.bodies.sparseBelow(cut) || p.disk.check(time.Now()) != nil {
+		return // nothing worth moving, or no room to move it to
 	}
 	hold := p.bodies.Pin()
 	defer hold()
-	n, bytes, err := p.fsm.RelocateBodies(func(l fsm.Loc) bool { return l.A != 0 && l.A < cut }, relocateBytesMax)
-	if err == nil {
-		err = p.body.Sync()
-	}
+	mark := p.body.End()
+	n, bytes, err := p.fsm.RelocateBodies(func(l fsm.Loc) bool { return l.A != 0 && l.A < cut }, relocateBytesMax, p.body.Sync)
 	if err != nil {
+		// Nothing moved: the copies are referenced by nothing, cut them off.
+		if rerr := p.body.RollbackTo(mark); rerr != nil {
+			err = fmt.Errorf("%w (and cutting the copies back failed: %w)", err, rerr)
+		}
 		p.logger.Error("moving payloads out of old log entries failed", "err", err)
 		return
 	}
