@@ -12,9 +12,11 @@ import (
 type locStore struct{}
 
 func (locStore) Append(uint64, []byte) (Loc, error) { return Loc{}, errors.New("locStore: no appends") }
-func (locStore) Read(Loc) (uint64, []byte, error)   { return 0, nil, errors.New("locStore: keeps nothing") }
-func (locStore) MarkDead(Loc, int) error            { return nil }
-func (locStore) Pin() func()                        { return func() {} }
+func (locStore) Read(Loc) (uint64, []byte, error) {
+	return 0, nil, errors.New("locStore: keeps nothing")
+}
+func (locStore) MarkDead(Loc, int) error { return nil }
+func (locStore) Pin() func()             { return func() {} }
 func (locStore) Ref(index uint64, off, n int, _ uint64) (Loc, error) {
 	return Loc{A: index, B: uint32(off), C: uint32(n)}, nil
 }
