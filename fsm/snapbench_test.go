@@ -23,7 +23,7 @@ func (locStore) Ref(index uint64, off, n int, _ uint64) (Loc, error) {
 
 // snapBenchFSM applies count sends of 1 KiB messages (26-character ids, no
 // group), 500 per log entry, as the partition layer applies them.
-func snapBenchFSM(b *testing.B, cfg QueueConfig, count int) *FSM {
+func snapBenchFSM(b testing.TB, cfg QueueConfig, count int) *FSM {
 	const batch = 500
 	f, err := New(cfg, locStore{})
 	if err != nil {
@@ -35,8 +35,11 @@ func snapBenchFSM(b *testing.B, cfg QueueConfig, count int) *FSM {
 		for i := range msgs {
 			msgs[i] = NewMessage{ID: benchID(done + i), Body: body}
 		}
-		r := f.ApplyEntry(uint64(done/batch+1), mustEncode(b, Command{Type: CmdSend, At: t0, Send: &SendCmd{Messages: msgs}}))
-		if r.Err != nil {
+		data, err := EncodeCommand(Command{Type: CmdSend, At: t0, Send: &SendCmd{Messages: msgs}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := f.ApplyEntry(uint64(done/batch+1), data); r.Err != nil {
 			b.Fatal(r.Err)
 		}
 	}

@@ -127,11 +127,11 @@ func (c *snapCodec) decodeMessage(dec *msgpack.Decoder, sm *snapMessage, form sn
 	if err := expectArray(dec, "snapshot message", want); err != nil {
 		return err
 	}
-	dseq, err := dec.DecodeUint64()
+	dseq, err := decodeSnapUint(dec, "seq step", math.MaxUint64-c.seq)
 	if err != nil {
 		return err
 	}
-	if dseq == 0 || dseq > math.MaxUint64-c.seq {
+	if dseq == 0 {
 		return fmt.Errorf("seq %d after %d", c.seq+dseq, c.seq)
 	}
 	*sm = snapMessage{Seq: c.seq + dseq}
@@ -178,11 +178,11 @@ func (c *snapCodec) decodeTimes(dec *msgpack.Decoder, sm *snapMessage) error {
 }
 
 func decodeSnapPayload(dec *msgpack.Decoder, sm *snapMessage) error {
-	n, err := dec.DecodeBytesLen()
+	n, err := decodeSnapBinLen(dec, "payload")
 	if err != nil {
 		return err
 	}
-	if n < 0 || n > storedBytesMax {
+	if n > storedBytesMax {
 		return fmt.Errorf("seq %d: payload of %d bytes (at most %d)", sm.Seq, n, storedBytesMax)
 	}
 	// Read in chunks: a record cut short after claiming megabytes must not
@@ -343,6 +343,18 @@ func decodeSnapNil(dec *msgpack.Decoder) (bool, error) {
 	return true, dec.DecodeNil()
 }
 
+// decodeSnapBinLen reads the head of a binary value and returns its length.
+func decodeSnapBinLen(dec *msgpack.Decoder, what string) (int, error) {
+	code, err := dec.PeekCode()
+	if err != nil {
+		return 0, err
+	}
+	if !msgpcode.IsBin(code) {
+		return 0, fmt.Errorf("%s: msgpack code 0x%02x is not binary", what, code)
+	}
+	return dec.DecodeBytesLen()
+}
+
 // decodeSnapString reads a string of at most max bytes, refusing a longer
 // declared length before reading it.
 func decodeSnapString(dec *msgpack.Decoder, what string, max int) (string, error) {
@@ -387,7 +399,7 @@ func (c *snapCodec) decodeDedup(dec *msgpack.Decoder, d *snapDedup) error {
 	if err := expectArray(dec, "dedup entry", snapFieldsDedup); err != nil {
 		return err
 	}
-	n, err := dec.DecodeBytesLen()
+	n, err := decodeSnapBinLen(dec, "dedup key")
 	if err != nil {
 		return err
 	}
