@@ -410,6 +410,10 @@ func TestFSM_SnapshotDecoderRefusesBadRecords(t *testing.T) {
 			t.Errorf("%s: allocated %d bytes", name, n)
 		}
 	}
+}
+
+func TestFSM_SnapshotDecoderRefusesBadDedupEntriesAndRestoreFailsCleanly(t *testing.T) {
+	one := []byte{0x01}
 	for name, data := range map[string][]byte{
 		"short key":     compactRecord([]byte{0xc4, 0x0f}, one, one),
 		"unknown count": compactRecord([]byte{0xc4, 0x00}),
@@ -425,7 +429,7 @@ func TestFSM_SnapshotDecoderRefusesBadRecords(t *testing.T) {
 	var buf bytes.Buffer
 	wantNoErr(t, newSnapEncoder(&buf).Encode(&snapHeader{Version: snapshotVersionCompact, Config: DefaultQueueConfig(),
 		LastSeq: 5, Messages: 1}))
-	buf.Write(msgs["state zero"])
+	buf.Write([]byte{0x99, 0x01, 0xa0, 0xa0, 0x00, 0x00, 0x00, 0x00, 0xc0, 0xc4, 0x02, 0x00, 0x00}) // state 0
 	hh := busyHarness(t)
 	if err := hh.f.Restore(&buf); !errors.Is(err, ErrSnapshotFormat) {
 		t.Fatalf("restore of a bad record: %v", err)
