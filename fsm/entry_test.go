@@ -349,22 +349,23 @@ func TestFSM_FullSnapshotOfEntryStoreRestoresOnACopyingStore(t *testing.T) {
 	}
 }
 
-func TestFSM_FullSnapshotKeepsVersion2Layout(t *testing.T) {
+// TestFSM_FullSnapshotIsCompactVersion4 checks the layout a follower
+// receives: a version 4 header of form full, then message records as
+// arrays of the full form's fields ending with the payload.
+func TestFSM_FullSnapshotIsCompactVersion4(t *testing.T) {
 	h := busyEntryHarness(t)
 	dec := msgpack.NewDecoder(persist(t, h.f))
 	head, err := dec.DecodeMap()
 	wantNoErr(t, err)
-	if fmt.Sprint(head["version"]) != fmt.Sprint(snapshotVersionFull) || head["form"] != nil {
+	if fmt.Sprint(head["version"]) != fmt.Sprint(snapshotVersionCompact) || head["form"] != nil {
 		t.Fatalf("full snapshot header %v", head)
 	}
-	rec, err := dec.DecodeMap()
+	rec, err := dec.DecodeSlice()
 	wantNoErr(t, err)
-	for _, k := range []string{"stored", "crc", "loc_a", "loc_b", "loc_c"} {
-		if _, ok := rec[k]; ok {
-			t.Fatalf("full snapshot record has local field %q", k)
-		}
+	if len(rec) != snapFieldsFull {
+		t.Fatalf("full snapshot record of %d fields: %v", len(rec), rec)
 	}
-	if _, ok := rec["payload"].([]byte); !ok {
+	if p, ok := rec[len(rec)-1].([]byte); !ok || len(p) < 2 {
 		t.Fatalf("full snapshot record without payload: %v", rec)
 	}
 }

@@ -20,3 +20,14 @@ func keyOf(id string) idKey {
 	sum := sha256.Sum256([]byte(id))
 	return idKey{Hi: binary.BigEndian.Uint64(sum[:8]), Lo: binary.BigEndian.Uint64(sum[8:16])}
 }
+
+// putKey writes k into b (16 bytes), high half first.
+func putKey(b []byte, k idKey) {
+	binary.BigEndian.PutUint64(b[:8], k.Hi)
+	binary.BigEndian.PutUint64(b[8:16], k.Lo)
+}
+
+// keyFrom reads what putKey wrote.
+func keyFrom(b []byte) idKey {
+	return idKey{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:16])}
+}

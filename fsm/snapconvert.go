@@ -9,13 +9,14 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// WriteFullSnapshot reads a persisted snapshot of either form from r and
-// writes its full form to w: a local snapshot's payloads are read from
-// store (the store that wrote it) and inlined, with each payload checked
-// against the size and checksum the snapshot recorded; a full snapshot is
-// copied record by record. It is how a replica whose own snapshots are
-// local sends one to a follower that lacks its log. The stream is decoded
-// one record at a time: memory stays bounded by the largest record.
+// WriteFullSnapshot reads a persisted snapshot of any readable version and
+// either form from r and writes the full form of the newest version to w:
+// a local snapshot's payloads are read from store (the store that wrote
+// it) and inlined, with each payload checked against the size and checksum
+// the snapshot recorded; a full snapshot's payloads are copied. It is how a
+// replica whose own snapshots are local sends one to a follower that lacks
+// its log. The stream is decoded one record at a time: memory stays bounded
+// by the largest record.
 func WriteFullSnapshot(r io.Reader, w io.Writer, store BodyStore) error {
 	dec := msgpack.NewDecoder(bufio.NewReaderSize(r, 1<<16))
 	bw := bufio.NewWriterSize(w, 1<<16)
@@ -25,34 +26,40 @@ func WriteFullSnapshot(r io.Reader, w io.Writer, store BodyStore) error {
 	if err := dec.Decode(&h); err != nil {
 		return fmt.Errorf("%w: header: %w", ErrSnapshotFormat, err)
 	}
-	local := h.Version == snapshotVersionLocal && h.Form == formLocal
-	if !local && !(h.Form == formFull && (h.Version == snapshotVersionFull || h.Version == snapshotVersionLocal)) {
-		return fmt.Errorf("%w: version %d form %d", ErrSnapshotFormat, h.Version, h.Form)
+	legacy, err := snapReadable(&h)
+	if err != nil {
+		return err
 	}
-	h.Version, h.Form = snapshotVersionFull, formFull
+	rd := snapReader{dec: dec, form: h.Form, legacy: legacy}
+	local := h.Form == formLocal
+	h.Version, h.Form = snapshotVersionCompact, formFull
 	if err := enc.Encode(&h); err != nil {
 		return err
 	}
+	var out snapCodec
 	for i := range h.Messages {
 		var sm snapMessage
-		if err := dec.Decode(&sm); err != nil {
+		if err := rd.message(&sm); err != nil {
 			return fmt.Errorf("%w: message %d of %d: %w", ErrSnapshotFormat, i, h.Messages, err)
+		}
+		if sm.Seq <= out.seq && i > 0 || sm.Seq == 0 {
+			return fmt.Errorf("%w: message %d of %d: seq %d after %d", ErrSnapshotFormat, i, h.Messages, sm.Seq, out.seq)
 		}
 		if local {
 			if err := inlinePayload(&sm, store); err != nil {
 				return err
 			}
 		}
-		if err := enc.Encode(&sm); err != nil {
+		if err := out.encodeMessage(enc, &sm, formFull); err != nil {
 			return err
 		}
 	}
 	for i := range h.Dedup {
 		var d snapDedup
-		if err := dec.Decode(&d); err != nil {
+		if err := rd.dedup(&d); err != nil {
 			return fmt.Errorf("%w: dedup entry %d of %d: %w", ErrSnapshotFormat, i, h.Dedup, err)
 		}
-		if err := enc.Encode(&d); err != nil {
+		if err := out.encodeDedup(enc, &d); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -14,23 +15,27 @@ import (
 // message and dead letter in seq order, then the dedup entries. It comes in
 // two forms:
 //
-//   - Full (Persist; header version 2, the form every version wrote before
-//     local snapshots existed): each message record carries its stored
-//     payload. It is self-contained: what a replica that lacks our log
-//     entries or body records needs (a snapshot sent to a follower).
-//     Restore appends every payload to the body store.
-//   - Local (PersistLocal; header version 3, form "local"): each message
-//     record carries its location in the body store, the payload's size
-//     and checksum, and no payload bytes. It is valid only for restoring on
-//     the replica that wrote it, on the same body store, while the store
-//     still holds those locations (for example at restart, from the log
-//     entries the store keeps). Restore writes no payload: it keeps the
-//     locations, and calls Retain on a store that counts references.
+//   - Full (Persist): each message record carries its stored payload. It
+//     is self-contained: what a replica that lacks our log entries or body
+//     records needs (a snapshot sent to a follower). Restore appends every
+//     payload to the body store.
+//   - Local (PersistLocal): each message record carries its location in the
+//     body store, the payload's size and checksum, and no payload bytes. It
+//     is valid only for restoring on the replica that wrote it, on the same
+//     body store, while the store still holds those locations (for example
+//     at restart, from the log entries the store keeps). Restore writes no
+//     payload: it keeps the locations, and calls Retain on a store that
+//     counts references.
 //
-// Restore reads either form; digests of the restored state are equal.
+// Versions: 2 (full form only) and 3 (either form) encode records as
+// msgpack maps with field names (snapMessage, snapDedup); 4, written now,
+// encodes them as compact arrays (see snapcodec.go). The header is a map
+// in every version. Restore reads all of them; digests of the restored
+// state are equal.
 const (
-	snapshotVersionFull  = 2
-	snapshotVersionLocal = 3
+	snapshotVersionFull    = 2
+	snapshotVersionLocal   = 3
+	snapshotVersionCompact = 4
 )
 
 // snapForm says what a snapshot's message records carry.
@@ -40,6 +45,45 @@ const (
 	formFull  snapForm = iota // payloads inline
 	formLocal                 // locations, sizes and checksums; no payloads
 )
+
+// snapReadable checks that a header names a version and form Restore and
+// WriteFullSnapshot read, and says whether its records are maps.
+func snapReadable(h *snapHeader) (legacy bool, err error) {
+	switch {
+	case h.Version == snapshotVersionFull && h.Form == formFull:
+		return true, nil
+	case h.Version == snapshotVersionLocal && (h.Form == formFull || h.Form == formLocal):
+		return true, nil
+	case h.Version == snapshotVersionCompact && (h.Form == formFull || h.Form == formLocal):
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: version %d form %d (want %d, %d or %d)", ErrSnapshotFormat, h.Version, h.Form,
+		snapshotVersionFull, snapshotVersionLocal, snapshotVersionCompact)
+}
+
+// snapReader reads the records of one snapshot stream of any readable
+// version.
+type snapReader struct {
+	dec    *msgpack.Decoder
+	form   snapForm
+	legacy bool
+	codec  snapCodec
+}
+
+func (r *snapReader) message(sm *snapMessage) error {
+	if r.legacy {
+		*sm = snapMessage{}
+		return r.dec.Decode(sm)
+	}
+	return r.codec.decodeMessage(r.dec, sm, r.form)
+}
+
+func (r *snapReader) dedup(d *snapDedup) error {
+	if r.legacy {
+		return r.dec.Decode(d)
+	}
+	return r.codec.decodeDedup(r.dec, d)
+}
 
 // ErrSnapshotFormat is returned by Restore for a stream that is not a
 // snapshot of a known version or is cut short.
@@ -51,10 +95,104 @@ var ErrSnapshotFormat = errors.New("bad snapshot")
 // bodies it names stay readable. Call Release when done with it.
 type Snapshot struct {
 	header   snapHeader
-	messages []snapMessage
-	dedup    []snapDedup
+	messages []frozenMessage
+	dedup    frozenDedup
 	store    BodyStore
 	release  func()
+}
+
+// frozenMessage is what a Snapshot keeps of one message: the fields that
+// change after the freeze are copied, the immutable ones shared. It takes
+// 80 bytes and allocates nothing of its own unless the message has
+// delivery info.
+type frozenMessage struct {
+	seq        uint64
+	idData     *byte  // the bytes of the message's immutable id string
+	group      *group // nil, or the group at freeze time: only its name is read, which never changes
+	enqueuedAt int64
+	visibleAt  int64
+	// info is a copy of the message's delivery info (fields of which
+	// change in place); the history slice is shared, since it is never
+	// modified in place (see deliveryInfo.addEvent).
+	info     *deliveryInfo
+	pos      Loc
+	stored   uint32
+	crc      uint32
+	attempts uint32
+	idLen    uint16
+	state    msgState
+}
+
+func freeze(m *message) frozenMessage {
+	fm := frozenMessage{
+		seq: m.seq, idData: m.idData, group: m.group, enqueuedAt: m.enqueuedAt, visibleAt: m.visibleAt,
+		pos: m.pos, stored: m.stored, crc: m.crc, attempts: m.attempts, idLen: m.idLen, state: m.state,
+	}
+	if m.info != nil {
+		in := *m.info
+		fm.info = &in
+	}
+	return fm
+}
+
+// record returns the record fm persists as, without payload.
+func (fm *frozenMessage) record() snapMessage {
+	sm := snapMessage{
+		Seq: fm.seq, ID: unsafe.String(fm.idData, int(fm.idLen)), EnqueuedAt: fm.enqueuedAt,
+		VisibleAt: fm.visibleAt, Attempts: fm.attempts, State: fm.state, Stored: fm.stored, CRC: fm.crc,
+		LocA: fm.pos.A, LocB: fm.pos.B, LocC: fm.pos.C,
+	}
+	if fm.group != nil {
+		sm.Group = fm.group.name
+	}
+	if in := fm.info; in != nil {
+		sm.HasInfo = true
+		sm.Info = snapInfo{
+			Consumer: in.consumer, FirstEnqueuedAt: in.firstEnqueuedAt,
+			FirstDeliveredAt: in.firstDeliveredAt, LastDeliveredAt: in.lastDeliveredAt,
+			History: in.history, DeadAt: in.deadAt, DeadReason: in.deadReason, DeadText: in.deadText,
+		}
+	}
+	return sm
+}
+
+// frozenDedup is the dedup window at freeze time: ids in acceptance order,
+// the seq each was accepted as, and the acceptance marks (24 bytes per id).
+type frozenDedup struct {
+	ids   []idKey
+	seqs  []uint64
+	first uint64 // absolute index of ids[0]
+	marks []dedupMark
+}
+
+func (f *FSM) freezeDedup() frozenDedup {
+	n := f.dedupIDs.len()
+	d := frozenDedup{ids: make([]idKey, n), seqs: make([]uint64, n), first: f.dedupAt,
+		marks: make([]dedupMark, f.marks.len())}
+	for i := range n {
+		id := f.dedupIDs.at(i)
+		d.ids[i], d.seqs[i] = id, f.dedup[id]
+	}
+	for i := range d.marks {
+		d.marks[i] = f.marks.at(i)
+	}
+	return d
+}
+
+// each calls fn with every entry in acceptance order.
+func (d *frozenDedup) each(fn func(*snapDedup) error) error {
+	mark := 0
+	for i := range d.ids {
+		abs := d.first + uint64(i)
+		for mark+1 < len(d.marks) && d.marks[mark+1].index <= abs {
+			mark++
+		}
+		e := snapDedup{ID: d.ids[i], Seq: d.seqs[i], At: d.marks[mark].at}
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type snapHeader struct {
@@ -68,6 +206,9 @@ type snapHeader struct {
 	Dedup    int         `msgpack:"dedup"`
 }
 
+// snapMessage is one message record as Restore and WriteFullSnapshot see
+// it, whatever the version; its tags give the map encoding of versions 2
+// and 3.
 type snapMessage struct {
 	Seq        uint64   `msgpack:"seq"`
 	ID         string   `msgpack:"id"`
@@ -79,8 +220,7 @@ type snapMessage struct {
 	HasInfo    bool     `msgpack:"has_info,omitempty"`
 	Info       snapInfo `msgpack:"info"`
 	Payload    []byte   `msgpack:"payload"`
-	// The payload's size, CRC-32C and location: kept by Snapshot for
-	// every message, written in the local form only.
+	// The payload's size, CRC-32C and location: in the local form only.
 	Stored uint32 `msgpack:"stored,omitempty"`
 	CRC    uint32 `msgpack:"crc,omitempty"`
 	LocA   uint64 `msgpack:"loc_a,omitempty"`
@@ -101,6 +241,8 @@ type snapInfo struct {
 	DeadText         string     `msgpack:"dead_text,omitempty"`
 }
 
+// snapDedup is one dedup entry; its tags give the map encoding of versions
+// 2 and 3.
 type snapDedup struct {
 	ID  idKey  `msgpack:"id"`
 	Seq uint64 `msgpack:"seq"`
@@ -113,16 +255,16 @@ type snapDedup struct {
 func (f *FSM) Snapshot() *Snapshot {
 	s := &Snapshot{
 		header: snapHeader{
-			Version: snapshotVersionFull, Config: f.cfg, Clock: f.clock,
+			Version: snapshotVersionCompact, Config: f.cfg, Clock: f.clock,
 			LastSeq: f.lastSeq, Counters: f.counters,
 		},
-		messages: make([]snapMessage, 0, f.table.len()+f.dead.Len()),
+		messages: make([]frozenMessage, 0, f.table.len()+f.dead.Len()),
 		store:    f.store,
 		release:  f.store.Pin(),
 	}
-	f.eachMessage(func(m *message) { s.messages = append(s.messages, snapOf(m)) })
-	s.dedup = f.dedupEntries()
-	s.header.Messages, s.header.Dedup = len(s.messages), len(s.dedup)
+	f.eachMessage(func(m *message) { s.messages = append(s.messages, freeze(m)) })
+	s.dedup = f.freezeDedup()
+	s.header.Messages, s.header.Dedup = len(s.messages), len(s.dedup.ids)
 	return s
 }
 
@@ -141,26 +283,6 @@ func (f *FSM) eachMessage(fn func(*message)) {
 	for _, m := range dead {
 		fn(m)
 	}
-}
-
-func snapOf(m *message) snapMessage {
-	sm := snapMessage{
-		Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt, VisibleAt: m.visibleAt,
-		Attempts: m.attempts, State: m.state, Stored: m.stored, CRC: m.crc,
-		LocA: m.pos.A, LocB: m.pos.B, LocC: m.pos.C,
-	}
-	if m.group != nil {
-		sm.Group = m.group.name
-	}
-	if in := m.info; in != nil {
-		sm.HasInfo = true
-		sm.Info = snapInfo{
-			Consumer: in.consumer, FirstEnqueuedAt: in.firstEnqueuedAt,
-			FirstDeliveredAt: in.firstDeliveredAt, LastDeliveredAt: in.lastDeliveredAt,
-			History: in.history, DeadAt: in.deadAt, DeadReason: in.deadReason, DeadText: in.deadText,
-		}
-	}
-	return sm
 }
 
 func (f *FSM) dedupEntries() []snapDedup {
@@ -190,30 +312,27 @@ func (s *Snapshot) persist(w io.Writer, form snapForm) error {
 	enc := msgpack.NewEncoder(bw)
 	enc.UseCompactInts(true)
 	h := s.header
-	if form == formLocal {
-		h.Version, h.Form = snapshotVersionLocal, formLocal
-	}
+	h.Form = form
 	if err := enc.Encode(&h); err != nil {
 		return fmt.Errorf("persist snapshot header: %w", err)
 	}
+	var c snapCodec
 	for i := range s.messages {
-		sm := s.messages[i]
+		sm := s.messages[i].record()
 		if form == formFull {
 			_, payload, err := s.store.Read(sm.loc())
 			if err != nil {
 				return fmt.Errorf("persist snapshot: body of seq %d: %w", sm.Seq, err)
 			}
 			sm.Payload = payload
-			sm.Stored, sm.CRC, sm.LocA, sm.LocB, sm.LocC = 0, 0, 0, 0, 0
 		}
-		if err := enc.Encode(&sm); err != nil {
+		if err := c.encodeMessage(enc, &sm, form); err != nil {
 			return fmt.Errorf("persist snapshot: seq %d: %w", sm.Seq, err)
 		}
 	}
-	for i := range s.dedup {
-		if err := enc.Encode(&s.dedup[i]); err != nil {
-			return fmt.Errorf("persist snapshot dedup: %w", err)
-		}
+	err := s.dedup.each(func(d *snapDedup) error { return c.encodeDedup(enc, d) })
+	if err != nil {
+		return fmt.Errorf("persist snapshot dedup: %w", err)
 	}
 	return bw.Flush()
 }
@@ -250,21 +369,19 @@ func (f *FSM) restore(r io.Reader) error {
 	if err := dec.Decode(&h); err != nil {
 		return fmt.Errorf("%w: header: %w", ErrSnapshotFormat, err)
 	}
-	switch {
-	case h.Version == snapshotVersionFull && h.Form == formFull:
-	case h.Version == snapshotVersionLocal && (h.Form == formFull || h.Form == formLocal):
-	default:
-		return fmt.Errorf("%w: version %d form %d (want %d, or %d local)", ErrSnapshotFormat, h.Version, h.Form,
-			snapshotVersionFull, snapshotVersionLocal)
+	legacy, err := snapReadable(&h)
+	if err != nil {
+		return err
 	}
 	if err := h.Config.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
 	}
 	f.cfg, f.clock, f.lastSeq, f.counters = h.Config, h.Clock, h.LastSeq, h.Counters
+	rd := snapReader{dec: dec, form: h.Form, legacy: legacy}
 	var prev uint64
 	for i := range h.Messages {
 		var sm snapMessage
-		if err := dec.Decode(&sm); err != nil {
+		if err := rd.message(&sm); err != nil {
 			return fmt.Errorf("%w: message %d of %d: %w", ErrSnapshotFormat, i, h.Messages, err)
 		}
 		if len(sm.ID) > IDBytesMax {
@@ -281,7 +398,7 @@ func (f *FSM) restore(r io.Reader) error {
 	}
 	for i := range h.Dedup {
 		var d snapDedup
-		if err := dec.Decode(&d); err != nil {
+		if err := rd.dedup(&d); err != nil {
 			return fmt.Errorf("%w: dedup entry %d of %d: %w", ErrSnapshotFormat, i, h.Dedup, err)
 		}
 		f.rememberAt(d.ID, d.Seq, d.At)
