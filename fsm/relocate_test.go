@@ -93,3 +93,23 @@ func fsmLocs(f *FSM) map[uint64]Loc {
 	f.eachMessage(func(m *message) { out[m.seq] = m.pos })
 	return out
 }
+
+// failingStore refuses appends, as a full disk does.
+type failingStore struct{ *MemBodyStore }
+
+func (failingStore) Append(uint64, []byte) (Loc, error) { return Loc{}, errors.New("no space left on device") }
+
+// Restoring a full snapshot onto a store that cannot take its bodies fails
+// with an error, without a panic, and leaves the FSM empty.
+func TestFSM_RestoreOnAFullStoreFailsCleanly(t *testing.T) {
+	h := busyEntryHarness(t)
+	buf := persist(t, h.f)
+	g, err := New(DefaultQueueConfig(), failingStore{NewMemBodyStore()})
+	wantNoErr(t, err)
+	if err := g.Restore(buf); err == nil {
+		t.Fatal("restore onto a full store succeeded")
+	}
+	if st := g.Stats(); st.Ready+st.Delayed+st.InFlight+st.Dead != 0 {
+		t.Fatalf("a failed restore left state: %+v", st)
+	}
+}

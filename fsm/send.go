@@ -122,13 +122,21 @@ func (f *FSM) admit(size int) error {
 // is fatal: the replica could not hold what its peers hold, and going on
 // would make it diverge.
 func (f *FSM) storeBody(m *message, payload []byte) {
+	if err := f.tryStoreBody(m, payload); err != nil {
+		panic("fsm: " + err.Error())
+	}
+}
+
+// tryStoreBody is storeBody returning the store's failure.
+func (f *FSM) tryStoreBody(m *message, payload []byte) error {
 	loc, err := f.store.Append(m.seq, payload)
 	if err != nil {
-		panic(fmt.Sprintf("fsm: body store append failed for seq %d: %v", m.seq, err))
+		return fmt.Errorf("body store append failed for seq %d: %w", m.seq, err)
 	}
 	m.pos = loc
 	m.stored = uint32(len(payload))
 	m.crc = crc32.Checksum(payload, castagnoli)
+	return nil
 }
 
 // refBody has the entry store keep m's payload where log entry index holds

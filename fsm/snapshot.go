@@ -429,8 +429,10 @@ func (f *FSM) restoreMessage(sm *snapMessage, form snapForm) error {
 		if err := f.keepBody(m, sm); err != nil {
 			return err
 		}
-	} else {
-		f.storeBody(m, sm.Payload)
+	} else if err := f.tryStoreBody(m, sm.Payload); err != nil {
+		// A restore that cannot store a body (a full disk) fails as a
+		// whole and can be tried again; it does not crash the replica.
+		return err
 	}
 	m.visibleAt = sm.VisibleAt
 	if sm.State == stateDead {
