@@ -97,7 +97,9 @@ func fsmLocs(f *FSM) map[uint64]Loc {
 // failingStore refuses appends, as a full disk does.
 type failingStore struct{ *MemBodyStore }
 
-func (failingStore) Append(uint64, []byte) (Loc, error) { return Loc{}, errors.New("no space left on device") }
+func (failingStore) Append(uint64, []byte) (Loc, error) {
+	return Loc{}, errors.New("no space left on device")
+}
 
 // Restoring a full snapshot onto a store that cannot take its bodies fails
 // with an error, without a panic, and leaves the FSM empty.
