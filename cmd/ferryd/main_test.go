@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"io"
 	"strings"
 	"testing"
 )
@@ -71,5 +72,20 @@ func TestParseFlags_BadFlagIsAUsageError(t *testing.T) {
 	_, err = parseFlags(nil, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "FERRY_ID") {
 		t.Fatalf("missing id: %v", err)
+	}
+}
+
+func TestFerryd_GCPercentFlagAndEnv(t *testing.T) {
+	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
+	if err != nil || o.gcPercent != defaultGCPercent {
+		t.Fatalf("default gc percent %d, %v", o.gcPercent, err)
+	}
+	t.Setenv("FERRY_GC_PERCENT", "80")
+	if o, err := parseFlags([]string{"-id", "n1"}, io.Discard); err != nil || o.gcPercent != 80 {
+		t.Fatalf("FERRY_GC_PERCENT=80 gave %d, %v", o.gcPercent, err)
+	}
+	t.Setenv("FERRY_GC_PERCENT", "lots")
+	if _, err := parseFlags([]string{"-id", "n1"}, io.Discard); err == nil {
+		t.Fatal("a malformed FERRY_GC_PERCENT was accepted")
 	}
 }
