@@ -10,7 +10,7 @@ import (
 
 // snapshotBytesMin is the least log data applied between two snapshots
 // that the bytes trigger waits for.
-const snapshotBytesMin = 64 << 20
+const snapshotBytesMin = 128 << 20
 
 // snapshotTrigger takes a snapshot once the entry data applied since the
 // last one exceeds the larger of snapshotBytesMin and twice the last
