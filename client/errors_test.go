@@ -62,8 +62,13 @@ func TestClient_EveryWireCodeMatchesAnExportedError(t *testing.T) {
 	}
 	fc := newFake(t, 1)
 	fc.addQueue("q", wire.QueueConfig{})
+	// Receives go to a queue that stays empty: a retry that outlives its
+	// call and succeeds once the fault is lifted then leases nothing, so
+	// the Queue's buffer never answers a later receive without an error.
+	fc.addQueue("empty", wire.QueueConfig{})
 	c := dial(t, fc, client.WithRetryBackoff(time.Millisecond, 5*time.Millisecond))
 	q := c.Queue("q")
+	empty := c.Queue("empty")
 	setup := testCtx(t, 5*time.Second)
 	if _, err := q.SendBatch(setup, make([]client.Message, 3)); err != nil {
 		t.Fatalf("SendBatch: %v", err)
@@ -92,7 +97,7 @@ func TestClient_EveryWireCodeMatchesAnExportedError(t *testing.T) {
 			{"ack", wire.OpAck, fault{code: code, msg: msg}, func(ctx context.Context) error { return ds[0].Ack(ctx) }},
 			{"ack item", wire.OpAck, fault{itemCode: code, msg: msg}, func(ctx context.Context) error { return ds[1].Ack(ctx) }},
 			{"receive", wire.OpReceive, fault{code: code, msg: msg}, func(ctx context.Context) error {
-				_, err := q.Receive(ctx, client.ReceiveOptions{})
+				_, err := empty.Receive(ctx, client.ReceiveOptions{})
 				return err
 			}},
 			{"dead letters", wire.OpDeadList, fault{code: code, msg: msg}, func(ctx context.Context) error {
