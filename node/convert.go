@@ -43,6 +43,8 @@ func codeOf(err error) wire.Code {
 		return wire.CodeQueueNotFound
 	case errors.Is(err, meta.ErrQueueExists):
 		return wire.CodeQueueExists
+	case errors.Is(err, meta.ErrLimitExceeded):
+		return wire.CodeLimitExceeded
 	}
 	return wire.CodeInternal
 }
