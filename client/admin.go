@@ -11,8 +11,8 @@ import (
 
 // QueueConfig is a queue's configuration as the cluster reports it: the
 // settings in force. A value means itself: 0 is "no limit" for
-// MaxReceives, MaxDepth and MaxBytes, "off" for DedupWindow and "keep until
-// acked" for Retention. See wire.QueueConfig for ranges and defaults.
+// MaxReceives, MaxDepth, MaxBytes, MaxDead, MaxDeadBytes and DedupMaxIDs,
+// "off" for DedupWindow and "keep" for Retention and DeadRetention. See wire.QueueConfig for ranges and defaults.
 type QueueConfig = wire.QueueConfig
 
 // QueueInfo describes a queue: its configuration in force and where its
@@ -98,6 +98,34 @@ func MaxBytes(n int64) QueueSetting {
 // and 0: keep them until acked.
 func Retention(d time.Duration) QueueSetting {
 	return QueueSetting{wire.FieldRetention, wire.QueueConfig{Retention: d}}
+}
+
+// MaxDead caps a partition's dead letters in count, 0..10,000,000;
+// default 10,000; 0: no cap. Past it the oldest dead letters are deleted
+// and counted (Counters.DeadEvicted).
+func MaxDead(n int64) QueueSetting {
+	return QueueSetting{wire.FieldMaxDead, wire.QueueConfig{MaxDead: n}}
+}
+
+// MaxDeadBytes caps the stored bytes of a partition's dead letters;
+// default 1 GiB; 0: no cap. Past it the oldest go, counted.
+func MaxDeadBytes(n int64) QueueSetting {
+	return QueueSetting{wire.FieldMaxDeadBytes, wire.QueueConfig{MaxDeadBytes: n}}
+}
+
+// DeadRetention deletes dead letters d after they were dead-lettered, up
+// to 8760h, counting them (Counters.DeadExpired); default and 0: keep
+// them.
+func DeadRetention(d time.Duration) QueueSetting {
+	return QueueSetting{wire.FieldDeadRetention, wire.QueueConfig{DeadRetention: d}}
+}
+
+// DedupMaxIDs caps the ids a partition's dedup window holds,
+// 0..10,000,000; default 1,000,000 (about 75 MB); 0: no cap. Past it the
+// oldest ids leave the window early, counted (Counters.DedupEvicted): a
+// retry of such an id is no longer recognised as a duplicate.
+func DedupMaxIDs(n int64) QueueSetting {
+	return QueueSetting{wire.FieldDedupMaxIDs, wire.QueueConfig{DedupMaxIDs: n}}
 }
 
 // SettingsOf names every setting of cfg that may change after creation

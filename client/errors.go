@@ -50,6 +50,11 @@ var (
 	ErrInvalidArgument = wire.ErrInvalidArgument
 	// ErrInvalidConfig: a queue configuration failed validation.
 	ErrInvalidConfig = wire.ErrInvalidConfig
+	// ErrLimitExceeded: CreateQueue would take the cluster past its
+	// queue or partition limit, or came faster than the node's create rate
+	// limit (the message says which). Nothing was created; not retried by
+	// the client.
+	ErrLimitExceeded = wire.ErrLimitExceeded
 	// ErrUnavailable: the partition or cluster could not serve the request
 	// (no leader, no quorum, node shutting down, no leader known).
 	ErrUnavailable = wire.ErrUnavailable

@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Limits that bound every command. They are part of the replicated contract:
@@ -41,6 +43,25 @@ const (
 	// DeadListMax is the most dead letters one list, peek, redrive or delete
 	// handles.
 	DeadListMax = 10000
+	// MaxDeadLimit is the largest MaxDead a queue may configure.
+	MaxDeadLimit = 10_000_000
+	// DedupMaxIDsLimit is the largest DedupMaxIDs a queue may configure
+	// (about 750 MB of dedup table per partition).
+	DedupMaxIDsLimit = 10_000_000
+)
+
+// Defaults of the bounds on dead letters and on the dedup table. A config
+// encoded before these fields existed decodes with them (see
+// QueueConfig.DecodeMsgpack), so old queues are bounded too.
+const (
+	// DefaultMaxDead is the default count cap on a partition's dead
+	// letters.
+	DefaultMaxDead = 10_000
+	// DefaultMaxDeadBytes is the default cap on their stored bytes, 1 GiB.
+	DefaultMaxDeadBytes = 1 << 30
+	// DefaultDedupMaxIDs is the default cap on the ids a partition's dedup
+	// window holds (about 75 MB).
+	DefaultDedupMaxIDs = 1_000_000
 )
 
 // QueueConfig is the replicated configuration of a queue partition. The zero
@@ -73,11 +94,47 @@ type QueueConfig struct {
 	// older than this, counting them in Counters.RetentionExpired; 0 keeps
 	// messages until they are acked.
 	Retention time.Duration `msgpack:"retention"`
+	// MaxDead caps the partition's dead letters in count; 0 means no cap.
+	// When a new dead letter takes the partition past MaxDead or
+	// MaxDeadBytes, the oldest dead letters (by dead-lettering time, then
+	// seq) are deleted until it fits again, counting them in
+	// Counters.DeadEvicted; a dead letter larger than MaxDeadBytes on its
+	// own goes too. A config that lowers the cap applies it at once.
+	MaxDead int64 `msgpack:"max_dead"`
+	// MaxDeadBytes caps the stored bytes of the dead letters; 0 means no
+	// cap.
+	MaxDeadBytes int64 `msgpack:"max_dead_bytes"`
+	// DeadRetention deletes dead letters dead-lettered this long ago or
+	// longer, counting them in Counters.DeadExpired; 0 keeps them.
+	DeadRetention time.Duration `msgpack:"dead_retention"`
+	// DedupMaxIDs caps the ids the dedup window holds; 0 means no cap.
+	// Before an id is added to a full window the oldest id leaves it early,
+	// counted in Counters.DedupEvicted: a retry of that id is then no
+	// longer recognised as a duplicate.
+	DedupMaxIDs int64 `msgpack:"dedup_max_ids"`
+}
+
+// queueConfigFields is QueueConfig without its decoding method.
+type queueConfigFields QueueConfig
+
+// DecodeMsgpack decodes a config whose fields may be absent: MaxDead,
+// MaxDeadBytes and DedupMaxIDs, which configs written before they existed
+// lack, take their defaults (DefaultMaxDead, DefaultMaxDeadBytes,
+// DefaultDedupMaxIDs) rather than 0 ("no cap"); DeadRetention takes 0.
+// Every other absent field is 0.
+func (c *QueueConfig) DecodeMsgpack(d *msgpack.Decoder) error {
+	v := queueConfigFields{MaxDead: DefaultMaxDead, MaxDeadBytes: DefaultMaxDeadBytes, DedupMaxIDs: DefaultDedupMaxIDs}
+	if err := d.Decode(&v); err != nil {
+		return err
+	}
+	*c = QueueConfig(v)
+	return nil
 }
 
 // DefaultQueueConfig returns the defaults of the design: 30 s visibility,
 // 10 receives, backoff 1 s .. 5 min, 5 min dedup window, 1 MiB messages,
-// no depth limit and no retention.
+// no depth limit and no retention; 10,000 dead letters or 1 GiB of them
+// kept for ever; 1,000,000 ids in the dedup window.
 func DefaultQueueConfig() QueueConfig {
 	return QueueConfig{
 		VisibilityTimeout: 30 * time.Second,
@@ -86,6 +143,9 @@ func DefaultQueueConfig() QueueConfig {
 		BackoffMax:        5 * time.Minute,
 		DedupWindow:       5 * time.Minute,
 		MaxMessageBytes:   1 << 20,
+		MaxDead:           DefaultMaxDead,
+		MaxDeadBytes:      DefaultMaxDeadBytes,
+		DedupMaxIDs:       DefaultDedupMaxIDs,
 	}
 }
 
@@ -110,6 +170,14 @@ func (c QueueConfig) Validate() error {
 		return c.bad("MaxBytes", c.MaxBytes, "must not be negative")
 	case c.Retention < 0 || c.Retention > RetentionMax:
 		return c.bad("Retention", c.Retention, "must be between 0 and 8760h")
+	case c.MaxDead < 0 || c.MaxDead > MaxDeadLimit:
+		return c.bad("MaxDead", c.MaxDead, "must be between 0 and 10000000")
+	case c.MaxDeadBytes < 0:
+		return c.bad("MaxDeadBytes", c.MaxDeadBytes, "must not be negative")
+	case c.DeadRetention < 0 || c.DeadRetention > RetentionMax:
+		return c.bad("DeadRetention", c.DeadRetention, "must be between 0 and 8760h")
+	case c.DedupMaxIDs < 0 || c.DedupMaxIDs > DedupMaxIDsLimit:
+		return c.bad("DedupMaxIDs", c.DedupMaxIDs, "must be between 0 and 10000000")
 	}
 	return nil
 }

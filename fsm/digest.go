@@ -13,12 +13,14 @@ func (f *FSM) Digest() [32]byte {
 	cfg := f.cfg
 	d.Ints(int64(cfg.VisibilityTimeout), int64(cfg.MaxReceives), int64(cfg.BackoffBase),
 		int64(cfg.BackoffMax), int64(cfg.DedupWindow), int64(cfg.MaxMessageBytes),
-		cfg.MaxDepth, cfg.MaxBytes, int64(cfg.Retention))
+		cfg.MaxDepth, cfg.MaxBytes, int64(cfg.Retention), cfg.MaxDead, cfg.MaxDeadBytes,
+		int64(cfg.DeadRetention), cfg.DedupMaxIDs)
 	d.Ints(f.clock, int64(f.lastSeq))
 	c := f.counters
 	d.Ints(int64(c.Sent), int64(c.Duplicates), int64(c.Leased), int64(c.Acked), int64(c.Nacked),
 		int64(c.Rejected), int64(c.Expired), int64(c.DeadLettered), int64(c.Redriven),
-		int64(c.DeadDeleted), int64(c.Purged), int64(c.RetentionExpired))
+		int64(c.DeadDeleted), int64(c.Purged), int64(c.RetentionExpired), int64(c.DeadEvicted),
+		int64(c.DeadExpired), int64(c.DedupEvicted))
 	f.eachMessage(d.message)
 	for _, e := range f.dedupEntries() {
 		d.Ints(int64(e.ID.Hi), int64(e.ID.Lo), int64(e.Seq), e.At)

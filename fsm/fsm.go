@@ -23,6 +23,7 @@ type FSM struct {
 
 	table     seqTable                // every message not acked, deleted or dead
 	dead      *btree.BTreeG[*message] // dead letters by seq
+	deadOrder *btree.BTreeG[*message] // dead letters by (deadAt, seq): eviction and retention order
 	freshFrom uint64                  // no seq below this is eligibleFIFO
 	returned  *btree.BTreeG[*message] // other eligible messages by seq
 	timers    *btree.BTreeG[*message] // delayed and in-flight messages by (visibleAt, seq)
@@ -79,6 +80,12 @@ func (f *FSM) reset() {
 	f.clock, f.lastSeq = 0, 0
 	f.table = seqTable{}
 	f.dead = btree.NewG(btreeDegree, bySeq)
+	f.deadOrder = btree.NewG(btreeDegree, func(a, b *message) bool {
+		if a.info.deadAt != b.info.deadAt {
+			return a.info.deadAt < b.info.deadAt
+		}
+		return a.seq < b.seq
+	})
 	f.freshFrom = 0
 	f.returned = btree.NewG(btreeDegree, bySeq)
 	f.timers = btree.NewG(btreeDegree, byTime)
@@ -150,6 +157,7 @@ func (f *FSM) apply(c Command, index uint64) Result {
 		r.Err = c.SetConfig.Validate()
 		if r.Err == nil {
 			f.cfg = *c.SetConfig
+			f.trimDead() // a lowered cap holds from now on
 		}
 	}
 	return r

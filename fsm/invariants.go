@@ -68,6 +68,9 @@ func (f *FSM) checkInvariants() error {
 	if err != nil {
 		return err
 	}
+	if f.deadOrder.Len() != f.dead.Len() {
+		return fmt.Errorf("fsm invariant: %d dead letters by time, %d by seq", f.deadOrder.Len(), f.dead.Len())
+	}
 	if g != f.gauges {
 		return fmt.Errorf("fsm invariant: gauges %+v, recounted %+v", f.gauges, g)
 	}
@@ -76,6 +79,9 @@ func (f *FSM) checkInvariants() error {
 	}
 	if err := f.checkGroups(); err != nil {
 		return err
+	}
+	if (f.dedupIDs.len() == 0) != (f.marks.len() == 0) {
+		return fmt.Errorf("fsm invariant: %d dedup ids, %d marks", f.dedupIDs.len(), f.marks.len())
 	}
 	if len(f.dedup) != f.dedupIDs.len() {
 		return fmt.Errorf("fsm invariant: %d dedup entries, %d ids", len(f.dedup), f.dedupIDs.len())

@@ -101,6 +101,36 @@ func (md *model) exhausted(m *modelMsg) bool {
 func (md *model) kill(m *modelMsg, r DeadReason, text string) {
 	m.state, m.reason, m.deadAt, m.text = stateDead, r, md.clock, text
 	md.counters.DeadLettered++
+	md.trimDead()
+}
+
+// oldestDead returns the dead letter with the earliest (deadAt, seq).
+func (md *model) oldestDead() *modelMsg {
+	var out *modelMsg
+	for _, m := range md.msgs {
+		if m.state == stateDead && (out == nil || m.deadAt < out.deadAt) {
+			out = m
+		}
+	}
+	return out
+}
+
+// trimDead drops the oldest dead letters while the caps are exceeded.
+func (md *model) trimDead() {
+	for {
+		var n, bytes int64
+		for _, m := range md.msgs {
+			if m.state == stateDead {
+				n++
+				bytes += md.stored(m)
+			}
+		}
+		if !(md.cfg.MaxDead > 0 && n > md.cfg.MaxDead) && !(md.cfg.MaxDeadBytes > 0 && bytes > md.cfg.MaxDeadBytes) {
+			return
+		}
+		md.oldestDead().state = 0
+		md.counters.DeadEvicted++
+	}
 }
 
 func (md *model) retry(m *modelMsg, at int64) {
@@ -155,6 +185,14 @@ func (md *model) step(at int64) int {
 			}
 		}
 	}
+	if md.cfg.DeadRetention > 0 {
+		for _, m := range md.msgs {
+			if m.state == stateDead && m.deadAt+int64(md.cfg.DeadRetention) <= md.clock {
+				m.state = 0
+				md.counters.DeadExpired++
+			}
+		}
+	}
 	return expired
 }
 
@@ -185,6 +223,10 @@ func (md *model) send(nm NewMessage) SendOutcome {
 	md.msgs = append(md.msgs, m)
 	md.retry(m, md.clock+int64(nm.Delay))
 	if md.cfg.DedupWindow > 0 {
+		for md.cfg.DedupMaxIDs > 0 && int64(len(md.dedup)) >= md.cfg.DedupMaxIDs {
+			md.dedup = md.dedup[1:]
+			md.counters.DedupEvicted++
+		}
 		md.dedup = append(md.dedup, modelDedup{nm.ID, m.seq, md.clock})
 	}
 	md.counters.Sent++

@@ -27,6 +27,10 @@ func genConfig(t *rapid.T) QueueConfig {
 		MaxDepth:          rapid.SampledFrom([]int64{0, 0, 4}).Draw(t, "maxDepth"),
 		MaxBytes:          rapid.SampledFrom([]int64{0, 0, 120}).Draw(t, "maxBytes"),
 		Retention:         rapid.SampledFrom([]time.Duration{0, 0, 15 * time.Second}).Draw(t, "retention"),
+		MaxDead:           rapid.SampledFrom([]int64{0, 0, 2}).Draw(t, "maxDead"),
+		MaxDeadBytes:      rapid.SampledFrom([]int64{0, 0, 60}).Draw(t, "maxDeadBytes"),
+		DeadRetention:     rapid.SampledFrom([]time.Duration{0, 0, 10 * time.Second}).Draw(t, "deadRetention"),
+		DedupMaxIDs:       rapid.SampledFrom([]int64{0, 0, 3}).Draw(t, "dedupMaxIDs"),
 	}
 }
 
@@ -139,6 +143,7 @@ func applyModel(md *model, c Command) Result {
 		r.Count = md.purge()
 	case CmdSetConfig:
 		md.cfg = *c.SetConfig
+		md.trimDead()
 	}
 	return r
 }

@@ -55,6 +55,14 @@ type Counters struct {
 	DeadDeleted      uint64 `msgpack:"dead_deleted"`
 	Purged           uint64 `msgpack:"purged"`
 	RetentionExpired uint64 `msgpack:"retention_expired"`
+	// DeadEvicted counts dead letters deleted to keep the partition within
+	// MaxDead and MaxDeadBytes.
+	DeadEvicted uint64 `msgpack:"dead_evicted"`
+	// DeadExpired counts dead letters deleted by DeadRetention.
+	DeadExpired uint64 `msgpack:"dead_expired"`
+	// DedupEvicted counts ids that left the dedup window early to keep it
+	// within DedupMaxIDs.
+	DedupEvicted uint64 `msgpack:"dedup_evicted"`
 }
 
 // Stats is a read-only view of a partition.

@@ -165,7 +165,28 @@ func (f *FSM) joinGroup(name string, m *message) *group {
 // remember records id as accepted now, when deduplication is on.
 func (f *FSM) remember(id string, seq uint64) {
 	if f.cfg.DedupWindow > 0 {
+		f.evictDedup()
 		f.rememberAt(keyOf(id), seq, f.clock)
+	}
+}
+
+// evictDedup makes room for one more id under DedupMaxIDs: the oldest ids
+// leave the window early, counted in DedupEvicted.
+func (f *FSM) evictDedup() {
+	limit := f.cfg.DedupMaxIDs
+	if limit <= 0 {
+		return
+	}
+	for int64(f.dedupIDs.len()) >= limit {
+		delete(f.dedup, f.dedupIDs.pop())
+		f.dedupAt++
+		f.counters.DedupEvicted++
+	}
+	for f.marks.len() > 1 && f.marks.at(1).index <= f.dedupAt {
+		f.marks.pop() // its ids are all gone
+	}
+	if f.dedupIDs.len() == 0 {
+		f.marks.reset()
 	}
 }
 

@@ -439,8 +439,12 @@ func (f *FSM) restoreMessage(sm *snapMessage, form snapForm) error {
 		if sm.Group != "" {
 			m.group = &group{name: sm.Group}
 		}
+		if m.info == nil {
+			return fmt.Errorf("seq %d: dead letter without delivery info", sm.Seq)
+		}
 		m.state = stateDead
 		f.dead.ReplaceOrInsert(m)
+		f.deadOrder.ReplaceOrInsert(m)
 		f.gauges.dead++
 		f.gauges.deadBytes += int64(m.stored)
 		return nil

@@ -20,7 +20,26 @@ func (f *FSM) advance() int {
 	}
 	f.pruneDedup()
 	f.applyRetention()
+	f.applyDeadRetention()
 	return expired
+}
+
+// applyDeadRetention deletes dead letters dead-lettered DeadRetention ago
+// or longer, oldest first, counting them in DeadExpired.
+func (f *FSM) applyDeadRetention() {
+	if f.cfg.DeadRetention <= 0 {
+		return
+	}
+	cutoff := f.clock - int64(f.cfg.DeadRetention)
+	for {
+		m, ok := f.deadOrder.Min()
+		if !ok || m.info.deadAt > cutoff {
+			return
+		}
+		f.detach(m)
+		f.forgetBody(m)
+		f.counters.DeadExpired++
+	}
 }
 
 // applyRetention deletes messages older than Retention, oldest first. Leased
@@ -48,8 +67,8 @@ func (f *FSM) applyRetention() {
 }
 
 // NextDeadline returns the earliest time at which a Tick would change
-// something (a delayed message becomes ready, a lease expires, a dedup entry
-// or a message ages out), and false when nothing is pending.
+// something (a delayed message becomes ready, a lease expires, a dedup entry,
+// a message or a dead letter ages out), and false when nothing is pending.
 func (f *FSM) NextDeadline() (int64, bool) {
 	var next int64
 	found := false
@@ -63,6 +82,9 @@ func (f *FSM) NextDeadline() (int64, bool) {
 	}
 	if f.marks.len() > 0 {
 		consider(f.marks.front().at + int64(f.cfg.DedupWindow))
+	}
+	if m, ok := f.deadOrder.Min(); ok && f.cfg.DeadRetention > 0 {
+		consider(m.info.deadAt + int64(f.cfg.DeadRetention))
 	}
 	if f.cfg.Retention > 0 {
 		f.table.ascend(func(m *message) bool {

@@ -20,6 +20,7 @@ func (f *FSM) detach(m *message) {
 		f.gauges.dead--
 		f.gauges.deadBytes -= int64(m.stored)
 		f.mustDelete(f.dead.Delete(m))
+		f.mustDelete(f.deadOrder.Delete(m))
 	}
 }
 
@@ -138,9 +139,27 @@ func (f *FSM) deadLetter(m *message, reason DeadReason, text string) {
 	m.info.deadReason = reason
 	m.info.deadText = text
 	f.dead.ReplaceOrInsert(m)
+	f.deadOrder.ReplaceOrInsert(m)
 	f.gauges.dead++
 	f.gauges.deadBytes += int64(m.stored)
 	f.counters.DeadLettered++
+	f.trimDead()
+}
+
+// trimDead deletes the oldest dead letters (by dead-lettering time, then
+// seq) while the partition holds more than MaxDead of them or more than
+// MaxDeadBytes, counting each in DeadEvicted.
+func (f *FSM) trimDead() {
+	for (f.cfg.MaxDead > 0 && f.gauges.dead > f.cfg.MaxDead) ||
+		(f.cfg.MaxDeadBytes > 0 && f.gauges.deadBytes > f.cfg.MaxDeadBytes) {
+		m, ok := f.deadOrder.Min()
+		if !ok {
+			return
+		}
+		f.detach(m)
+		f.forgetBody(m)
+		f.counters.DeadEvicted++
+	}
 }
 
 // groupless returns a detached copy of g holding only its name: a dead

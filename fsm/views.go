@@ -24,6 +24,9 @@ func (f *FSM) Stats() Stats {
 	return s
 }
 
+// Counters returns the partition's event counters.
+func (f *FSM) Counters() Counters { return f.counters }
+
 // HasEligible says whether a receive applied now would lease something.
 // Long-poll waiters use it after each apply.
 func (f *FSM) HasEligible() bool { return f.gauges.eligible > 0 }

@@ -62,10 +62,17 @@ type RegisterNodeCmd struct {
 	Node Node `msgpack:"node"`
 }
 
-// CreateQueueCmd creates queue Name with Config.
+// CreateQueueCmd creates queue Name with Config. MaxQueues and
+// MaxPartitions are the proposer's limits on the whole catalog: the create
+// fails with ErrLimitExceeded when the catalog already holds MaxQueues
+// queues, or when its partitions plus Config.Partitions would exceed
+// MaxPartitions. 0 leaves only the fixed QueuesMax (entries written before
+// these limits existed).
 type CreateQueueCmd struct {
-	Name   string      `msgpack:"name"`
-	Config QueueConfig `msgpack:"config"`
+	Name          string      `msgpack:"name"`
+	Config        QueueConfig `msgpack:"config"`
+	MaxQueues     int         `msgpack:"max_queues,omitempty"`
+	MaxPartitions int         `msgpack:"max_partitions,omitempty"`
 }
 
 // UpdateQueueCmd replaces the partition configuration (Config.Queue) of

@@ -32,7 +32,8 @@ func (d *digester) queue(q *Queue) {
 	d.Ints(int64(c.Partitions), int64(c.Replicas),
 		int64(pc.VisibilityTimeout), int64(pc.MaxReceives), int64(pc.BackoffBase),
 		int64(pc.BackoffMax), int64(pc.DedupWindow), int64(pc.MaxMessageBytes),
-		pc.MaxDepth, pc.MaxBytes, int64(pc.Retention))
+		pc.MaxDepth, pc.MaxBytes, int64(pc.Retention), pc.MaxDead, pc.MaxDeadBytes,
+		int64(pc.DeadRetention), pc.DedupMaxIDs)
 	d.Ints(int64(len(q.Partitions)))
 	for _, p := range q.Partitions {
 		d.Ints(int64(p.Index), int64(len(p.Replicas)))

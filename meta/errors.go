@@ -10,8 +10,8 @@ import (
 // command that fails with one of these changes nothing.
 var (
 	// ErrInvalidArgument is returned for a malformed command: an unknown
-	// type, a missing payload, a node with a bad id or address, or a catalog
-	// already at its size limit.
+	// type, a missing payload, a node with a bad id or address, or a
+	// catalog already at its node limit.
 	ErrInvalidArgument = errors.New("invalid argument")
 
 	// ErrInvalidName is returned for a queue name that is empty, longer than
@@ -34,6 +34,11 @@ var (
 	// ErrNotEnoughNodes is returned when a queue asks for more replicas than
 	// there are registered nodes (or when no node is registered at all).
 	ErrNotEnoughNodes = errors.New("not enough nodes")
+
+	// ErrLimitExceeded is returned when a create would take the catalog
+	// past its queue count (QueuesMax, or the create's MaxQueues) or its
+	// partition count (the create's MaxPartitions).
+	ErrLimitExceeded = errors.New("cluster limit exceeded")
 
 	// ErrSnapshotFormat is returned by Restore for a stream that is not a
 	// meta snapshot of a known version, is cut short, carries trailing

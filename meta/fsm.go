@@ -110,8 +110,8 @@ func (f *FSM) createQueue(c *CreateQueueCmd) (Queue, error) {
 	if _, ok := f.queues[c.Name]; ok {
 		return Queue{}, fmt.Errorf("%w: %q", ErrQueueExists, c.Name)
 	}
-	if len(f.queues) >= QueuesMax {
-		return Queue{}, fmt.Errorf("%w: %d queues exist, the most allowed", ErrInvalidArgument, QueuesMax)
+	if err := f.checkLimits(c); err != nil {
+		return Queue{}, err
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = min(DefaultReplicas, len(f.nodes))
@@ -128,6 +128,30 @@ func (f *FSM) createQueue(c *CreateQueueCmd) (Queue, error) {
 	}
 	f.queues[q.Name] = q
 	return q.clone(), nil
+}
+
+// checkLimits refuses a create that would take the catalog past QueuesMax
+// or the create's own MaxQueues and MaxPartitions.
+func (f *FSM) checkLimits(c *CreateQueueCmd) error {
+	maxQueues := QueuesMax
+	if c.MaxQueues > 0 {
+		maxQueues = min(maxQueues, c.MaxQueues)
+	}
+	if len(f.queues) >= maxQueues {
+		return fmt.Errorf("%w: %d queues exist, the most allowed", ErrLimitExceeded, len(f.queues))
+	}
+	if c.MaxPartitions <= 0 {
+		return nil
+	}
+	total := 0
+	for _, q := range f.queues {
+		total += q.Config.Partitions
+	}
+	if total+c.Config.Partitions > c.MaxPartitions {
+		return fmt.Errorf("%w: %d partitions exist, %d more would pass the most allowed, %d",
+			ErrLimitExceeded, total, c.Config.Partitions, c.MaxPartitions)
+	}
+	return nil
 }
 
 // updateQueue replaces the partition configuration of a queue, keeping its

@@ -15,9 +15,12 @@ import (
 // startLoneNode starts one node on free ports. With bootstrap 0 it never
 // forms a meta group: its catalog stays behind, as a restarted node's is
 // until the meta leader reaches it.
-func startLoneNode(t *testing.T, bootstrap int) *Node {
+func startLoneNode(t *testing.T, bootstrap int, tweak ...func(*Config)) *Node {
 	t.Helper()
 	cfg := DefaultConfig("lone", t.TempDir(), "127.0.0.1", 0)
+	for _, fn := range tweak {
+		fn(&cfg)
+	}
 	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freePort(t)
 	cfg.BootstrapExpect = bootstrap
 	cfg.GossipFast = true

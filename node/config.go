@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
 )
 
@@ -50,8 +51,33 @@ type Config struct {
 	// GossipFast selects memberlist's local-network timings (fast failure
 	// detection), for loopback clusters and tests.
 	GossipFast bool
-	Logger     *slog.Logger
+	// MaxQueues and MaxPartitions cap the queues the cluster holds and
+	// their partitions in total; a create past either fails with
+	// wire.CodeLimitExceeded. The meta leader's values apply (they travel
+	// in each create). 0 takes DefaultMaxQueues and DefaultMaxPartitions.
+	MaxQueues     int
+	MaxPartitions int
+	// QueueCreateRate is how many queue creates per second this node
+	// accepts, with bursts of up to QueueCreateBurst; a create beyond it
+	// fails with wire.CodeLimitExceeded. 0 takes DefaultQueueCreateRate and
+	// DefaultQueueCreateBurst.
+	QueueCreateRate  float64
+	QueueCreateBurst int
+	Logger           *slog.Logger
 }
+
+// Defaults of the limits on queue creation.
+const (
+	// DefaultMaxQueues is the default cap on the queues of a cluster.
+	DefaultMaxQueues = 1000
+	// DefaultMaxPartitions is the default cap on their partitions.
+	DefaultMaxPartitions = 10_000
+	// DefaultQueueCreateRate is the default number of creates per second a
+	// node accepts.
+	DefaultQueueCreateRate = 10
+	// DefaultQueueCreateBurst is the default burst of creates.
+	DefaultQueueCreateBurst = 20
+)
 
 // DefaultConfig returns defaults for node id storing data in dir, listening
 // on ip with the usual ports (7001 raft, 7101 client, 7201 HTTP, 7301
@@ -91,7 +117,39 @@ func (c Config) Validate() error {
 	if c.ReconcileInterval <= 0 {
 		return bad("ReconcileInterval", c.ReconcileInterval, "must be positive")
 	}
+	return c.validateLimits(bad)
+}
+
+// validateLimits checks the limits on queue creation.
+func (c Config) validateLimits(bad func(field string, v any, rule string) error) error {
+	switch {
+	case c.MaxQueues < 0 || c.MaxQueues > meta.QueuesMax:
+		return bad("MaxQueues", c.MaxQueues, fmt.Sprintf("must be between 0 and %d", meta.QueuesMax))
+	case c.MaxPartitions < 0 || c.MaxPartitions > meta.QueuesMax*meta.PartitionsMax:
+		return bad("MaxPartitions", c.MaxPartitions, fmt.Sprintf("must be between 0 and %d", meta.QueuesMax*meta.PartitionsMax))
+	case c.QueueCreateRate < 0 || c.QueueCreateRate > 1e6 || c.QueueCreateRate != c.QueueCreateRate:
+		return bad("QueueCreateRate", c.QueueCreateRate, "must be between 0 and 1000000 per second")
+	case c.QueueCreateBurst < 0 || c.QueueCreateBurst > 1e6:
+		return bad("QueueCreateBurst", c.QueueCreateBurst, "must be between 0 and 1000000")
+	}
 	return nil
+}
+
+// withDefaults fills the limits left at 0 with their defaults.
+func (c Config) withDefaults() Config {
+	if c.MaxQueues == 0 {
+		c.MaxQueues = DefaultMaxQueues
+	}
+	if c.MaxPartitions == 0 {
+		c.MaxPartitions = DefaultMaxPartitions
+	}
+	if c.QueueCreateRate == 0 {
+		c.QueueCreateRate = DefaultQueueCreateRate
+	}
+	if c.QueueCreateBurst == 0 {
+		c.QueueCreateBurst = DefaultQueueCreateBurst
+	}
+	return c
 }
 
 // partitionConfig applies the node's raft settings to a partition config.

@@ -35,7 +35,7 @@ func TestNode_CreateAndUpdateTakeZeroAsAValue(t *testing.T) {
 	}
 	want := wire.QueueConfig{Partitions: 1, Replicas: 1, VisibilityTimeout: 30 * time.Second, MaxReceives: 0,
 		BackoffBase: time.Second, BackoffMax: 5 * time.Minute, DedupWindow: 0, MaxMessageBytes: 1 << 20,
-		MaxDepth: 0, MaxBytes: 1 << 20}
+		MaxDepth: 0, MaxBytes: 1 << 20, MaxDead: 10_000, MaxDeadBytes: 1 << 30, DedupMaxIDs: 1_000_000}
 	if created.Queue.Config != want {
 		t.Fatalf("created config %+v, want %+v", created.Queue.Config, want)
 	}

@@ -43,6 +43,8 @@ func codeOf(err error) wire.Code {
 		return wire.CodeQueueNotFound
 	case errors.Is(err, meta.ErrQueueExists):
 		return wire.CodeQueueExists
+	case errors.Is(err, meta.ErrLimitExceeded):
+		return wire.CodeLimitExceeded
 	}
 	return wire.CodeInternal
 }
@@ -136,7 +138,8 @@ func statsOf(index int, st fsm.Stats, s partition.Status) wire.PartitionStats {
 		Bytes: st.Bytes, DeadBytes: st.DeadBytes, OldestEligibleAge: st.OldestEligibleAge, Groups: st.Groups, LastSeq: st.LastSeq,
 		Counters: wire.Counters{Sent: c.Sent, Duplicates: c.Duplicates, Leased: c.Leased, Acked: c.Acked, Nacked: c.Nacked,
 			Rejected: c.Rejected, Expired: c.Expired, DeadLettered: c.DeadLettered, Redriven: c.Redriven,
-			DeadDeleted: c.DeadDeleted, Purged: c.Purged, RetentionExpired: c.RetentionExpired},
+			DeadDeleted: c.DeadDeleted, Purged: c.Purged, RetentionExpired: c.RetentionExpired,
+			DeadEvicted: c.DeadEvicted, DeadExpired: c.DeadExpired, DedupEvicted: c.DedupEvicted},
 	}
 }
 
@@ -147,6 +150,7 @@ func queueConfigOf(c meta.QueueConfig) wire.QueueConfig {
 		Partitions: c.Partitions, Replicas: c.Replicas, VisibilityTimeout: q.VisibilityTimeout, MaxReceives: q.MaxReceives,
 		BackoffBase: q.BackoffBase, BackoffMax: q.BackoffMax, DedupWindow: q.DedupWindow, MaxMessageBytes: q.MaxMessageBytes,
 		MaxDepth: q.MaxDepth, MaxBytes: q.MaxBytes, Retention: q.Retention,
+		MaxDead: q.MaxDead, MaxDeadBytes: q.MaxDeadBytes, DeadRetention: q.DeadRetention, DedupMaxIDs: q.DedupMaxIDs,
 	}
 }
 
@@ -156,6 +160,7 @@ func catalogConfigOf(w wire.QueueConfig) meta.QueueConfig {
 		VisibilityTimeout: w.VisibilityTimeout, MaxReceives: w.MaxReceives, BackoffBase: w.BackoffBase,
 		BackoffMax: w.BackoffMax, DedupWindow: w.DedupWindow, MaxMessageBytes: w.MaxMessageBytes,
 		MaxDepth: w.MaxDepth, MaxBytes: w.MaxBytes, Retention: w.Retention,
+		MaxDead: w.MaxDead, MaxDeadBytes: w.MaxDeadBytes, DeadRetention: w.DeadRetention, DedupMaxIDs: w.DedupMaxIDs,
 	}}
 }
 

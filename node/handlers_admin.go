@@ -31,11 +31,7 @@ func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 			// wants the default leaves the field out of Set.
 			return nil, wire.Errorf(wire.CodeInvalidConfig, "replicas %d: must be between 1 and %d", r.Config.Replicas, meta.ReplicasMax)
 		}
-		cfg := queueConfigOf(meta.DefaultQueueConfig())
-		cfg.Replicas = 0 // not named: the catalog picks min(3, nodes)
-		r.Set.Apply(&cfg, r.Config)
-		res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdCreateQueue, CreateQueue: &meta.CreateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg)}})
-		return &wire.CreateQueueResponse{Queue: n.queueInfo(res.Queue)}, err
+		return n.createQueue(ctx, r)
 	case *wire.UpdateQueueRequest:
 		if err := n.metaLeaderHere(); err != nil {
 			return nil, err
@@ -55,6 +51,26 @@ func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 		return &wire.DeleteQueueResponse{}, err
 	}
 	return nil, wire.Errorf(wire.CodeMalformed, "unsupported request %T", in)
+}
+
+// createQueue creates a queue within the cluster's limits: the node's
+// create rate, checked here on the meta leader, and the queue and
+// partition counts, checked by the catalog.
+func (n *Node) createQueue(ctx context.Context, r *wire.CreateQueueRequest) (*wire.CreateQueueResponse, error) {
+	if err := n.metaLeaderHere(); err != nil {
+		return nil, err
+	}
+	if !n.creates.take() {
+		return nil, wire.Errorf(wire.CodeLimitExceeded, "queue creates come faster than %g per second (burst %d); retry in a moment",
+			n.cfg.QueueCreateRate, n.cfg.QueueCreateBurst)
+	}
+	cfg := queueConfigOf(meta.DefaultQueueConfig())
+	cfg.Replicas = 0 // not named: the catalog picks min(3, nodes)
+	r.Set.Apply(&cfg, r.Config)
+	cmd := &meta.CreateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg),
+		MaxQueues: n.cfg.MaxQueues, MaxPartitions: n.cfg.MaxPartitions}
+	res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdCreateQueue, CreateQueue: cmd})
+	return &wire.CreateQueueResponse{Queue: n.queueInfo(res.Queue)}, err
 }
 
 // proposeMeta applies a catalog change on the meta leader; elsewhere it

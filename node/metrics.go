@@ -87,6 +87,7 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			"sent": k.Sent, "duplicate": k.Duplicates, "leased": k.Leased, "acked": k.Acked, "nacked": k.Nacked,
 			"rejected": k.Rejected, "expired": k.Expired, "dead_lettered": k.DeadLettered, "redriven": k.Redriven,
 			"dead_deleted": k.DeadDeleted, "purged": k.Purged, "retention_expired": k.RetentionExpired,
+			"dead_evicted": k.DeadEvicted, "dead_expired": k.DeadExpired, "dedup_evicted": k.DedupEvicted,
 		} {
 			ch <- prometheus.MustNewConstMetric(counterDesc, prometheus.CounterValue, float64(v), append(labels, event)...)
 		}

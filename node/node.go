@@ -31,6 +31,7 @@ type Node struct {
 	clients  *clientServer
 	http     *http.Server
 	logs     *raftlog.Store // every partition replica's raft log
+	creates  *tokenBucket   // the queue create rate limit
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -44,7 +45,9 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, logger: cfg.Logger, closing: make(chan struct{})}
+	cfg = cfg.withDefaults()
+	n = &Node{cfg: cfg, logger: cfg.Logger, closing: make(chan struct{}),
+		creates: newTokenBucket(cfg.QueueCreateRate, cfg.QueueCreateBurst, time.Now)}
 	if n.logger == nil {
 		n.logger = slog.Default()
 	}

@@ -49,6 +49,7 @@ type Partition struct {
 	logStore  *raftlog.Store        // the store holding logs
 	ownLogs   *raftlog.Store        // set when the partition opened its own store
 	deadlines chan struct{}         // pokes the ticker when the next deadline moved
+	evictions evictionLog           // used only on raft's FSM goroutine
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
 	acks      *batcher[fsm.Receipt, error]
 	closing   chan struct{}

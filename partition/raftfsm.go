@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/hashicorp/raft"
@@ -29,7 +30,9 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	p.mu.Lock()
 	// Only the leader's results reach clients: a leader that steps down
 	// fails its pending futures, so followers need no bodies.
-	p.fsm.SkipBodies(p.raft.State() != raft.Leader)
+	leader := p.raft.State() == raft.Leader
+	p.fsm.SkipBodies(!leader)
+	counted := p.fsm.Counters()
 	before, hadDeadline := p.fsm.NextDeadline()
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
@@ -44,7 +47,11 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 		close(p.ready)
 		p.ready = make(chan struct{})
 	}
+	counts := p.fsm.Counters()
 	p.mu.Unlock()
+	if leader {
+		p.logEvictions(counted, counts)
+	}
 	if hasDeadline && (!hadDeadline || after < before) {
 		select {
 		case p.deadlines <- struct{}{}:
@@ -52,6 +59,40 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 	}
 	return out
+}
+
+// evictionLogEvery is the least time between two eviction log lines of one
+// partition; the counts in between are summed into the next line.
+const evictionLogEvery = 10 * time.Second
+
+// evictionLog holds the evictions not yet logged and when the last line
+// was written.
+type evictionLog struct {
+	at          time.Time
+	dead, dedup uint64
+}
+
+// logEvictions reports, on the leader, the dead letters and dedup ids that
+// commands deleted to stay within the queue's caps, so that they never go
+// silently: at once, then at most once every evictionLogEvery with the
+// counts since the last line.
+func (p *Partition) logEvictions(before, after fsm.Counters) {
+	e := &p.evictions
+	e.dead += after.DeadEvicted - before.DeadEvicted
+	e.dedup += after.DedupEvicted - before.DedupEvicted
+	now := p.now()
+	if e.dead+e.dedup == 0 || now.Sub(e.at) < evictionLogEvery {
+		return
+	}
+	if e.dead > 0 {
+		p.logger.Warn("dead letters deleted: partition at its max_dead or max_dead_bytes",
+			"count", e.dead, "dead_evicted_total", after.DeadEvicted)
+	}
+	if e.dedup > 0 {
+		p.logger.Warn("dedup ids forgotten early: partition at its dedup_max_ids, a retry of one is no longer a duplicate",
+			"count", e.dedup, "dedup_evicted_total", after.DedupEvicted)
+	}
+	*e = evictionLog{at: now}
 }
 
 // Snapshot freezes the FSM; raft persists it on another goroutine. The

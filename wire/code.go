@@ -92,7 +92,14 @@ const (
 	// connection. Not retryable: split the batch.
 	CodeFrameTooLarge Code = 15
 
-	codeEnd Code = 16 // one past the last known code
+	// CodeLimitExceeded means a queue create would take the cluster past
+	// its queue or partition count limit, or came faster than the node's
+	// create rate limit; the message says which. Nothing was done. Not
+	// retried by clients: a rate-limited create may be sent again after a
+	// moment, a create over a count limit after queues are deleted.
+	CodeLimitExceeded Code = 16
+
+	codeEnd Code = 17 // one past the last known code
 )
 
 var codeNames = [...]string{
@@ -112,6 +119,7 @@ var codeNames = [...]string{
 	CodeLeaseLost:       "lease lost",
 	CodeMessageNotFound: "message not found",
 	CodeFrameTooLarge:   "frame too large",
+	CodeLimitExceeded:   "limit exceeded",
 }
 
 // String returns a short human name of the code, or "code(N)" for a number

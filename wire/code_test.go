@@ -32,6 +32,7 @@ func TestWire_CodeNumbersPinned(t *testing.T) {
 		{CodeLeaseLost, 13, "lease lost"},
 		{CodeMessageNotFound, 14, "message not found"},
 		{CodeFrameTooLarge, 15, "frame too large"},
+		{CodeLimitExceeded, 16, "limit exceeded"},
 	}
 	if len(pinned) != int(codeEnd) {
 		t.Fatalf("%d codes pinned, %d defined: pin the new ones", len(pinned), codeEnd)
@@ -105,6 +106,7 @@ func TestWire_SentinelsMatchByCode(t *testing.T) {
 		CodeUnavailable: ErrUnavailable, CodeTimeout: ErrTimeout, CodeQueueFull: ErrQueueFull,
 		CodeMessageTooLarge: ErrMessageTooLarge, CodeLeaseLost: ErrLeaseLost,
 		CodeMessageNotFound: ErrMessageNotFound, CodeFrameTooLarge: ErrFrameTooLarge,
+		CodeLimitExceeded: ErrLimitExceeded,
 	}
 	if len(sentinels) != int(codeEnd-1) {
 		t.Fatalf("%d sentinels for %d error codes", len(sentinels), codeEnd-1)

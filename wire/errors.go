@@ -57,6 +57,8 @@ var (
 	// ErrFrameTooLarge matches CodeFrameTooLarge; frame readers and writers
 	// return an Error of this code for a frame over the limit.
 	ErrFrameTooLarge = &Error{Code: CodeFrameTooLarge}
+	// ErrLimitExceeded matches CodeLimitExceeded.
+	ErrLimitExceeded = &Error{Code: CodeLimitExceeded}
 	// ErrMalformedFrame has CodeMalformed (so it also matches ErrMalformed);
 	// frame readers return an Error of this code for a zero length or an
 	// undecodable payload.

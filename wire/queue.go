@@ -11,7 +11,8 @@ import (
 // names in its Set. Durations are nanoseconds (msgpack integers).
 //
 // A value means itself everywhere: for the settings that may be unlimited
-// or off (MaxReceives, DedupWindow, MaxDepth, MaxBytes, Retention) 0 means
+// or off (MaxReceives, DedupWindow, MaxDepth, MaxBytes, Retention, MaxDead,
+// MaxDeadBytes, DeadRetention, DedupMaxIDs) 0 means
 // "no limit" / "off"; there is no other marker for it. "Use the default"
 // is not a value: it is a field left out of a request's Set. This package
 // applies no defaults and checks no ranges; the server does both. The
@@ -51,6 +52,21 @@ type QueueConfig struct {
 	// Retention deletes unleased messages older than this, counting them,
 	// 0..8760h; default 0, keep until acked.
 	Retention time.Duration `msgpack:"retention,omitempty"`
+	// MaxDead caps a partition's dead letters in count, 0..10,000,000;
+	// default 10,000; 0 means no cap. Past it the oldest dead letters are
+	// deleted and counted (Counters.DeadEvicted).
+	MaxDead int64 `msgpack:"max_dead,omitempty"`
+	// MaxDeadBytes caps the stored bytes of a partition's dead letters;
+	// default 1 GiB; 0 means no cap. Past it the oldest go, counted.
+	MaxDeadBytes int64 `msgpack:"max_dead_bytes,omitempty"`
+	// DeadRetention deletes dead letters dead-lettered this long ago,
+	// counting them (Counters.DeadExpired), 0..8760h; default 0, keep.
+	DeadRetention time.Duration `msgpack:"dead_retention,omitempty"`
+	// DedupMaxIDs caps the ids a partition's dedup window holds,
+	// 0..10,000,000; default 1,000,000 (about 75 MB); 0 means no cap. Past
+	// it the oldest ids leave the window early (Counters.DedupEvicted): a
+	// retry of such an id is no longer recognised as a duplicate.
+	DedupMaxIDs int64 `msgpack:"dedup_max_ids,omitempty"`
 }
 
 // ConfigFields is a set of QueueConfig fields. It says which fields of a
@@ -84,15 +100,24 @@ const (
 	FieldMaxBytes ConfigFields = 1 << 9
 	// FieldRetention names QueueConfig.Retention.
 	FieldRetention ConfigFields = 1 << 10
+	// FieldMaxDead names QueueConfig.MaxDead.
+	FieldMaxDead ConfigFields = 1 << 11
+	// FieldMaxDeadBytes names QueueConfig.MaxDeadBytes.
+	FieldMaxDeadBytes ConfigFields = 1 << 12
+	// FieldDeadRetention names QueueConfig.DeadRetention.
+	FieldDeadRetention ConfigFields = 1 << 13
+	// FieldDedupMaxIDs names QueueConfig.DedupMaxIDs.
+	FieldDedupMaxIDs ConfigFields = 1 << 14
 
 	// AllConfigFields names every field.
-	AllConfigFields ConfigFields = 1<<11 - 1
+	AllConfigFields ConfigFields = 1<<15 - 1
 )
 
 var fieldNames = [...]string{
 	"partitions", "replicas", "visibility_timeout", "max_receives",
 	"backoff_base", "backoff_max", "dedup_window", "max_message_bytes",
-	"max_depth", "max_bytes", "retention",
+	"max_depth", "max_bytes", "retention", "max_dead", "max_dead_bytes",
+	"dead_retention", "dedup_max_ids",
 }
 
 // String lists the set's fields by their wire names, joined by "|"; bits
@@ -135,6 +160,10 @@ func (f ConfigFields) Apply(dst *QueueConfig, src QueueConfig) {
 	copyIf(FieldMaxDepth, func() { dst.MaxDepth = src.MaxDepth })
 	copyIf(FieldMaxBytes, func() { dst.MaxBytes = src.MaxBytes })
 	copyIf(FieldRetention, func() { dst.Retention = src.Retention })
+	copyIf(FieldMaxDead, func() { dst.MaxDead = src.MaxDead })
+	copyIf(FieldMaxDeadBytes, func() { dst.MaxDeadBytes = src.MaxDeadBytes })
+	copyIf(FieldDeadRetention, func() { dst.DeadRetention = src.DeadRetention })
+	copyIf(FieldDedupMaxIDs, func() { dst.DedupMaxIDs = src.DedupMaxIDs })
 }
 
 // NodeState is a cluster member's state as the answering node sees it.

@@ -23,6 +23,7 @@ func sampleConfig() QueueConfig {
 		MaxReceives: 10, BackoffBase: time.Second, BackoffMax: 5 * time.Minute,
 		DedupWindow: 5 * time.Minute, MaxMessageBytes: 1 << 20,
 		MaxDepth: 1_000_000, MaxBytes: 1 << 40, Retention: 72 * time.Hour,
+		MaxDead: 500, MaxDeadBytes: 1 << 20, DeadRetention: 24 * time.Hour, DedupMaxIDs: 1000,
 	}
 }
 
@@ -62,7 +63,7 @@ func sampleStats() PartitionStats {
 		Delayed: 2, InFlight: 3, Dead: 4, Bytes: 5000, DeadBytes: 400, OldestEligibleAge: int64(time.Minute),
 		Groups: 6, LastSeq: 1 << 33, Counters: Counters{Sent: 1, Duplicates: 2, Leased: 3, Acked: 4,
 			Nacked: 5, Rejected: 6, Expired: 7, DeadLettered: 8, Redriven: 9, DeadDeleted: 10,
-			Purged: 11, RetentionExpired: 12},
+			Purged: 11, RetentionExpired: 12, DeadEvicted: 13, DeadExpired: 14, DedupEvicted: 15},
 	}
 }
 

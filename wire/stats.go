@@ -51,6 +51,14 @@ type Counters struct {
 	Purged uint64 `msgpack:"purged,omitempty"`
 	// RetentionExpired counts messages deleted by retention.
 	RetentionExpired uint64 `msgpack:"retention_expired,omitempty"`
+	// DeadEvicted counts dead letters deleted to keep a partition within
+	// max_dead and max_dead_bytes.
+	DeadEvicted uint64 `msgpack:"dead_evicted,omitempty"`
+	// DeadExpired counts dead letters deleted by dead_retention.
+	DeadExpired uint64 `msgpack:"dead_expired,omitempty"`
+	// DedupEvicted counts ids that left the dedup window early to keep it
+	// within dedup_max_ids.
+	DedupEvicted uint64 `msgpack:"dedup_evicted,omitempty"`
 }
 
 // Add adds o's counts to c.
@@ -67,6 +75,9 @@ func (c *Counters) Add(o Counters) {
 	c.DeadDeleted += o.DeadDeleted
 	c.Purged += o.Purged
 	c.RetentionExpired += o.RetentionExpired
+	c.DeadEvicted += o.DeadEvicted
+	c.DeadExpired += o.DeadExpired
+	c.DedupEvicted += o.DedupEvicted
 }
 
 // PartitionStats are one partition's figures as its leader reported them.

@@ -187,7 +187,8 @@ func TestCLI_JSONMatchesHTTP(t *testing.T) {
 	nd := startNode(t)
 	addr := nd.ClientAddr()
 	created := cliJSON(t, addr, "queue", "create", "orders", "--partitions", "2", "--max-receives", "0",
-		"--dedup-window", "0", "--max-depth", "0", "--retention", "90m", "--visibility", "45s")
+		"--dedup-window", "0", "--max-depth", "0", "--retention", "90m", "--visibility", "45s",
+		"--max-dead", "500", "--dead-retention", "24h", "--dedup-max-ids", "0")
 	// Queue config: the same values for limits, durations and no-limit.
 	cliQueue := byKey(t, cliJSON(t, addr, "queue", "ls"), "name", "orders")
 	httpQueue := byKey(t, httpJSON(t, nd, "/v1/queues"), "name", "orders")
@@ -197,7 +198,8 @@ func TestCLI_JSONMatchesHTTP(t *testing.T) {
 	cfg := cliQueue["config"].(map[string]any)
 	want := map[string]any{"partitions": 2.0, "replicas": 1.0, "visibility_timeout": "45s", "max_receives": 0.0,
 		"backoff_base": "1s", "backoff_max": "5m0s", "dedup_window": "0s", "max_message_bytes": float64(1 << 20),
-		"max_depth": 0.0, "max_bytes": 0.0, "retention": "1h30m0s"}
+		"max_depth": 0.0, "max_bytes": 0.0, "retention": "1h30m0s",
+		"max_dead": 500.0, "max_dead_bytes": float64(1 << 30), "dead_retention": "24h0m0s", "dedup_max_ids": 0.0}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("CLI config %v, want %v", cfg, want)
 	}

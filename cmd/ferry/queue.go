@@ -21,9 +21,10 @@ func queueCmd(g *globals) *cobra.Command {
 // update leaves them as they are. A flag given as 0 sends 0, which means
 // "no limit" or "off" where the help says so.
 type configFlags struct {
-	partitions, replicas, maxReceives, maxMessageBytes    int
-	visibility, backoffBase, backoffMax, dedup, retention time.Duration
-	maxDepth, maxBytes                                    int64
+	partitions, replicas, maxReceives, maxMessageBytes     int
+	visibility, backoffBase, backoffMax, dedup, retention  time.Duration
+	maxDepth, maxBytes, maxDead, maxDeadBytes, dedupMaxIDs int64
+	deadRetention                                          time.Duration
 }
 
 // bind declares the flags. A create shows the cluster's defaults; an
@@ -57,6 +58,14 @@ func (f *configFlags) bind(fs *pflag.FlagSet, update bool) {
 	fs.Int64Var(&f.maxBytes, "max-bytes", 0, "most stored bytes per partition of those messages; 0 = no limit")
 	fs.DurationVar(&f.retention, "retention", 0,
 		"delete unleased messages this long after they were sent, up to 8760h; 0 = keep until acked")
+	fs.Int64Var(&f.maxDead, "max-dead", def(10_000),
+		"most dead letters per partition, 0..10000000; past it the oldest are deleted (counted as dead_evicted); 0 = no limit")
+	fs.Int64Var(&f.maxDeadBytes, "max-dead-bytes", def(1<<30),
+		"most stored bytes of dead letters per partition; past it the oldest are deleted (counted); 0 = no limit")
+	fs.DurationVar(&f.deadRetention, "dead-retention", 0,
+		"delete dead letters this long after they were dead-lettered, up to 8760h; 0 = keep")
+	fs.Int64Var(&f.dedupMaxIDs, "dedup-max-ids", def(1_000_000),
+		"most message ids per partition in the dedup window, 0..10000000; past it the oldest leave early (counted as dedup_evicted); 0 = no limit")
 }
 
 // settings returns the settings of the flags that were given.
@@ -78,6 +87,10 @@ func (f *configFlags) settings(fs *pflag.FlagSet) []client.QueueSetting {
 	add("max-depth", func() client.QueueSetting { return client.MaxDepth(f.maxDepth) })
 	add("max-bytes", func() client.QueueSetting { return client.MaxBytes(f.maxBytes) })
 	add("retention", func() client.QueueSetting { return client.Retention(f.retention) })
+	add("max-dead", func() client.QueueSetting { return client.MaxDead(f.maxDead) })
+	add("max-dead-bytes", func() client.QueueSetting { return client.MaxDeadBytes(f.maxDeadBytes) })
+	add("dead-retention", func() client.QueueSetting { return client.DeadRetention(f.deadRetention) })
+	add("dedup-max-ids", func() client.QueueSetting { return client.DedupMaxIDs(f.dedupMaxIDs) })
 	return out
 }
 

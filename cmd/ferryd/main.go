@@ -74,6 +74,25 @@ type options struct {
 	portOffset, bootstrapExpect, gcPercent int
 	fastGossip                             bool
 	raft                                   raftOptions
+	limits                                 limitOptions
+}
+
+// limitOptions bound queue creation; zero keeps the node's defaults.
+type limitOptions struct {
+	maxQueues, maxPartitions, createBurst int
+	createRate                            float64
+}
+
+func (l *limitOptions) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.maxQueues, "max-queues", 0, "most queues the cluster holds, as the meta leader enforces it (0 = default 1000)")
+	fs.IntVar(&l.maxPartitions, "max-partitions", 0, "most partitions of all queues together (0 = default 10000)")
+	fs.Float64Var(&l.createRate, "queue-create-rate", 0, "queue creates per second this node accepts (0 = default 10)")
+	fs.IntVar(&l.createBurst, "queue-create-burst", 0, "burst of queue creates above the rate (0 = default 20)")
+}
+
+func (l limitOptions) apply(cfg *node.Config) {
+	cfg.MaxQueues, cfg.MaxPartitions = l.maxQueues, l.maxPartitions
+	cfg.QueueCreateRate, cfg.QueueCreateBurst = l.createRate, l.createBurst
 }
 
 // raftOptions tune raft for tests (chaos runs use small snapshot
@@ -122,6 +141,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent,
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
 	o.raft.register(fs)
+	o.limits.register(fs)
 	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := envName(f.Name)
@@ -177,6 +197,7 @@ func (o options) config(logger *slog.Logger) node.Config {
 	cfg.ClusterName = o.cluster
 	cfg.GossipFast = o.fastGossip
 	o.raft.apply(&cfg)
+	o.limits.apply(&cfg)
 	cfg.Logger = logger
 	return cfg
 }

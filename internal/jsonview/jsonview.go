@@ -10,7 +10,8 @@
 //   - timestamps are RFC 3339 in UTC with sub-second digits as needed; a
 //     time that never happened is left out;
 //   - a limit that may be unlimited (max_receives, max_depth, max_bytes,
-//     retention, dedup_window) is 0 for "no limit" or "off": never null,
+//     retention, dedup_window, max_dead, max_dead_bytes, dead_retention,
+//     dedup_max_ids) is 0 for "no limit" or "off": never null,
 //     never -1;
 //   - lists are [] when empty, never null.
 //
@@ -74,8 +75,9 @@ func Enum(name string) string {
 }
 
 // QueueConfig is a queue's configuration in force. 0 means "no limit" for
-// max_receives, max_depth and max_bytes, "off" for dedup_window and "keep
-// until acked" for retention.
+// max_receives, max_depth, max_bytes, max_dead, max_dead_bytes and
+// dedup_max_ids, "off" for dedup_window and "keep" for retention and
+// dead_retention.
 type QueueConfig struct {
 	Partitions        int      `json:"partitions"`
 	Replicas          int      `json:"replicas"`
@@ -88,6 +90,10 @@ type QueueConfig struct {
 	MaxDepth          int64    `json:"max_depth"`
 	MaxBytes          int64    `json:"max_bytes"`
 	Retention         Duration `json:"retention"`
+	MaxDead           int64    `json:"max_dead"`
+	MaxDeadBytes      int64    `json:"max_dead_bytes"`
+	DeadRetention     Duration `json:"dead_retention"`
+	DedupMaxIDs       int64    `json:"dedup_max_ids"`
 }
 
 // ConfigOf renders a wire config; the values are carried over unchanged.
@@ -97,6 +103,8 @@ func ConfigOf(c wire.QueueConfig) QueueConfig {
 		MaxReceives: c.MaxReceives, BackoffBase: Duration(c.BackoffBase), BackoffMax: Duration(c.BackoffMax),
 		DedupWindow: Duration(c.DedupWindow), MaxMessageBytes: c.MaxMessageBytes,
 		MaxDepth: c.MaxDepth, MaxBytes: c.MaxBytes, Retention: Duration(c.Retention),
+		MaxDead: c.MaxDead, MaxDeadBytes: c.MaxDeadBytes, DeadRetention: Duration(c.DeadRetention),
+		DedupMaxIDs: c.DedupMaxIDs,
 	}
 }
 
@@ -200,6 +208,9 @@ type Counters struct {
 	DeadDeleted      uint64 `json:"dead_deleted"`
 	Purged           uint64 `json:"purged"`
 	RetentionExpired uint64 `json:"retention_expired"`
+	DeadEvicted      uint64 `json:"dead_evicted"`
+	DeadExpired      uint64 `json:"dead_expired"`
+	DedupEvicted     uint64 `json:"dedup_evicted"`
 }
 
 // Figures are the gauges and counters of a partition or a sum of them.
@@ -227,7 +238,8 @@ func figuresOf(s wire.PartitionStats) Figures {
 		Groups: s.Groups, LastSeq: s.LastSeq,
 		Counters: Counters{Sent: c.Sent, Duplicates: c.Duplicates, Leased: c.Leased, Acked: c.Acked,
 			Nacked: c.Nacked, Rejected: c.Rejected, Expired: c.Expired, DeadLettered: c.DeadLettered,
-			Redriven: c.Redriven, DeadDeleted: c.DeadDeleted, Purged: c.Purged, RetentionExpired: c.RetentionExpired},
+			Redriven: c.Redriven, DeadDeleted: c.DeadDeleted, Purged: c.Purged, RetentionExpired: c.RetentionExpired,
+			DeadEvicted: c.DeadEvicted, DeadExpired: c.DeadExpired, DedupEvicted: c.DedupEvicted},
 	}
 }
 

@@ -14,7 +14,7 @@ func sampleQueue() wire.QueueInfo {
 	return wire.QueueInfo{Name: "orders", Config: wire.QueueConfig{
 		Partitions: 2, Replicas: 3, VisibilityTimeout: 30 * time.Second, MaxReceives: 0,
 		BackoffBase: time.Second, BackoffMax: 5 * time.Minute, DedupWindow: 0, MaxMessageBytes: 1 << 20,
-		MaxDepth: 0, MaxBytes: 1 << 30, Retention: 90 * time.Minute,
+		MaxDepth: 0, MaxBytes: 1 << 30, Retention: 90 * time.Minute, MaxDead: 500, DeadRetention: 24 * time.Hour,
 	}, Partitions: []wire.PartitionInfo{
 		{Index: 0, Leader: "n1", LeaderAddr: "10.0.0.1:7101", Replicas: []string{"n1", "n2", "n3"}},
 		{Index: 1, Replicas: []string{"n2", "n3", "n1"}},
@@ -112,6 +112,7 @@ func TestJSONView_QueueConfigValues(t *testing.T) {
 		"partitions": 2.0, "replicas": 3.0, "visibility_timeout": "30s", "max_receives": 0.0,
 		"backoff_base": "1s", "backoff_max": "5m0s", "dedup_window": "0s", "max_message_bytes": float64(1 << 20),
 		"max_depth": 0.0, "max_bytes": float64(1 << 30), "retention": "1h30m0s",
+		"max_dead": 500.0, "max_dead_bytes": 0.0, "dead_retention": "24h0m0s", "dedup_max_ids": 0.0,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("config has keys %v, want %v", got, want)

@@ -43,6 +43,9 @@ func queueSettings(partitions int) []client.QueueSetting {
 	return []client.QueueSetting{
 		client.Partitions(partitions), client.VisibilityTimeout(visibility), client.MaxReceives(maxReceives),
 		client.BackoffBase(backoffBase), client.BackoffMax(backoffMax),
+		// No cap on dead letters or dedup ids: the checker accounts for
+		// every message, and a capped one could leave early.
+		client.MaxDead(0), client.MaxDeadBytes(0), client.DedupMaxIDs(0),
 	}
 }
 

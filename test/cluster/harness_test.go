@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,6 +34,10 @@ type options struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
 	snapshotInterval  time.Duration
+	// logs, when set, receives every node's warnings and errors.
+	logs io.Writer
+	// tweak, when set, changes every node's config before it starts.
+	tweak func(*node.Config)
 }
 
 // testCluster is a cluster of in-process nodes. Node i keeps its id, data
@@ -57,6 +62,9 @@ func startCluster(t *testing.T, opts options) *testCluster {
 	c := &testCluster{t: t, http: &http.Client{Timeout: 2 * time.Second}}
 	root := t.TempDir()
 	logger := testLogger()
+	if opts.logs != nil {
+		logger = slog.New(slog.NewTextHandler(opts.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	for i := range clusterSize {
 		id := fmt.Sprintf("n%d", i+1)
 		cfg := node.DefaultConfig(id, filepath.Join(root, id), "127.0.0.1", 0)
@@ -70,6 +78,9 @@ func startCluster(t *testing.T, opts options) *testCluster {
 		cfg.SnapshotThreshold, cfg.TrailingLogs = opts.snapshotThreshold, opts.trailingLogs
 		cfg.SnapshotInterval = opts.snapshotInterval
 		cfg.Logger = logger.With("test", t.Name())
+		if opts.tweak != nil {
+			opts.tweak(&cfg)
+		}
 		c.members = append(c.members, &member{cfg: cfg})
 	}
 	t.Cleanup(c.stopAll)
