@@ -31,6 +31,8 @@ var codeSentinels = map[wire.Code]error{
 	wire.CodeLeaseLost:       client.ErrLeaseLost,
 	wire.CodeMessageNotFound: client.ErrMessageNotFound,
 	wire.CodeFrameTooLarge:   client.ErrMessageTooLarge,
+
+	wire.CodeTooManyConnections: client.ErrTooManyConnections,
 }
 
 // checkErrorText fails when err's text repeats the "ferry:" prefix or the

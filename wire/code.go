@@ -92,7 +92,13 @@ const (
 	// connection. Not retryable: split the batch.
 	CodeFrameTooLarge Code = 15
 
-	codeEnd Code = 16 // one past the last known code
+	// CodeTooManyConnections refuses a new connection: the node is at its
+	// connection limit, or at its limit for the client's address. The
+	// server sends it in place of the welcome (request ID 0) and closes the
+	// connection. Retryable after a backoff, at this node or another.
+	CodeTooManyConnections Code = 16
+
+	codeEnd Code = 17 // one past the last known code
 )
 
 var codeNames = [...]string{
@@ -112,6 +118,8 @@ var codeNames = [...]string{
 	CodeLeaseLost:       "lease lost",
 	CodeMessageNotFound: "message not found",
 	CodeFrameTooLarge:   "frame too large",
+
+	CodeTooManyConnections: "too many connections",
 }
 
 // String returns a short human name of the code, or "code(N)" for a number
@@ -128,12 +136,12 @@ func (c Code) Known() bool { return c < codeEnd }
 
 // Retryable reports whether a client may send the same request again, at
 // the leader or after a backoff: true for CodeNotLeader, CodeUnavailable,
-// CodeTimeout and CodeQueueFull. For CodeTimeout the first attempt may have
+// CodeTimeout, CodeQueueFull and CodeTooManyConnections. For CodeTimeout the first attempt may have
 // taken effect, so only repeat requests that are safe to repeat (see its
 // comment). Unknown codes are not retryable.
 func (c Code) Retryable() bool {
 	switch c {
-	case CodeNotLeader, CodeUnavailable, CodeTimeout, CodeQueueFull:
+	case CodeNotLeader, CodeUnavailable, CodeTimeout, CodeQueueFull, CodeTooManyConnections:
 		return true
 	}
 	return false

@@ -57,6 +57,10 @@ var (
 	// ErrFrameTooLarge matches CodeFrameTooLarge; frame readers and writers
 	// return an Error of this code for a frame over the limit.
 	ErrFrameTooLarge = &Error{Code: CodeFrameTooLarge}
+	// ErrTooManyConnections matches CodeTooManyConnections: a server at its
+	// connection limit (per node or per client address) refused the
+	// connection.
+	ErrTooManyConnections = &Error{Code: CodeTooManyConnections}
 	// ErrMalformedFrame has CodeMalformed (so it also matches ErrMalformed);
 	// frame readers return an Error of this code for a zero length or an
 	// undecodable payload.
