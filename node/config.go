@@ -50,7 +50,55 @@ type Config struct {
 	// GossipFast selects memberlist's local-network timings (fast failure
 	// detection), for loopback clusters and tests.
 	GossipFast bool
-	Logger     *slog.Logger
+	// MaxConns bounds the client protocol connections the node serves at
+	// once, and MaxConnsPerIP those from one client IP address; a
+	// connection over either limit is answered CodeTooManyConnections and
+	// closed. Zero takes the defaults (DefaultMaxConns,
+	// DefaultMaxConnsPerIP).
+	MaxConns      int
+	MaxConnsPerIP int
+	// IdleTimeout closes a client connection that has no request in flight
+	// and sends none for this long (a long-poll receive is a request in
+	// flight, so it is never cut). Zero takes DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// FrameTimeout bounds the reading of one request frame once its first
+	// byte has arrived, and the writing of one response frame: a client
+	// that stalls half-way through a frame, or stops reading its answers,
+	// is disconnected. Zero takes DefaultFrameTimeout.
+	FrameTimeout time.Duration
+	// Pprof serves the Go profiler under /debug/pprof/ on the HTTP port;
+	// off by default.
+	Pprof  bool
+	Logger *slog.Logger
+}
+
+// Defaults of the client connection limits.
+const (
+	// DefaultMaxConns is the default Config.MaxConns.
+	DefaultMaxConns = 10000
+	// DefaultMaxConnsPerIP is the default Config.MaxConnsPerIP.
+	DefaultMaxConnsPerIP = 1000
+	// DefaultIdleTimeout is the default Config.IdleTimeout.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultFrameTimeout is the default Config.FrameTimeout.
+	DefaultFrameTimeout = 30 * time.Second
+)
+
+// withDefaults fills the zero connection limits with their defaults.
+func (c Config) withDefaults() Config {
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerIP == 0 {
+		c.MaxConnsPerIP = min(DefaultMaxConnsPerIP, c.MaxConns)
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = DefaultFrameTimeout
+	}
+	return c
 }
 
 // DefaultConfig returns defaults for node id storing data in dir, listening
@@ -63,6 +111,8 @@ func DefaultConfig(id, dir, ip string, offset int) Config {
 		RaftAddr: addr(7001), ClientAddr: addr(7101), HTTPAddr: addr(7201), GossipAddr: addr(7301),
 		ClusterName:       "ferry",
 		ReconcileInterval: 2 * time.Second,
+		MaxConns:          DefaultMaxConns, MaxConnsPerIP: DefaultMaxConnsPerIP,
+		IdleTimeout: DefaultIdleTimeout, FrameTimeout: DefaultFrameTimeout,
 	}
 }
 
@@ -90,6 +140,25 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileInterval <= 0 {
 		return bad("ReconcileInterval", c.ReconcileInterval, "must be positive")
+	}
+	return c.validateLimits(bad)
+}
+
+// validateLimits checks the client connection limits (zero meaning the
+// default).
+func (c Config) validateLimits(bad func(field string, v any, rule string) error) error {
+	d := c.withDefaults()
+	switch {
+	case c.MaxConns < 0:
+		return bad("MaxConns", c.MaxConns, "must be positive (0 = default)")
+	case c.MaxConnsPerIP < 0:
+		return bad("MaxConnsPerIP", c.MaxConnsPerIP, "must be positive (0 = default)")
+	case d.MaxConnsPerIP > d.MaxConns:
+		return bad("MaxConnsPerIP", c.MaxConnsPerIP, fmt.Sprintf("must not exceed MaxConns (%d)", d.MaxConns))
+	case c.IdleTimeout < 0 || (c.IdleTimeout > 0 && c.IdleTimeout < 100*time.Millisecond):
+		return bad("IdleTimeout", c.IdleTimeout, "must be at least 100ms (0 = default)")
+	case c.FrameTimeout < 0 || (c.FrameTimeout > 0 && c.FrameTimeout < 100*time.Millisecond):
+		return bad("FrameTimeout", c.FrameTimeout, "must be at least 100ms (0 = default)")
 	}
 	return nil
 }

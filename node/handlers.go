@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,6 +35,11 @@ func (n *Node) dispatch(ctx context.Context, req wire.Request) (any, error) {
 		return nil, wire.Errorf(wire.CodeMalformed, "unknown op %d", req.Op)
 	}
 	if err := req.Decode(in); err != nil {
+		// A field out of its range is an invalid argument; anything else
+		// that does not decode is malformed.
+		if errors.Is(err, wire.ErrInvalidArgument) {
+			return nil, fmt.Errorf("%s request: %w", req.Op, err)
+		}
 		return nil, wire.Errorf(wire.CodeMalformed, "%s request: %v", req.Op, err)
 	}
 	switch r := in.(type) {

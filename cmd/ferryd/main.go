@@ -72,8 +72,28 @@ type options struct {
 	raftAddr, clientAddr, httpAddr, gossip string
 	join, cluster, logLevel                string
 	portOffset, bootstrapExpect, gcPercent int
-	fastGossip                             bool
+	fastGossip, pprof                      bool
 	raft                                   raftOptions
+	limits                                 limitOptions
+}
+
+// limitOptions bound the client connections a node serves.
+type limitOptions struct {
+	maxConns, maxConnsPerIP   int
+	idleTimeout, frameTimeout time.Duration
+}
+
+func (l *limitOptions) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.maxConns, "max-conns", node.DefaultMaxConns, "most client connections served at once; more are refused")
+	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", node.DefaultMaxConnsPerIP, "most client connections from one IP address")
+	fs.DurationVar(&l.idleTimeout, "idle-timeout", node.DefaultIdleTimeout,
+		"close a client connection with no request in flight after this long without one")
+	fs.DurationVar(&l.frameTimeout, "frame-timeout", node.DefaultFrameTimeout,
+		"close a client connection that takes longer than this to send one request frame or to read one answer")
+}
+
+func (l limitOptions) apply(cfg *node.Config) {
+	cfg.MaxConns, cfg.MaxConnsPerIP, cfg.IdleTimeout, cfg.FrameTimeout = l.maxConns, l.maxConnsPerIP, l.idleTimeout, l.frameTimeout
 }
 
 // raftOptions tune raft for tests (chaos runs use small snapshot
@@ -121,7 +141,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent,
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ on the HTTP port")
 	o.raft.register(fs)
+	o.limits.register(fs)
 	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := envName(f.Name)
@@ -177,6 +199,8 @@ func (o options) config(logger *slog.Logger) node.Config {
 	cfg.ClusterName = o.cluster
 	cfg.GossipFast = o.fastGossip
 	o.raft.apply(&cfg)
+	o.limits.apply(&cfg)
+	cfg.Pprof = o.pprof
 	cfg.Logger = logger
 	return cfg
 }
