@@ -367,3 +367,28 @@ func TestClientServer_AcceptErrorsBackOffAndRecover(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestConfig_ValidateNamesBadConnectionLimits(t *testing.T) {
+	for field, mutate := range map[string]func(*Config){
+		"MaxConns":      func(c *Config) { c.MaxConns = -1 },
+		"MaxConnsPerIP": func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 10, 11 },
+		"IdleTimeout":   func(c *Config) { c.IdleTimeout = time.Millisecond },
+		"FrameTimeout":  func(c *Config) { c.FrameTimeout = -time.Second },
+	} {
+		cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
+		mutate(&cfg)
+		err := cfg.Validate()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Config."+field) {
+			t.Errorf("%s: %v, want an invalid config error naming it", field, err)
+		}
+	}
+	cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
+	cfg.MaxConns, cfg.MaxConnsPerIP, cfg.IdleTimeout, cfg.FrameTimeout = 0, 0, 0, 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("zero limits (defaults): %v", err)
+	}
+	if d := cfg.withDefaults(); d.MaxConns != DefaultMaxConns || d.MaxConnsPerIP != DefaultMaxConnsPerIP ||
+		d.IdleTimeout != DefaultIdleTimeout || d.FrameTimeout != DefaultFrameTimeout {
+		t.Fatalf("defaults not applied: %+v", d)
+	}
+}
