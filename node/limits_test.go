@@ -392,3 +392,68 @@ func TestConfig_ValidateNamesBadConnectionLimits(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v", d)
 	}
 }
+
+// Requests the FSM would refuse are refused before they are proposed:
+// they leave the partition's raft log untouched.
+func TestNode_InvalidRequestsNeverProposed(t *testing.T) {
+	nd := startLimitedNode(t, func(*Config) {})
+	c := dialRaw(t, nd.ClientAddr())
+	createServedQueue(t, nd, c, "orders")
+	if err := c.call(wire.OpSend, &wire.SendRequest{Queue: "orders", Messages: []wire.Message{{ID: "m1", Body: []byte("x")}}}, &wire.SendResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	var got wire.ReceiveResponse
+	if err := c.call(wire.OpReceive, &wire.ReceiveRequest{Queue: "orders", Max: 1}, &got); err != nil || len(got.Messages) != 1 {
+		t.Fatalf("receive: %+v, %v", got, err)
+	}
+	receipt := got.Messages[0].Receipt()
+	if err := c.call(wire.OpSend, &wire.SendRequest{Queue: "orders", Messages: []wire.Message{{ID: "m2", Body: []byte("y")}}}, &wire.SendResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	p := nd.replicas.get(nd.queueGroup(t, "orders"))
+	before := p.Status().AppliedIndex
+	calls := []struct {
+		name string
+		op   wire.Op
+		body any
+		out  any
+	}{
+		{"receive max 5000", wire.OpReceive, &wire.ReceiveRequest{Queue: "orders", Max: 5000}, &wire.ReceiveResponse{}},
+		{"receive visibility -1s", wire.OpReceive, &wire.ReceiveRequest{Queue: "orders", Max: 1, Visibility: -time.Second}, &wire.ReceiveResponse{}},
+		{"extend by 0", wire.OpExtend, &wire.ExtendRequest{Queue: "orders", Items: []wire.ExtendItem{{Receipt: receipt}}}, &wire.ExtendResponse{}},
+		{"release with a delay", wire.OpNack, &wire.NackRequest{Queue: "orders", Items: []wire.NackItem{{Receipt: receipt, Release: true, ExplicitDelay: true}}}, &wire.NackResponse{}},
+		{"empty reject", wire.OpReject, &wire.RejectRequest{Queue: "orders"}, &wire.RejectResponse{}},
+		{"redrive limit -1", wire.OpDeadRedrive, &wire.DeadRedriveRequest{Queue: "orders", Filter: wire.DeadFilter{Limit: -1}}, &wire.DeadRedriveResponse{}},
+	}
+	for _, k := range calls {
+		err := c.call(k.op, k.body, k.out)
+		if err == nil {
+			err = firstItemErr(k.out)
+		}
+		if !errors.Is(err, wire.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want invalid argument", k.name, err)
+		}
+	}
+	if after := p.Status().AppliedIndex; after != before {
+		t.Fatalf("refused requests moved the applied index from %d to %d", before, after)
+	}
+}
+
+// firstItemErr is the first per-item failure of a settle response.
+func firstItemErr(out any) error {
+	var results []wire.ItemResult
+	switch r := out.(type) {
+	case *wire.ExtendResponse:
+		results = r.Results
+	case *wire.NackResponse:
+		results = r.Results
+	case *wire.RejectResponse:
+		results = r.Results
+	}
+	for _, res := range results {
+		if err := res.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
