@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -456,4 +458,20 @@ func firstItemErr(out any) error {
 		}
 	}
 	return nil
+}
+
+// The Go client reports a refusal at the limit with its own sentinel.
+func TestNode_ClientSeesTooManyConnections(t *testing.T) {
+	nd := startLimitedNode(t, func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 1, 1 })
+	dialRaw(t, nd.ClientAddr())
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{nd.ClientAddr()})
+	if err == nil {
+		c.Close()
+		t.Fatal("a client over the node's connection limit was served")
+	}
+	if !errors.Is(err, client.ErrTooManyConnections) {
+		t.Fatalf("dial over the limit: %v, want ErrTooManyConnections", err)
+	}
 }
