@@ -71,6 +71,11 @@ var (
 	// ErrProtocolVersion: the server does not speak this client's
 	// protocol version (returned by Dial).
 	ErrProtocolVersion = wire.ErrProtocolVersion
+	// ErrTooManyConnections: the server refused the connection because it
+	// is at its connection limit, or at its limit for this client's
+	// address. Requests retry it (on another node when the route allows)
+	// until their context is done.
+	ErrTooManyConnections = wire.ErrTooManyConnections
 
 	// ErrUnconfirmed: the request may or may not have taken effect. The
 	// client returns it, never a success, when it gives up on a request

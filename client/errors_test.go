@@ -16,22 +16,23 @@ import (
 // codeSentinels says which exported error each non-OK wire code must match
 // once it reaches a caller.
 var codeSentinels = map[wire.Code]error{
-	wire.CodeInternal:        client.ErrInternal,
-	wire.CodeMalformed:       client.ErrMalformed,
-	wire.CodeProtocolVersion: client.ErrProtocolVersion,
-	wire.CodeInvalidArgument: client.ErrInvalidArgument,
-	wire.CodeInvalidConfig:   client.ErrInvalidConfig,
-	wire.CodeQueueNotFound:   client.ErrQueueNotFound,
-	wire.CodeQueueExists:     client.ErrQueueExists,
-	wire.CodeNotLeader:       client.ErrUnavailable, // retried; in the end no leader could serve
-	wire.CodeUnavailable:     client.ErrUnavailable,
-	wire.CodeTimeout:         client.ErrTimeout,
-	wire.CodeQueueFull:       client.ErrQueueFull,
-	wire.CodeMessageTooLarge: client.ErrMessageTooLarge,
-	wire.CodeLeaseLost:       client.ErrLeaseLost,
-	wire.CodeMessageNotFound: client.ErrMessageNotFound,
-	wire.CodeFrameTooLarge:   client.ErrMessageTooLarge,
-	wire.CodeLimitExceeded:   client.ErrLimitExceeded,
+	wire.CodeInternal:           client.ErrInternal,
+	wire.CodeMalformed:          client.ErrMalformed,
+	wire.CodeProtocolVersion:    client.ErrProtocolVersion,
+	wire.CodeInvalidArgument:    client.ErrInvalidArgument,
+	wire.CodeInvalidConfig:      client.ErrInvalidConfig,
+	wire.CodeQueueNotFound:      client.ErrQueueNotFound,
+	wire.CodeQueueExists:        client.ErrQueueExists,
+	wire.CodeNotLeader:          client.ErrUnavailable, // retried; in the end no leader could serve
+	wire.CodeUnavailable:        client.ErrUnavailable,
+	wire.CodeTimeout:            client.ErrTimeout,
+	wire.CodeQueueFull:          client.ErrQueueFull,
+	wire.CodeMessageTooLarge:    client.ErrMessageTooLarge,
+	wire.CodeLeaseLost:          client.ErrLeaseLost,
+	wire.CodeMessageNotFound:    client.ErrMessageNotFound,
+	wire.CodeFrameTooLarge:      client.ErrMessageTooLarge,
+	wire.CodeLimitExceeded:      client.ErrLimitExceeded,
+	wire.CodeTooManyConnections: client.ErrTooManyConnections,
 }
 
 // checkErrorText fails when err's text repeats the "ferry:" prefix or the

@@ -100,7 +100,7 @@ func classify(err error, resolving bool) class {
 		return classDone
 	case errors.As(err, &we):
 		switch we.Code {
-		case wire.CodeNotLeader, wire.CodeUnavailable:
+		case wire.CodeNotLeader, wire.CodeUnavailable, wire.CodeTooManyConnections:
 			return classRetry
 		case wire.CodeTimeout:
 			if resolving {

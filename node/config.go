@@ -63,7 +63,55 @@ type Config struct {
 	// DefaultQueueCreateBurst.
 	QueueCreateRate  float64
 	QueueCreateBurst int
-	Logger           *slog.Logger
+	// MaxConns bounds the client protocol connections the node serves at
+	// once, and MaxConnsPerIP those from one client IP address; a
+	// connection over either limit is answered CodeTooManyConnections and
+	// closed. Zero takes the defaults (DefaultMaxConns,
+	// DefaultMaxConnsPerIP).
+	MaxConns      int
+	MaxConnsPerIP int
+	// IdleTimeout closes a client connection that has no request in flight
+	// and sends none for this long (a long-poll receive is a request in
+	// flight, so it is never cut). Zero takes DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// FrameTimeout bounds the reading of one request frame once its first
+	// byte has arrived, and the writing of one response frame: a client
+	// that stalls half-way through a frame, or stops reading its answers,
+	// is disconnected. Zero takes DefaultFrameTimeout.
+	FrameTimeout time.Duration
+	// Pprof serves the Go profiler under /debug/pprof/ on the HTTP port;
+	// off by default.
+	Pprof  bool
+	Logger *slog.Logger
+}
+
+// Defaults of the client connection limits.
+const (
+	// DefaultMaxConns is the default Config.MaxConns.
+	DefaultMaxConns = 10000
+	// DefaultMaxConnsPerIP is the default Config.MaxConnsPerIP.
+	DefaultMaxConnsPerIP = 1000
+	// DefaultIdleTimeout is the default Config.IdleTimeout.
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultFrameTimeout is the default Config.FrameTimeout.
+	DefaultFrameTimeout = 30 * time.Second
+)
+
+// withConnDefaults fills the zero connection limits with their defaults.
+func (c Config) withConnDefaults() Config {
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnsPerIP == 0 {
+		c.MaxConnsPerIP = min(DefaultMaxConnsPerIP, c.MaxConns)
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = DefaultFrameTimeout
+	}
+	return c
 }
 
 // Defaults of the limits on queue creation.
@@ -89,6 +137,8 @@ func DefaultConfig(id, dir, ip string, offset int) Config {
 		RaftAddr: addr(7001), ClientAddr: addr(7101), HTTPAddr: addr(7201), GossipAddr: addr(7301),
 		ClusterName:       "ferry",
 		ReconcileInterval: 2 * time.Second,
+		MaxConns:          DefaultMaxConns, MaxConnsPerIP: DefaultMaxConnsPerIP,
+		IdleTimeout: DefaultIdleTimeout, FrameTimeout: DefaultFrameTimeout,
 	}
 }
 
@@ -117,7 +167,10 @@ func (c Config) Validate() error {
 	if c.ReconcileInterval <= 0 {
 		return bad("ReconcileInterval", c.ReconcileInterval, "must be positive")
 	}
-	return c.validateLimits(bad)
+	if err := c.validateLimits(bad); err != nil {
+		return err
+	}
+	return c.validateConnLimits(bad)
 }
 
 // validateLimits checks the limits on queue creation.
@@ -131,6 +184,25 @@ func (c Config) validateLimits(bad func(field string, v any, rule string) error)
 		return bad("QueueCreateRate", c.QueueCreateRate, "must be between 0 and 1000000 per second")
 	case c.QueueCreateBurst < 0 || c.QueueCreateBurst > 1e6:
 		return bad("QueueCreateBurst", c.QueueCreateBurst, "must be between 0 and 1000000")
+	}
+	return nil
+}
+
+// validateConnLimits checks the client connection limits (zero meaning the
+// default).
+func (c Config) validateConnLimits(bad func(field string, v any, rule string) error) error {
+	d := c.withConnDefaults()
+	switch {
+	case c.MaxConns < 0:
+		return bad("MaxConns", c.MaxConns, "must be positive (0 = default)")
+	case c.MaxConnsPerIP < 0:
+		return bad("MaxConnsPerIP", c.MaxConnsPerIP, "must be positive (0 = default)")
+	case d.MaxConnsPerIP > d.MaxConns:
+		return bad("MaxConnsPerIP", c.MaxConnsPerIP, fmt.Sprintf("must not exceed MaxConns (%d)", d.MaxConns))
+	case c.IdleTimeout < 0 || (c.IdleTimeout > 0 && c.IdleTimeout < 100*time.Millisecond):
+		return bad("IdleTimeout", c.IdleTimeout, "must be at least 100ms (0 = default)")
+	case c.FrameTimeout < 0 || (c.FrameTimeout > 0 && c.FrameTimeout < 100*time.Millisecond):
+		return bad("FrameTimeout", c.FrameTimeout, "must be at least 100ms (0 = default)")
 	}
 	return nil
 }
@@ -149,7 +221,7 @@ func (c Config) withDefaults() Config {
 	if c.QueueCreateBurst == 0 {
 		c.QueueCreateBurst = DefaultQueueCreateBurst
 	}
-	return c
+	return c.withConnDefaults()
 }
 
 // partitionConfig applies the node's raft settings to a partition config.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -34,6 +35,11 @@ func (n *Node) dispatch(ctx context.Context, req wire.Request) (any, error) {
 		return nil, wire.Errorf(wire.CodeMalformed, "unknown op %d", req.Op)
 	}
 	if err := req.Decode(in); err != nil {
+		// A field out of its range is an invalid argument; anything else
+		// that does not decode is malformed.
+		if errors.Is(err, wire.ErrInvalidArgument) {
+			return nil, fmt.Errorf("%s request: %w", req.Op, err)
+		}
 		return nil, wire.Errorf(wire.CodeMalformed, "%s request: %v", req.Op, err)
 	}
 	switch r := in.(type) {
@@ -151,6 +157,9 @@ func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendR
 const receiveAnswerBytesMax = wire.MaxFrameBytes - 64<<10
 
 func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire.ReceiveResponse, error) {
+	if err := checkReceive(r); err != nil {
+		return nil, err
+	}
 	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
 	if err != nil {
 		return nil, err
@@ -173,8 +182,13 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 }
 
 // settle runs a per-item operation on the valid items and maps the FSM's
-// per-item errors back; items naming another partition fail alone.
-func (n *Node) settle(ctx context.Context, queue string, index int, receipts []wire.Receipt, run func(p *partition.Partition, valid []int) ([]error, error)) ([]wire.ItemResult, error) {
+// per-item errors back; items naming another partition, or failing check
+// (when given), fail alone and are not proposed.
+func (n *Node) settle(ctx context.Context, queue string, index int, receipts []wire.Receipt, check func(i int) error,
+	run func(p *partition.Partition, valid []int) ([]error, error)) ([]wire.ItemResult, error) {
+	if err := checkBatch("settle", len(receipts)); err != nil {
+		return nil, err
+	}
 	p, _, err := n.leaderOf(ctx, queue, index)
 	if err != nil {
 		return nil, err
@@ -185,6 +199,12 @@ func (n *Node) settle(ctx context.Context, queue string, index int, receipts []w
 		if rc.Partition != index {
 			out[i] = wire.ItemResult{Code: wire.CodeInvalidArgument, Error: fmt.Sprintf("receipt of partition %d sent to partition %d", rc.Partition, index)}
 			continue
+		}
+		if check != nil {
+			if err := check(i); err != nil {
+				out[i] = itemResult(err)
+				continue
+			}
 		}
 		valid = append(valid, i)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 func (n *Node) handleAck(ctx context.Context, r *wire.AckRequest) (*wire.AckResponse, error) {
-	res, err := n.settle(ctx, r.Queue, r.Partition, r.Receipts, func(p *partition.Partition, valid []int) ([]error, error) {
+	res, err := n.settle(ctx, r.Queue, r.Partition, r.Receipts, nil, func(p *partition.Partition, valid []int) ([]error, error) {
 		return p.Ack(ctx, pick(r.Receipts, valid, receiptOf))
 	})
 	return &wire.AckResponse{Results: res}, err
@@ -17,7 +17,8 @@ func (n *Node) handleAck(ctx context.Context, r *wire.AckRequest) (*wire.AckResp
 
 func (n *Node) handleExtend(ctx context.Context, r *wire.ExtendRequest) (*wire.ExtendResponse, error) {
 	receipts := pick(r.Items, nil, func(it wire.ExtendItem) wire.Receipt { return it.Receipt })
-	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
+	check := func(i int) error { return checkExtendItem(r.Items[i]) }
+	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, check, proposeSettle(ctx, func(valid []int) fsm.Command {
 		items := pick(r.Items, valid, func(it wire.ExtendItem) fsm.ExtendItem {
 			return fsm.ExtendItem{Receipt: receiptOf(it.Receipt), Visibility: it.Visibility}
 		})
@@ -28,7 +29,8 @@ func (n *Node) handleExtend(ctx context.Context, r *wire.ExtendRequest) (*wire.E
 
 func (n *Node) handleNack(ctx context.Context, r *wire.NackRequest) (*wire.NackResponse, error) {
 	receipts := pick(r.Items, nil, func(it wire.NackItem) wire.Receipt { return it.Receipt })
-	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
+	check := func(i int) error { return checkNackItem(r.Items[i]) }
+	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, check, proposeSettle(ctx, func(valid []int) fsm.Command {
 		items := pick(r.Items, valid, func(it wire.NackItem) fsm.NackItem {
 			return fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay, Reason: it.Reason, Release: it.Release}
 		})
@@ -39,7 +41,7 @@ func (n *Node) handleNack(ctx context.Context, r *wire.NackRequest) (*wire.NackR
 
 func (n *Node) handleReject(ctx context.Context, r *wire.RejectRequest) (*wire.RejectResponse, error) {
 	receipts := pick(r.Items, nil, func(it wire.RejectItem) wire.Receipt { return it.Receipt })
-	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, proposeSettle(ctx, func(valid []int) fsm.Command {
+	res, err := n.settle(ctx, r.Queue, r.Partition, receipts, nil, proposeSettle(ctx, func(valid []int) fsm.Command {
 		items := pick(r.Items, valid, func(it wire.RejectItem) fsm.RejectItem {
 			return fsm.RejectItem{Receipt: receiptOf(it.Receipt), Reason: it.Reason}
 		})
@@ -71,6 +73,9 @@ func (n *Node) handleDeadList(ctx context.Context, queue string, index int, f wi
 
 // handleDeadChange proposes a redrive or a dead-letter deletion.
 func (n *Node) handleDeadChange(ctx context.Context, queue string, index int, t fsm.CommandType, f wire.DeadFilter) (*wire.DeadRedriveResponse, error) {
+	if err := checkDeadFilter(f); err != nil {
+		return nil, err
+	}
 	p, _, err := n.leaderOf(ctx, queue, index)
 	if err != nil {
 		return nil, err

@@ -7,13 +7,60 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sort"
+	"time"
 
 	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/ferrymq/ferry/wire"
 )
 
+// Limits of the HTTP admin server.
+const (
+	// httpBodyBytesMax bounds a request body: larger ones are refused
+	// with 413 before they are read (or cut where their length is not
+	// declared). No admin endpoint takes more than a few bytes.
+	httpBodyBytesMax = 1 << 20
+	// httpHeaderBytesMax bounds the request line and headers.
+	httpHeaderBytesMax = 64 << 10
+	// httpWriteTimeout bounds one response; with the profiler on it is
+	// httpPprofWriteTimeout, room for a profile or trace of up to about
+	// four minutes (the profiler refuses longer ones).
+	httpWriteTimeout      = 30 * time.Second
+	httpPprofWriteTimeout = 5 * time.Minute
+)
+
+// httpServer is the admin server with its timeouts and size limits.
+func (n *Node) httpServer() *http.Server {
+	write := httpWriteTimeout
+	if n.cfg.Pprof {
+		write = httpPprofWriteTimeout
+	}
+	return &http.Server{
+		Handler:           limitBody(n.httpHandler()),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      write,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    httpHeaderBytesMax,
+	}
+}
+
+// limitBody refuses a declared body over httpBodyBytesMax with 413 and
+// cuts an undeclared one there.
+func limitBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > httpBodyBytesMax {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request body too large\n", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, httpBodyBytesMax)
+		h.ServeHTTP(w, r)
+	})
+}
+
 // httpHandler serves the admin API: health, readiness, cluster and queue
-// views, and replica digests (used to check that replicas converge).
+// views, and replica digests (used to check that replicas converge); the
+// profiler only when Config.Pprof is set.
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
@@ -22,17 +69,26 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if n.cfg.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 
-// handleReady answers 200 once the node sees a meta leader.
+// handleReady answers 200 once the node sees a meta leader, unless the
+// client port is failing to accept connections.
 func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
 	if n.meta.leaderID() == "" {
 		http.Error(w, "no meta leader yet\n", http.StatusServiceUnavailable)
+		return
+	}
+	if n.clients.acceptTrouble() {
+		http.Error(w, "client port failing to accept connections (out of file descriptors?)\n", http.StatusServiceUnavailable)
 		return
 	}
 	w.Write([]byte("ready\n"))

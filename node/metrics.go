@@ -17,6 +17,12 @@ type metrics struct {
 	registry *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// acceptErrors counts failed accepts of client connections,
+	// connsRefused connections refused at a connection limit, connsClosed
+	// connections the node cut (idle, frame_timeout, write_timeout).
+	acceptErrors prometheus.Counter
+	connsRefused prometheus.Counter
+	connsClosed  *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) *metrics {
@@ -29,7 +35,25 @@ func newMetrics(n *Node) *metrics {
 			Name: "ferry_request_seconds", Help: "Client request latency by op (long-polls included).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"op"}),
+		acceptErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ferry_client_accept_errors_total", Help: "Failed accepts of client connections (out of file descriptors and the like).",
+		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ferry_client_connections_refused_total", Help: "Client connections refused at the node or per-address connection limit.",
+		}),
+		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ferry_client_connections_cut_total", Help: "Client connections the node closed, by reason (idle, frame_timeout, write_timeout).",
+		}, []string{"reason"}),
 	}
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ferry_client_connections", Help: "Client connections served now.",
+	}, func() float64 {
+		if n.clients == nil {
+			return 0
+		}
+		return float64(n.clients.count())
+	})
+	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open)
 	m.registry.MustRegister(m.requests, m.latency, partitionCollector{n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

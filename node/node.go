@@ -98,8 +98,8 @@ func Start(cfg Config) (n *Node, err error) {
 	cleanup = append(cleanup, n.members.leave)
 	n.replicas = newReplicaSet(n)
 	n.metrics = newMetrics(n)
-	n.clients = &clientServer{n: n, ln: clientLn, conns: map[net.Conn]struct{}{}}
-	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	n.clients = newClientServer(n, clientLn)
+	n.http = n.httpServer()
 	n.startLoops(httpLn)
 	if err := n.members.join(cfg.Join); err != nil {
 		n.logger.Warn("could not join any seed yet; will keep gossiping", "seeds", cfg.Join, "err", err)

@@ -1,11 +1,15 @@
 package node
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/wire"
@@ -21,35 +25,170 @@ const (
 	// requestTimeoutMax bounds how long one request may run (a long-poll
 	// receive waits at most wire.ReceiveWaitMax of it).
 	requestTimeoutMax = wire.ReceiveWaitMax + 10*time.Second
+	// acceptBackoffMin and acceptBackoffMax bound the pause after a failed
+	// Accept (out of file descriptors, a connection aborted before it was
+	// taken): it doubles with every failure in a row.
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+	// acceptTroubleWindow is how long after the last failed Accept the node
+	// reports not ready; failures in a row come at most acceptBackoffMax
+	// apart, so a failing listener stays not ready.
+	acceptTroubleWindow = 2 * acceptBackoffMax
+	// refuseLinger bounds the life of a refused connection: time to send it
+	// the refusal and let the client read it.
+	refuseLinger = time.Second
+	// refusingMax bounds the refused connections kept lingering at once;
+	// beyond it a refused connection is closed at once, without a reason.
+	refusingMax = 64
 )
 
 // clientServer accepts client connections and serves wire requests.
 type clientServer struct {
-	n     *Node
-	ln    net.Listener
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	n  *Node
+	ln net.Listener
+
+	mu       sync.Mutex
+	conns    map[net.Conn]string // served connections and their client IPs; nil once closed
+	perIP    map[string]int      // served connections by client IP
+	refusing map[net.Conn]struct{}
+	wg       sync.WaitGroup
+
+	// acceptFailedAt is when Accept last failed (Unix nanoseconds), 0 if
+	// never.
+	acceptFailedAt atomic.Int64
 }
 
+func newClientServer(n *Node, ln net.Listener) *clientServer {
+	return &clientServer{n: n, ln: ln, conns: map[net.Conn]string{}, perIP: map[string]int{}, refusing: map[net.Conn]struct{}{}}
+}
+
+// serve is the accept loop. A failed Accept never ends it (only closing
+// the listener does): it counts the failure, logs at most once a second,
+// backs off and tries again.
 func (s *clientServer) serve() {
 	defer s.wg.Done()
+	backoff := time.Duration(0)
+	var loggedAt time.Time
 	for {
 		conn, err := s.ln.Accept()
-		if err != nil {
+		if err == nil {
+			backoff = 0
+			s.admit(conn)
+			continue
+		}
+		if errors.Is(err, net.ErrClosed) || s.closed() {
 			return
 		}
-		s.mu.Lock()
-		if s.conns == nil {
-			s.mu.Unlock()
-			conn.Close()
+		backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+		s.acceptFailedAt.Store(time.Now().UnixNano())
+		s.n.metrics.acceptErrors.Inc()
+		if time.Since(loggedAt) >= time.Second {
+			loggedAt = time.Now()
+			s.n.logger.Warn("client accept failed; backing off", "err", err, "backoff", backoff)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-s.n.closing:
 			return
 		}
-		s.conns[conn] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go s.serveConn(conn)
 	}
+}
+
+// acceptTrouble reports whether Accept failed recently.
+func (s *clientServer) acceptTrouble() bool {
+	at := s.acceptFailedAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < acceptTroubleWindow
+}
+
+func (s *clientServer) closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns == nil
+}
+
+// admit serves conn, or refuses it when the node or the client's IP is at
+// its connection limit.
+func (s *clientServer) admit(conn net.Conn) {
+	ip := remoteIP(conn)
+	cfg := &s.n.cfg
+	s.mu.Lock()
+	if s.conns == nil {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	var refusal *wire.Error
+	switch {
+	case len(s.conns) >= cfg.MaxConns:
+		refusal = wire.Errorf(wire.CodeTooManyConnections, "node %s serves %d connections, its limit", cfg.ID, cfg.MaxConns)
+	case s.perIP[ip] >= cfg.MaxConnsPerIP:
+		refusal = wire.Errorf(wire.CodeTooManyConnections, "node %s serves %d connections from %s, its per-address limit",
+			cfg.ID, cfg.MaxConnsPerIP, ip)
+	default:
+		s.conns[conn] = ip
+		s.perIP[ip]++
+	}
+	s.mu.Unlock()
+	if refusal != nil {
+		s.refuse(conn, refusal)
+		return
+	}
+	s.wg.Add(1)
+	go s.serveConn(conn)
+}
+
+// refuse answers conn with refusal in place of a welcome and closes it once
+// the client has read it (or after refuseLinger).
+func (s *clientServer) refuse(conn net.Conn, refusal *wire.Error) {
+	s.n.metrics.connsRefused.Inc()
+	s.mu.Lock()
+	if s.conns == nil || len(s.refusing) >= refusingMax {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.refusing[conn] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		conn.SetDeadline(time.Now().Add(refuseLinger))
+		if wire.WriteFrame(conn, wire.ErrorResponse(0, refusal)) == nil {
+			if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+			}
+			// Drain the hello until the client closes, so that closing
+			// with unread data does not reset the connection before the
+			// client has read the refusal.
+			io.CopyN(io.Discard, conn, wire.MaxHelloBytes+8)
+		}
+		conn.Close()
+		s.mu.Lock()
+		delete(s.refusing, conn)
+		s.mu.Unlock()
+	}()
+}
+
+// forget removes a finished connection from the counts.
+func (s *clientServer) forget(conn net.Conn) {
+	conn.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ip, ok := s.conns[conn]
+	if !ok {
+		return
+	}
+	delete(s.conns, conn)
+	if s.perIP[ip]--; s.perIP[ip] <= 0 {
+		delete(s.perIP, ip)
+	}
+}
+
+// count returns the number of connections served.
+func (s *clientServer) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 // close stops accepting, closes every connection and waits for handlers.
@@ -59,59 +198,152 @@ func (s *clientServer) close() {
 	for c := range s.conns {
 		c.Close()
 	}
+	for c := range s.refusing {
+		c.Close()
+	}
 	s.conns = nil
 	s.mu.Unlock()
 	s.wg.Wait()
 }
 
-func (s *clientServer) serveConn(conn net.Conn) {
+// remoteIP is the IP address of the connection's peer ("" when it has
+// none, as for a pipe).
+func remoteIP(conn net.Conn) string {
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, err := net.SplitHostPort(conn.RemoteAddr().String())
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
+// errIdle ends a connection that stayed idle past Config.IdleTimeout.
+var errIdle = errors.New("idle timeout")
+
+// serverConn is one served connection's state. The read deadline is the
+// idle timeout while the reader waits for a frame with no request in
+// flight, none while requests are in flight (a long-poll is never cut),
+// and the frame timeout once a frame has begun to arrive.
+type serverConn struct {
+	s  *clientServer
+	nc net.Conn
+	br *bufio.Reader
+
+	mu       sync.Mutex // guards inflight and waiting, and read deadline changes
+	inflight int
+	waiting  bool // the reader waits for the first byte of a frame
+
+	wmu sync.Mutex // serializes response writes (one write deadline each)
+}
+
+func (s *clientServer) serveConn(nc net.Conn) {
 	defer s.wg.Done()
-	defer func() {
-		conn.Close()
-		s.mu.Lock()
-		delete(s.conns, conn)
-		s.mu.Unlock()
-	}()
-	r := wire.NewReader(conn)
-	conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer s.forget(nc)
+	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+	r := wire.NewReader(c.br)
+	nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	welcome := wire.Welcome{Version: wire.ProtocolVersion, NodeID: s.n.cfg.ID, Cluster: s.n.cfg.ClusterName, Server: "ferryd"}
-	if _, err := wire.ServerHandshake(conn, r, welcome); err != nil {
-		s.n.logger.Debug("client handshake failed", "remote", conn.RemoteAddr(), "err", err)
+	if _, err := wire.ServerHandshake(nc, r, welcome); err != nil {
+		s.n.logger.Debug("client handshake failed", "remote", nc.RemoteAddr(), "err", err)
 		return
 	}
-	conn.SetDeadline(time.Time{})
+	nc.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sem := make(chan struct{}, connRequestsMax)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	for {
-		req, err := r.ReadRequest()
+		req, err := c.readRequest(r)
 		if err != nil {
-			s.readFailed(conn, err)
+			c.readFailed(err)
 			return
 		}
 		sem <- struct{}{}
+		c.started()
 		inflight.Add(1)
 		go func() {
-			defer func() { <-sem; inflight.Done() }()
-			resp := s.n.handle(ctx, req)
-			if err := wire.WriteFrame(conn, resp); err != nil {
-				conn.Close()
-			}
+			defer func() { c.finished(); <-sem; inflight.Done() }()
+			c.write(s.n.handle(ctx, req))
 		}()
+	}
+}
+
+// readRequest waits for the next frame (under the idle deadline when no
+// request is in flight), then reads it under the frame deadline.
+func (c *serverConn) readRequest(r *wire.Reader) (wire.Request, error) {
+	c.mu.Lock()
+	c.waiting = true
+	if c.inflight == 0 {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.n.cfg.IdleTimeout))
+	} else {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	c.mu.Unlock()
+	_, err := c.br.Peek(1)
+	c.mu.Lock()
+	c.waiting = false
+	c.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Only an idle connection has a deadline while waiting.
+			return wire.Request{}, errIdle
+		}
+		return wire.Request{}, err
+	}
+	c.nc.SetReadDeadline(time.Now().Add(c.s.n.cfg.FrameTimeout))
+	return r.ReadRequest()
+}
+
+// started counts a request in flight.
+func (c *serverConn) started() {
+	c.mu.Lock()
+	c.inflight++
+	c.mu.Unlock()
+}
+
+// finished counts a request answered; the last one in flight arms the
+// idle deadline if the reader is waiting.
+func (c *serverConn) finished() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inflight--
+	if c.inflight == 0 && c.waiting {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.n.cfg.IdleTimeout))
+	}
+}
+
+// write sends one frame under the frame deadline; a client that does not
+// read its answers is disconnected when it passes.
+func (c *serverConn) write(v any) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.n.cfg.FrameTimeout))
+	if err := wire.WriteFrame(c.nc, v); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.s.n.metrics.connsClosed.WithLabelValues("write_timeout").Inc()
+			c.s.n.logger.Debug("client connection cut: answers not read", "remote", c.nc.RemoteAddr())
+		}
+		c.nc.Close()
 	}
 }
 
 // readFailed answers a frame-level error on request id 0 before the
 // connection closes, so the client learns why.
-func (s *clientServer) readFailed(conn net.Conn, err error) {
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+func (c *serverConn) readFailed(err error) {
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 		return
+	case errors.Is(err, errIdle):
+		c.s.n.metrics.connsClosed.WithLabelValues("idle").Inc()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.s.n.metrics.connsClosed.WithLabelValues("frame_timeout").Inc()
 	}
 	var we *wire.Error
 	if errors.As(err, &we) {
-		wire.WriteFrame(conn, wire.ErrorResponse(0, err))
+		c.write(wire.ErrorResponse(0, err))
 	}
-	s.n.logger.Debug("client connection closed", "remote", conn.RemoteAddr(), "err", err)
+	c.s.n.logger.Debug("client connection closed", "remote", c.nc.RemoteAddr(), "err", fmt.Sprint(err))
 }

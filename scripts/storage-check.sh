@@ -20,7 +20,7 @@ declare -A pid
 start() {
   local i=$1
   ./bin/ferryd -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((39 + i)) \
-    -bootstrap-expect 3 -join "$seeds" -fast-gossip >>"$dir/node$i.log" 2>&1 &
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip -pprof >>"$dir/node$i.log" 2>&1 &
   pid[$i]=$!
 }
 cleanup() {

@@ -98,28 +98,34 @@ const (
 	// retried by clients: a rate-limited create may be sent again after a
 	// moment, a create over a count limit after queues are deleted.
 	CodeLimitExceeded Code = 16
+	// CodeTooManyConnections refuses a new connection: the node is at its
+	// connection limit, or at its limit for the client's address. The
+	// server sends it in place of the welcome (request ID 0) and closes the
+	// connection. Retryable after a backoff, at this node or another.
+	CodeTooManyConnections Code = 17
 
-	codeEnd Code = 17 // one past the last known code
+	codeEnd Code = 18 // one past the last known code
 )
 
 var codeNames = [...]string{
-	CodeOK:              "ok",
-	CodeInternal:        "internal error",
-	CodeMalformed:       "malformed request",
-	CodeProtocolVersion: "unsupported protocol version",
-	CodeInvalidArgument: "invalid argument",
-	CodeInvalidConfig:   "invalid queue config",
-	CodeQueueNotFound:   "queue not found",
-	CodeQueueExists:     "queue exists",
-	CodeNotLeader:       "not leader",
-	CodeUnavailable:     "unavailable",
-	CodeTimeout:         "timeout",
-	CodeQueueFull:       "queue full",
-	CodeMessageTooLarge: "message too large",
-	CodeLeaseLost:       "lease lost",
-	CodeMessageNotFound: "message not found",
-	CodeFrameTooLarge:   "frame too large",
-	CodeLimitExceeded:   "limit exceeded",
+	CodeOK:                 "ok",
+	CodeInternal:           "internal error",
+	CodeMalformed:          "malformed request",
+	CodeProtocolVersion:    "unsupported protocol version",
+	CodeInvalidArgument:    "invalid argument",
+	CodeInvalidConfig:      "invalid queue config",
+	CodeQueueNotFound:      "queue not found",
+	CodeQueueExists:        "queue exists",
+	CodeNotLeader:          "not leader",
+	CodeUnavailable:        "unavailable",
+	CodeTimeout:            "timeout",
+	CodeQueueFull:          "queue full",
+	CodeMessageTooLarge:    "message too large",
+	CodeLeaseLost:          "lease lost",
+	CodeMessageNotFound:    "message not found",
+	CodeFrameTooLarge:      "frame too large",
+	CodeLimitExceeded:      "limit exceeded",
+	CodeTooManyConnections: "too many connections",
 }
 
 // String returns a short human name of the code, or "code(N)" for a number
@@ -136,12 +142,12 @@ func (c Code) Known() bool { return c < codeEnd }
 
 // Retryable reports whether a client may send the same request again, at
 // the leader or after a backoff: true for CodeNotLeader, CodeUnavailable,
-// CodeTimeout and CodeQueueFull. For CodeTimeout the first attempt may have
+// CodeTimeout, CodeQueueFull and CodeTooManyConnections. For CodeTimeout the first attempt may have
 // taken effect, so only repeat requests that are safe to repeat (see its
 // comment). Unknown codes are not retryable.
 func (c Code) Retryable() bool {
 	switch c {
-	case CodeNotLeader, CodeUnavailable, CodeTimeout, CodeQueueFull:
+	case CodeNotLeader, CodeUnavailable, CodeTimeout, CodeQueueFull, CodeTooManyConnections:
 		return true
 	}
 	return false

@@ -33,6 +33,7 @@ func TestWire_CodeNumbersPinned(t *testing.T) {
 		{CodeMessageNotFound, 14, "message not found"},
 		{CodeFrameTooLarge, 15, "frame too large"},
 		{CodeLimitExceeded, 16, "limit exceeded"},
+		{CodeTooManyConnections, 17, "too many connections"},
 	}
 	if len(pinned) != int(codeEnd) {
 		t.Fatalf("%d codes pinned, %d defined: pin the new ones", len(pinned), codeEnd)
@@ -87,7 +88,8 @@ func TestWire_OpNumbersAndNames(t *testing.T) {
 }
 
 func TestWire_Retryable(t *testing.T) {
-	retry := map[Code]bool{CodeNotLeader: true, CodeUnavailable: true, CodeTimeout: true, CodeQueueFull: true}
+	retry := map[Code]bool{CodeNotLeader: true, CodeUnavailable: true, CodeTimeout: true, CodeQueueFull: true,
+		CodeTooManyConnections: true}
 	for c := Code(0); c <= codeEnd; c++ {
 		if c.Retryable() != retry[c] {
 			t.Errorf("%s: Retryable() = %v", c, c.Retryable())
@@ -106,7 +108,8 @@ func TestWire_SentinelsMatchByCode(t *testing.T) {
 		CodeUnavailable: ErrUnavailable, CodeTimeout: ErrTimeout, CodeQueueFull: ErrQueueFull,
 		CodeMessageTooLarge: ErrMessageTooLarge, CodeLeaseLost: ErrLeaseLost,
 		CodeMessageNotFound: ErrMessageNotFound, CodeFrameTooLarge: ErrFrameTooLarge,
-		CodeLimitExceeded: ErrLimitExceeded,
+		CodeLimitExceeded:      ErrLimitExceeded,
+		CodeTooManyConnections: ErrTooManyConnections,
 	}
 	if len(sentinels) != int(codeEnd-1) {
 		t.Fatalf("%d sentinels for %d error codes", len(sentinels), codeEnd-1)

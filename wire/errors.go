@@ -59,6 +59,10 @@ var (
 	ErrFrameTooLarge = &Error{Code: CodeFrameTooLarge}
 	// ErrLimitExceeded matches CodeLimitExceeded.
 	ErrLimitExceeded = &Error{Code: CodeLimitExceeded}
+	// ErrTooManyConnections matches CodeTooManyConnections: a server at its
+	// connection limit (per node or per client address) refused the
+	// connection.
+	ErrTooManyConnections = &Error{Code: CodeTooManyConnections}
 	// ErrMalformedFrame has CodeMalformed (so it also matches ErrMalformed);
 	// frame readers return an Error of this code for a zero length or an
 	// undecodable payload.

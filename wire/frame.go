@@ -97,10 +97,16 @@ func decode(data []byte, v any) (err error) {
 	return malformed(d.dec.Decode(v))
 }
 
-// malformed wraps a payload error as a CodeMalformed Error.
+// malformed wraps a payload error as a CodeMalformed Error; a field
+// decoder's out-of-range refusal (a CodeInvalidArgument Error) keeps its
+// code.
 func malformed(err error) error {
 	if err == nil {
 		return nil
+	}
+	var we *Error
+	if errors.As(err, &we) && we.Code == CodeInvalidArgument {
+		return we
 	}
 	return &Error{Code: CodeMalformed, Message: "malformed payload: " + err.Error()}
 }

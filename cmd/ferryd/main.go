@@ -72,9 +72,10 @@ type options struct {
 	raftAddr, clientAddr, httpAddr, gossip string
 	join, cluster, logLevel                string
 	portOffset, bootstrapExpect, gcPercent int
-	fastGossip                             bool
+	fastGossip, pprof                      bool
 	raft                                   raftOptions
 	limits                                 limitOptions
+	conns                                  connOptions
 }
 
 // limitOptions bound queue creation; zero keeps the node's defaults.
@@ -93,6 +94,25 @@ func (l *limitOptions) register(fs *flag.FlagSet) {
 func (l limitOptions) apply(cfg *node.Config) {
 	cfg.MaxQueues, cfg.MaxPartitions = l.maxQueues, l.maxPartitions
 	cfg.QueueCreateRate, cfg.QueueCreateBurst = l.createRate, l.createBurst
+}
+
+// connOptions bound the client connections a node serves.
+type connOptions struct {
+	maxConns, maxConnsPerIP   int
+	idleTimeout, frameTimeout time.Duration
+}
+
+func (l *connOptions) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.maxConns, "max-conns", node.DefaultMaxConns, "most client connections served at once; more are refused")
+	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", node.DefaultMaxConnsPerIP, "most client connections from one IP address")
+	fs.DurationVar(&l.idleTimeout, "idle-timeout", node.DefaultIdleTimeout,
+		"close a client connection with no request in flight after this long without one")
+	fs.DurationVar(&l.frameTimeout, "frame-timeout", node.DefaultFrameTimeout,
+		"close a client connection that takes longer than this to send one request frame or to read one answer")
+}
+
+func (l connOptions) apply(cfg *node.Config) {
+	cfg.MaxConns, cfg.MaxConnsPerIP, cfg.IdleTimeout, cfg.FrameTimeout = l.maxConns, l.maxConnsPerIP, l.idleTimeout, l.frameTimeout
 }
 
 // raftOptions tune raft for tests (chaos runs use small snapshot
@@ -140,8 +160,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent,
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ on the HTTP port")
 	o.raft.register(fs)
 	o.limits.register(fs)
+	o.conns.register(fs)
 	var envErrs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := envName(f.Name)
@@ -198,6 +220,8 @@ func (o options) config(logger *slog.Logger) node.Config {
 	cfg.GossipFast = o.fastGossip
 	o.raft.apply(&cfg)
 	o.limits.apply(&cfg)
+	o.conns.apply(&cfg)
+	cfg.Pprof = o.pprof
 	cfg.Logger = logger
 	return cfg
 }

@@ -7,6 +7,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/node"
 )
 
 func TestParseFlags_MalformedEnvValueIsAnErrorNamingIt(t *testing.T) {
@@ -87,5 +90,30 @@ func TestFerryd_GCPercentFlagAndEnv(t *testing.T) {
 	t.Setenv("FERRY_GC_PERCENT", "lots")
 	if _, err := parseFlags([]string{"-id", "n1"}, io.Discard); err == nil {
 		t.Fatal("a malformed FERRY_GC_PERCENT was accepted")
+	}
+}
+
+func TestFerryd_LimitFlagsReachTheNodeConfig(t *testing.T) {
+	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := o.config(nil)
+	if cfg.MaxConns != node.DefaultMaxConns || cfg.MaxConnsPerIP != node.DefaultMaxConnsPerIP ||
+		cfg.IdleTimeout != node.DefaultIdleTimeout || cfg.FrameTimeout != node.DefaultFrameTimeout || cfg.Pprof {
+		t.Fatalf("default limits %+v", cfg)
+	}
+	t.Setenv("FERRY_MAX_CONNS_PER_IP", "7")
+	o, err = parseFlags([]string{"-id", "n1", "-max-conns", "50", "-idle-timeout", "1m", "-frame-timeout", "5s", "-pprof"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = o.config(nil)
+	if cfg.MaxConns != 50 || cfg.MaxConnsPerIP != 7 || cfg.IdleTimeout != time.Minute || cfg.FrameTimeout != 5*time.Second || !cfg.Pprof {
+		t.Fatalf("flags not applied: %+v", cfg)
+	}
+	o, _ = parseFlags([]string{"-id", "n1", "-max-conns", "5", "-max-conns-per-ip", "6"}, io.Discard)
+	if err := o.config(nil).Validate(); err == nil || !strings.Contains(err.Error(), "MaxConnsPerIP") {
+		t.Fatalf("per-IP limit above the node limit: %v", err)
 	}
 }
