@@ -11,7 +11,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -82,6 +84,10 @@ func (g *globals) connect(cmd *cobra.Command) (*client.Client, context.Context, 
 		}
 		if hint := tlsHint(err); hint != "" {
 			return nil, nil, nil, fmt.Errorf("cannot connect to the cluster at %s: %s", g.servers, hint)
+		}
+		if g.tls.insecure && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
+			return nil, nil, nil, fmt.Errorf("%w; the servers closed the plaintext connection: if the cluster runs TLS, drop --insecure",
+				clusterDownError(g.servers, err))
 		}
 		return nil, nil, nil, clusterDownError(g.servers, err)
 	}

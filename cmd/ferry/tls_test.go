@@ -73,7 +73,7 @@ func TestCLI_TLSClusterNeedsItsCA(t *testing.T) {
 		t.Fatalf("without the CA: exit %d: %s, want a failure pointing at --ca", code, out)
 	}
 	out, code = runFerry(t, nil, append(base, "--timeout", "3s", "--insecure", "queue", "ls")...)
-	if code == 0 {
-		t.Fatalf("--insecure against a TLS cluster succeeded: %s", out)
+	if code == 0 || !strings.Contains(out, "drop --insecure") {
+		t.Fatalf("--insecure against a TLS cluster: exit %d: %s, want a failure saying to drop --insecure", code, out)
 	}
 }
