@@ -22,7 +22,7 @@ trap stop INT TERM EXIT
 seeds="127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303"
 scheme=https
 curl_tls=(--cacert data/pki/ca.pem)
-if [[ "${FERRY_INSECURE:-}" =~ ^(1|true|yes)$ ]]; then
+if [[ "${FERRY_INSECURE:-}" =~ ^(1|true)$ ]]; then
   scheme=http
   curl_tls=()
 else
