@@ -242,7 +242,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 	defer cancel()
 	stop := context.AfterFunc(c.ctx, cancel) // Close interrupts dials
 	defer stop()
-	cn, err := dialConn(ctx, addr, hello, c.cfg.dialTimeout, c.log, c.goBackground)
+	cn, err := dialConn(ctx, addr, hello, c.cfg.dialTimeout, c.cfg.tls, c.log, c.goBackground)
 	if err != nil {
 		c.log.Debug("ferry: dial failed", "addr", addr, "err", err)
 		if ctx.Err() == nil && isContextErr(err) {

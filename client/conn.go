@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -50,7 +51,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // dialConn connects to addr and performs the handshake, both bounded by
 // timeout and ctx. The returned conn's reader goroutine is started with
 // start, which must run it (the client tracks it for Close).
-func dialConn(ctx context.Context, addr, hello string, timeout time.Duration, log logger,
+func dialConn(ctx context.Context, addr, hello string, timeout time.Duration, tlsCfg *tls.Config, log logger,
 	start func(func()) bool) (*conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -59,6 +60,11 @@ func dialConn(ctx context.Context, addr, hello string, timeout time.Duration, lo
 	}
 	hsCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if tlsCfg != nil {
+		if nc, err = tlsHandshake(hsCtx, nc, addr, tlsCfg); err != nil {
+			return nil, wrapText("tls handshake", err)
+		}
+	}
 	stop := context.AfterFunc(hsCtx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
 	rd := wire.NewReader(bufio.NewReader(nc))
 	wel, err := wire.ClientHandshake(nc, rd, wire.NewHello(hello))
@@ -89,6 +95,24 @@ func dialConn(ctx context.Context, addr, hello string, timeout time.Duration, lo
 		return nil, ErrClosed
 	}
 	return c, nil
+}
+
+// tlsHandshake runs the TLS handshake on nc under ctx, verifying the
+// server against the host of addr unless cfg names a server. It closes nc
+// on failure.
+func tlsHandshake(ctx context.Context, nc net.Conn, addr string, cfg *tls.Config) (net.Conn, error) {
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // alive reports whether the connection can still carry requests.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"time"
 )
@@ -33,6 +34,7 @@ type config struct {
 	logger      *slog.Logger
 	backoffMin  time.Duration
 	backoffMax  time.Duration
+	tls         *tls.Config // nil: plaintext
 }
 
 func defaultConfig() config {
@@ -100,4 +102,18 @@ func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
 			c.backoffMax = c.backoffMin
 		}
 	}
+}
+
+// WithTLS makes every connection TLS with cfg: the servers' certificates
+// are verified against cfg.RootCAs (the system roots when nil), and
+// cfg.Certificates, when set, are presented to servers that ask. When
+// cfg.ServerName is empty each connection verifies the host of the address
+// it dials (an IP address or a name), so node certificates must list the
+// addresses clients reach them at. Nil keeps plaintext.
+//
+//	pool := x509.NewCertPool()
+//	pool.AppendCertsFromPEM(caPEM)
+//	client.Dial(ctx, seeds, client.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg }
 }

@@ -18,6 +18,7 @@ import (
 func startLoneNode(t *testing.T, bootstrap int, tweak ...func(*Config)) *Node {
 	t.Helper()
 	cfg := DefaultConfig("lone", t.TempDir(), "127.0.0.1", 0)
+	cfg.Insecure = true
 	for _, fn := range tweak {
 		fn(&cfg)
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
 )
@@ -79,6 +80,21 @@ type Config struct {
 	// that stalls half-way through a frame, or stops reading its answers,
 	// is disconnected. Zero takes DefaultFrameTimeout.
 	FrameTimeout time.Duration
+	// TLSCertFile, TLSKeyFile and TLSCAFile name the node's PEM
+	// certificate (valid for server and client authentication), its key
+	// and the cluster CA bundle. With them every port but gossip speaks
+	// TLS: the client protocol and HTTP admin present the certificate, and
+	// raft runs in mutual TLS, refusing any peer without a node
+	// certificate of the CA. TLS is the same material in memory (for
+	// tests); it and the files exclude each other. One of them, or
+	// Insecure, is required.
+	TLSCertFile string
+	TLSKeyFile  string
+	TLSCAFile   string
+	TLS         *tlsconf.Material
+	// Insecure runs every port in plaintext; it must be set explicitly
+	// when no TLS material is given, and not with it.
+	Insecure bool
 	// Pprof serves the Go profiler under /debug/pprof/ on the HTTP port;
 	// off by default.
 	Pprof  bool
@@ -170,7 +186,40 @@ func (c Config) Validate() error {
 	if err := c.validateLimits(bad); err != nil {
 		return err
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
 	return c.validateConnLimits(bad)
+}
+
+// validateTLS checks that TLS material, in files or in memory, or Insecure
+// is given, and only one of them.
+func (c Config) validateTLS() error {
+	files := c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != ""
+	switch {
+	case files && (c.TLSCertFile == "" || c.TLSKeyFile == "" || c.TLSCAFile == ""):
+		return fmt.Errorf("%w: Config.TLSCertFile, TLSKeyFile and TLSCAFile must be set together", ErrInvalidConfig)
+	case files && c.TLS != nil:
+		return fmt.Errorf("%w: Config.TLS and the Config.TLS*File fields exclude each other", ErrInvalidConfig)
+	case c.Insecure && (files || c.TLS != nil):
+		return fmt.Errorf("%w: Config.Insecure is set together with TLS material", ErrInvalidConfig)
+	case !c.Insecure && !files && c.TLS == nil:
+		return fmt.Errorf("%w: no TLS material: set Config.TLSCertFile, TLSKeyFile and TLSCAFile (or Config.TLS), "+
+			"or Config.Insecure to run in plaintext", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// loadTLS returns the node's TLS material (nil when Insecure).
+func (c Config) loadTLS() (*tlsconf.Material, error) {
+	if c.TLS != nil || c.Insecure {
+		return c.TLS, nil
+	}
+	m, err := tlsconf.Load(c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return m, nil
 }
 
 // validateLimits checks the limits on queue creation.

@@ -25,6 +25,7 @@ import (
 func startLimitedNode(t *testing.T, mutate func(*Config)) *Node {
 	t.Helper()
 	cfg := DefaultConfig("lone", t.TempDir(), "127.0.0.1", 0)
+	cfg.Insecure = true
 	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freePort(t)
 	cfg.BootstrapExpect = 1
 	cfg.GossipFast = true
@@ -333,11 +334,12 @@ func (l *flakyListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 
 
 func TestClientServer_AcceptErrorsBackOffAndRecover(t *testing.T) {
 	cfg := DefaultConfig("lone", t.TempDir(), "127.0.0.1", 0)
+	cfg.Insecure = true
 	n := &Node{cfg: cfg, logger: slog.New(slog.DiscardHandler), closing: make(chan struct{})}
 	n.metrics = newMetrics(n)
 	ln := &flakyListener{conns: make(chan net.Conn), done: make(chan struct{})}
 	ln.failing.Store(true)
-	s := newClientServer(n, ln)
+	s := newClientServer(n, ln, nil)
 	n.clients = s
 	s.wg.Add(1)
 	go s.serve()
@@ -378,6 +380,7 @@ func TestConfig_ValidateNamesBadConnectionLimits(t *testing.T) {
 		"FrameTimeout":  func(c *Config) { c.FrameTimeout = -time.Second },
 	} {
 		cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
+		cfg.Insecure = true
 		mutate(&cfg)
 		err := cfg.Validate()
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Config."+field) {
@@ -385,6 +388,7 @@ func TestConfig_ValidateNamesBadConnectionLimits(t *testing.T) {
 		}
 	}
 	cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
+	cfg.Insecure = true
 	cfg.MaxConns, cfg.MaxConnsPerIP, cfg.IdleTimeout, cfg.FrameTimeout = 0, 0, 0, 0
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("zero limits (defaults): %v", err)

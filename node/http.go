@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -34,7 +35,12 @@ func (n *Node) httpServer() *http.Server {
 	if n.cfg.Pprof {
 		write = httpPprofWriteTimeout
 	}
+	var tlsCfg *tls.Config
+	if n.tls != nil {
+		tlsCfg = n.tls.Server()
+	}
 	return &http.Server{
+		TLSConfig:         tlsCfg,
 		Handler:           limitBody(n.httpHandler()),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,

@@ -108,6 +108,7 @@ func TestNode_ConfigValidatesLimits(t *testing.T) {
 		func(c *Config) { c.QueueCreateBurst = -1 },
 	} {
 		cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
+		cfg.Insecure = true
 		tweak(&cfg)
 		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%+v: %v, want invalid config", cfg, err)

@@ -53,6 +53,7 @@ func runLowFDChild(dir string) int {
 	gossipAddr := gossip.Addr().String()
 	gossip.Close()
 	cfg := DefaultConfig("lowfd", dir, "127.0.0.1", 0)
+	cfg.Insecure = true
 	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", gossipAddr
 	cfg.BootstrapExpect = 1
 	cfg.GossipFast = true

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wal/raftlog"
@@ -30,8 +32,9 @@ type Node struct {
 	metrics  *metrics
 	clients  *clientServer
 	http     *http.Server
-	logs     *raftlog.Store // every partition replica's raft log
-	creates  *tokenBucket   // the queue create rate limit
+	logs     *raftlog.Store    // every partition replica's raft log
+	creates  *tokenBucket      // the queue create rate limit
+	tls      *tlsconf.Material // nil when Config.Insecure
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -60,6 +63,9 @@ func Start(cfg Config) (n *Node, err error) {
 			}
 		}
 	}()
+	if n.tls, err = cfg.loadTLS(); err != nil {
+		return nil, err
+	}
 	if err := mkdir(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -79,6 +85,9 @@ func Start(cfg Config) (n *Node, err error) {
 	cleanup = append(cleanup, func() { httpLn.Close() })
 	mc := transport.DefaultMuxConfig(cfg.RaftAddr)
 	mc.Logger = n.logger
+	if n.tls != nil {
+		mc.ServerTLS, mc.ClientTLS = n.tls.PeerServer(), n.tls.PeerClient()
+	}
 	if n.mux, err = transport.NewMux(mc); err != nil {
 		return nil, fmt.Errorf("raft listener: %w", err)
 	}
@@ -98,7 +107,11 @@ func Start(cfg Config) (n *Node, err error) {
 	cleanup = append(cleanup, n.members.leave)
 	n.replicas = newReplicaSet(n)
 	n.metrics = newMetrics(n)
-	n.clients = newClientServer(n, clientLn)
+	var clientTLS *tls.Config
+	if n.tls != nil {
+		clientTLS = n.tls.Server()
+	}
+	n.clients = newClientServer(n, clientLn, clientTLS)
 	n.http = n.httpServer()
 	n.startLoops(httpLn)
 	if err := n.members.join(cfg.Join); err != nil {
@@ -106,7 +119,11 @@ func Start(cfg Config) (n *Node, err error) {
 		n.loops.Add(1)
 		go n.retryJoin()
 	}
-	n.logger.Info("node started", "raft", n.raftAddr, "client", n.clientAddr, "http", n.httpAddr, "gossip", n.members.gossipAddr())
+	n.logger.Info("node started", "raft", n.raftAddr, "client", n.clientAddr, "http", n.httpAddr, "gossip", n.members.gossipAddr(),
+		"tls", n.tls != nil)
+	if n.tls == nil {
+		n.logger.Warn("running without TLS (-insecure): every port is plaintext and raft is open to anyone who can reach it")
+	}
 	return n, nil
 }
 
@@ -114,7 +131,11 @@ func (n *Node) startLoops(httpLn net.Listener) {
 	n.clients.wg.Add(1)
 	go n.clients.serve()
 	go func() {
-		if err := n.http.Serve(httpLn); err != nil && err != http.ErrServerClosed {
+		serve := n.http.Serve
+		if n.http.TLSConfig != nil {
+			serve = func(ln net.Listener) error { return n.http.ServeTLS(ln, "", "") }
+		}
+		if err := serve(httpLn); err != nil && err != http.ErrServerClosed {
 			n.logger.Error("http server stopped", "err", err)
 		}
 	}()

@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -44,8 +45,9 @@ const (
 
 // clientServer accepts client connections and serves wire requests.
 type clientServer struct {
-	n  *Node
-	ln net.Listener
+	n   *Node
+	ln  net.Listener
+	tls *tls.Config // nil: plaintext
 
 	mu       sync.Mutex
 	conns    map[net.Conn]string // served connections and their client IPs; nil once closed
@@ -58,8 +60,8 @@ type clientServer struct {
 	acceptFailedAt atomic.Int64
 }
 
-func newClientServer(n *Node, ln net.Listener) *clientServer {
-	return &clientServer{n: n, ln: ln, conns: map[net.Conn]string{}, perIP: map[string]int{}, refusing: map[net.Conn]struct{}{}}
+func newClientServer(n *Node, ln net.Listener, tlsCfg *tls.Config) *clientServer {
+	return &clientServer{n: n, ln: ln, tls: tlsCfg, conns: map[net.Conn]string{}, perIP: map[string]int{}, refusing: map[net.Conn]struct{}{}}
 }
 
 // serve is the accept loop. A failed Accept never ends it (only closing
@@ -73,6 +75,11 @@ func (s *clientServer) serve() {
 		conn, err := s.ln.Accept()
 		if err == nil {
 			backoff = 0
+			if s.tls != nil {
+				// The handshake runs on first use, in the connection's
+				// own goroutine, under its handshake or refusal deadline.
+				conn = tls.Server(conn, s.tls)
+			}
 			s.admit(conn)
 			continue
 		}

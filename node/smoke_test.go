@@ -27,6 +27,7 @@ func testNodes(t *testing.T, count int) []*Node {
 	var seeds []string
 	for i := range count {
 		cfg := DefaultConfig(fmt.Sprintf("n%d", i+1), filepath.Join(root, fmt.Sprintf("n%d", i+1)), "127.0.0.1", 0)
+		cfg.Insecure = true
 		cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freePort(t)
 		cfg.BootstrapExpect = count
 		cfg.Join = seeds

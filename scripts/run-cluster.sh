@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Starts a local three-node Ferry cluster in the foreground: node1..node3 on
 # 127.0.0.1 with fixed ports and data in ./data/node{1,2,3}. Ctrl-C stops it.
+#
+# Every port but gossip speaks TLS: on first start `ferryd dev-pki` writes a
+# throwaway CA and node certificates to ./data/pki, which the nodes use and
+# the CLI run from the checkout trusts. FERRY_INSECURE=1 runs in plaintext
+# instead (then use ./bin/ferry --insecure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,23 +20,38 @@ stop() {
 trap stop INT TERM EXIT
 
 seeds="127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303"
+scheme=https
+curl_tls=(--cacert data/pki/ca.pem)
+if [[ "${FERRY_INSECURE:-}" =~ ^(1|true)$ ]]; then
+  scheme=http
+  curl_tls=()
+else
+  ./bin/ferryd dev-pki -dir data/pki -nodes node1,node2,node3
+fi
 for i in 1 2 3; do
   mkdir -p "data/node$i"
+  if [[ $scheme == https ]]; then
+    tls=(-tls-cert "data/pki/node$i.pem" -tls-key "data/pki/node$i-key.pem" -tls-ca data/pki/ca.pem)
+  else
+    tls=(-insecure)
+  fi
   ./bin/ferryd -id "node$i" -data-dir "data/node$i" -ip 127.0.0.1 -port-offset $((i - 1)) \
-    -bootstrap-expect 3 -join "$seeds" -fast-gossip \
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip "${tls[@]}" \
     > >(sed -u "s/^/[node$i] /") 2>&1 &
   pids+=($!)
 done
 
 for _ in $(seq 1 100); do
-  if curl -sf http://127.0.0.1:7201/readyz >/dev/null 2>&1; then break; fi
+  if curl -sf "${curl_tls[@]}" "$scheme://127.0.0.1:7201/readyz" >/dev/null 2>&1; then break; fi
   sleep 0.1
 done
 
 cat <<'TXT'
 
 Ferry is running: node1..node3 serve clients on 127.0.0.1:7101-7103
-(HTTP admin on :7201-7203). Try, in another terminal:
+(HTTP admin on :7201-7203), over TLS with the CA in data/pki/ca.pem
+(curl --cacert data/pki/ca.pem https://127.0.0.1:7201/v1/cluster).
+Try, in another terminal:
 
   ./bin/ferry cluster status
   ./bin/ferry queue create orders

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,8 +47,18 @@ type MuxConfig struct {
 	// DefaultHandshakeTimeout; negative is invalid.
 	HandshakeTimeout time.Duration
 
-	// Logger receives handshake rejections (debug) and accept failures
-	// (warn). Nil means slog.Default().
+	// ServerTLS and ClientTLS, when set, wrap every connection in TLS:
+	// accepted connections complete a TLS handshake with ServerTLS before
+	// their header is read, dialed ones with ClientTLS before it is
+	// written. For mutual authentication ServerTLS must require and verify
+	// client certificates. Both or neither must be set; nil means
+	// plaintext.
+	ServerTLS *tls.Config
+	ClientTLS *tls.Config
+
+	// Logger receives handshake rejections (debug), TLS refusals (warn, at
+	// most every tlsRefusalLogEvery) and accept failures (warn). Nil means
+	// slog.Default().
 	Logger *slog.Logger
 }
 
@@ -94,6 +105,12 @@ func (c MuxConfig) Validate() error {
 	} else if ip, err := netip.ParseAddr(host); host == "" || (err == nil && ip.IsUnspecified()) {
 		return fmt.Errorf("%w: MuxConfig.AdvertiseAddr is empty: required when MuxConfig.BindAddr = %q binds all interfaces",
 			ErrInvalidConfig, c.BindAddr)
+	}
+	if (c.ServerTLS == nil) != (c.ClientTLS == nil) {
+		return fmt.Errorf("%w: MuxConfig.ServerTLS and MuxConfig.ClientTLS must be set together", ErrInvalidConfig)
+	}
+	if c.ServerTLS != nil && c.ServerTLS.ClientAuth != tls.RequireAndVerifyClientCert {
+		return fmt.Errorf("%w: MuxConfig.ServerTLS.ClientAuth must be tls.RequireAndVerifyClientCert (mutual TLS)", ErrInvalidConfig)
 	}
 	if c.HandshakeTimeout < 0 {
 		return fmt.Errorf("%w: MuxConfig.HandshakeTimeout = %v: must not be negative", ErrInvalidConfig, c.HandshakeTimeout)

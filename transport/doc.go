@@ -39,6 +39,17 @@
 // because it is routine while groups start and stop. The dialer is not told
 // why: it sees the connection closed on its first RPC and raft retries.
 //
+// # TLS
+//
+// With MuxConfig.ServerTLS and ClientTLS set, every connection is TLS from
+// its first byte: the accepting Mux completes the handshake under
+// HandshakeTimeout before it reads the header, and the dialer completes it
+// before it writes the header. ServerTLS must require and verify a client
+// certificate, so a peer without a certificate from the cluster CA is
+// refused before any header or raft byte is read (counted in
+// Stats.TLSRefused, logged at warn level at most every 10 seconds). The
+// package takes the configs as given; internal/tlsconf builds them.
+//
 // # Addresses
 //
 // The advertised address (MuxConfig.AdvertiseAddr, by default the bound

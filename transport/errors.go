@@ -36,6 +36,12 @@ var (
 	// debug level; the error never reaches a caller of the package API.
 	ErrBadHeader = errors.New("transport: bad connection header")
 
+	// ErrTLSRefused describes an accepted connection whose TLS handshake
+	// failed: no certificate, one not signed by the cluster CA, plaintext,
+	// or too slow. Such connections are closed before any raft byte is
+	// read, counted in Stats.TLSRefused and logged.
+	ErrTLSRefused = errors.New("transport: TLS handshake refused")
+
 	// ErrUnknownGroup describes an accepted connection whose header names a
 	// group not registered on this Mux. Such connections are closed and
 	// logged at debug level.

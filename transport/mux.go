@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,10 @@ const (
 	acceptBackoffMax = time.Second
 )
 
+// tlsRefusalLogEvery bounds how often a refused TLS handshake is logged at
+// warn level (the others are logged at debug level and counted).
+const tlsRefusalLogEvery = 10 * time.Second
+
 // Mux owns a node's Raft listening socket and routes every accepted
 // connection to the group its header names. Create it with NewMux,
 // register groups with Group, and Close it when the node stops. All
@@ -25,17 +30,21 @@ type Mux struct {
 	advertise *net.TCPAddr // returned by StreamLayer.Addr
 	dialIP    net.IP       // source IP of outgoing connections
 	handshake time.Duration
+	serverTLS *tls.Config // nil: plaintext
+	clientTLS *tls.Config
 	log       *slog.Logger
 	done      chan struct{} // closed by Close
 	wg        sync.WaitGroup
 
 	// mu guards everything below, and the registration and connection
 	// sets of every StreamLayer of this Mux.
-	mu       sync.Mutex
-	closed   bool
-	groups   map[string]*StreamLayer
-	pending  map[net.Conn]struct{} // accepted, header not read yet
-	rejected uint64
+	mu          sync.Mutex
+	closed      bool
+	groups      map[string]*StreamLayer
+	pending     map[net.Conn]struct{} // accepted, header not read yet
+	rejected    uint64
+	tlsRefused  uint64
+	tlsLoggedAt time.Time
 }
 
 // Stats is a snapshot of a Mux's groups and connections.
@@ -52,8 +61,12 @@ type Stats struct {
 	// not been read yet.
 	Handshaking int
 	// Rejected counts, since NewMux, accepted connections closed because
-	// of a bad or late header or an unknown group.
+	// of a failed TLS handshake, a bad or late header or an unknown group.
 	Rejected uint64
+	// TLSRefused counts, since NewMux, accepted connections closed because
+	// their TLS handshake failed (no certificate, one not signed by the
+	// cluster CA, not TLS at all, or too slow). They are part of Rejected.
+	TLSRefused uint64
 }
 
 // NewMux validates cfg, listens on cfg.BindAddr and starts accepting
@@ -82,6 +95,8 @@ func NewMux(cfg MuxConfig) (*Mux, error) {
 		advertise: advertise,
 		dialIP:    dialIP,
 		handshake: cfg.HandshakeTimeout,
+		serverTLS: cfg.ServerTLS,
+		clientTLS: cfg.ClientTLS,
 		log:       cfg.Logger.With("component", "transport", "addr", advertise.String()),
 		done:      make(chan struct{}),
 		groups:    make(map[string]*StreamLayer),
@@ -132,7 +147,7 @@ func (m *Mux) Group(id string) (*StreamLayer, error) {
 func (m *Mux) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := Stats{Groups: len(m.groups), Handshaking: len(m.pending), Rejected: m.rejected}
+	s := Stats{Groups: len(m.groups), Handshaking: len(m.pending), Rejected: m.rejected, TLSRefused: m.tlsRefused}
 	for _, l := range m.groups {
 		for c := range l.conns {
 			if c.dialed {
@@ -215,15 +230,19 @@ func (m *Mux) acceptLoop() {
 
 // serveHandshake reads conn's header under the handshake deadline and
 // hands conn to the group it names, or closes it.
-func (m *Mux) serveHandshake(conn net.Conn) {
+func (m *Mux) serveHandshake(raw net.Conn) {
 	defer m.wg.Done()
-	id, err := m.receiveHeader(conn)
+	conn, err := m.serverHandshake(raw)
+	var id string
+	if err == nil {
+		id, err = m.receiveHeader(conn)
+	}
 
 	m.mu.Lock()
-	delete(m.pending, conn)
+	delete(m.pending, raw)
 	if m.closed {
 		m.mu.Unlock()
-		_ = conn.Close()
+		_ = raw.Close()
 		return
 	}
 	var l *StreamLayer
@@ -235,11 +254,11 @@ func (m *Mux) serveHandshake(conn net.Conn) {
 	if err != nil {
 		m.rejected++
 		m.mu.Unlock()
-		_ = conn.Close()
-		m.log.Debug("connection rejected", "remote", conn.RemoteAddr().String(), "err", err)
+		_ = raw.Close()
+		m.log.Debug("connection rejected", "remote", raw.RemoteAddr().String(), "err", err)
 		return
 	}
-	tc := &trackedConn{Conn: conn, layer: l}
+	tc := &trackedConn{Conn: conn, raw: raw, layer: l}
 	l.conns[tc] = struct{}{}
 	m.mu.Unlock()
 
@@ -247,6 +266,44 @@ func (m *Mux) serveHandshake(conn net.Conn) {
 	case l.acceptCh <- tc:
 	case <-l.done:
 		// Close has already closed tc, which it found in l.conns.
+	}
+}
+
+// serverHandshake completes the TLS handshake of an accepted connection
+// under the handshake deadline (a no-op without TLS). A failure closes
+// nothing: the caller does.
+func (m *Mux) serverHandshake(raw net.Conn) (net.Conn, error) {
+	if m.serverTLS == nil {
+		return raw, nil
+	}
+	if err := raw.SetDeadline(time.Now().Add(m.handshake)); err != nil {
+		return nil, fmt.Errorf("%w: set deadline: %w", ErrTLSRefused, err)
+	}
+	conn := tls.Server(raw, m.serverTLS)
+	if err := conn.Handshake(); err != nil {
+		m.tlsRefusal(raw, err)
+		return nil, fmt.Errorf("%w: %w", ErrTLSRefused, err)
+	}
+	if err := raw.SetDeadline(time.Time{}); err != nil {
+		return nil, fmt.Errorf("%w: clear deadline: %w", ErrTLSRefused, err)
+	}
+	return conn, nil
+}
+
+// tlsRefusal counts a failed TLS handshake and logs it at warn level at
+// most every tlsRefusalLogEvery.
+func (m *Mux) tlsRefusal(raw net.Conn, err error) {
+	m.mu.Lock()
+	m.tlsRefused++
+	warn := time.Since(m.tlsLoggedAt) >= tlsRefusalLogEvery
+	if warn {
+		m.tlsLoggedAt = time.Now()
+	}
+	n := m.tlsRefused
+	m.mu.Unlock()
+	if warn {
+		m.log.Warn("raft connection refused: TLS handshake failed (not a cluster member?)",
+			"remote", raw.RemoteAddr().String(), "err", err, "refused_total", n)
 	}
 }
 

@@ -94,11 +94,22 @@ func startCluster(t *testing.T, ips []string, groups ...string) *cluster {
 // bytes of entry data per RPC (0: the default).
 func startClusterWith(t *testing.T, ips []string, rpcBytesMax int, groups ...string) *cluster {
 	t.Helper()
+	return startClusterMux(t, ips, rpcBytesMax, nil, groups...)
+}
+
+// startClusterMux is startClusterWith with node i's Mux configured by
+// edit(i, cfg) when edit is not nil.
+func startClusterMux(t *testing.T, ips []string, rpcBytesMax int, edit func(int, *MuxConfig), groups ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, groups: groups, rpcBytesMax: rpcBytesMax}
 	for i, ip := range ips {
+		var e func(*MuxConfig)
+		if edit != nil {
+			e = func(cfg *MuxConfig) { edit(i, cfg) }
+		}
 		n := &testNode{
 			id:       raft.ServerID(fmt.Sprintf("n%d", i+1)),
-			mux:      newTestMux(t, ip, nil),
+			mux:      newTestMux(t, ip, e),
 			replicas: make(map[string]*replica),
 		}
 		c.nodes = append(c.nodes, n)

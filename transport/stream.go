@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -97,24 +98,48 @@ func (l *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	start := time.Now()
 	d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: l.mux.dialIP}}
-	conn, err := d.Dial("tcp", string(address))
+	raw, err := d.Dial("tcp", string(address))
 	if err != nil {
 		return nil, fmt.Errorf("transport: group %q: dial %s: %w", l.id, address, err)
-	}
-	tc, err := l.track(conn, true)
-	if err != nil {
-		_ = conn.Close()
-		return nil, err
 	}
 	deadline := start.Add(l.mux.handshake)
 	if timeout > 0 {
 		deadline = start.Add(timeout)
+	}
+	conn, err := l.clientHandshake(raw, deadline)
+	if err != nil {
+		_ = raw.Close()
+		return nil, fmt.Errorf("transport: group %q: TLS with %s: %w", l.id, address, err)
+	}
+	tc, err := l.track(conn, raw, true)
+	if err != nil {
+		_ = raw.Close()
+		return nil, err
 	}
 	if err := writeHeader(conn, l.id, deadline); err != nil {
 		_ = tc.Close()
 		return nil, fmt.Errorf("transport: group %q: header to %s: %w", l.id, address, err)
 	}
 	return tc, nil
+}
+
+// clientHandshake completes the TLS handshake of a dialed connection
+// before deadline (a no-op without TLS).
+func (l *StreamLayer) clientHandshake(raw net.Conn, deadline time.Time) (net.Conn, error) {
+	if l.mux.clientTLS == nil {
+		return raw, nil
+	}
+	if err := raw.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	conn := tls.Client(raw, l.mux.clientTLS)
+	if err := conn.Handshake(); err != nil {
+		return nil, err
+	}
+	if err := raw.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	return conn, nil
 }
 
 // writeHeader writes the header naming id to conn before deadline, then
@@ -150,13 +175,13 @@ func (l *StreamLayer) openLocked() error {
 
 // track wraps conn and records it in the group's connection set, unless
 // the group or Mux is closed.
-func (l *StreamLayer) track(conn net.Conn, dialed bool) (*trackedConn, error) {
+func (l *StreamLayer) track(conn, raw net.Conn, dialed bool) (*trackedConn, error) {
 	l.mux.mu.Lock()
 	defer l.mux.mu.Unlock()
 	if err := l.openLocked(); err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: conn, layer: l, dialed: dialed}
+	tc := &trackedConn{Conn: conn, raw: raw, layer: l, dialed: dialed}
 	l.conns[tc] = struct{}{}
 	return tc, nil
 }
@@ -166,11 +191,12 @@ func (l *StreamLayer) track(conn net.Conn, dialed bool) (*trackedConn, error) {
 // sees a clean end of stream instead of logging a decode error for every
 // connection of a group that is shutting down.
 type trackedConn struct {
-	net.Conn
-	layer  *StreamLayer
-	dialed bool
-	forced atomic.Bool
-	once   sync.Once
+	net.Conn          // the TLS connection over raw, or raw itself
+	raw      net.Conn // the TCP connection
+	layer    *StreamLayer
+	dialed   bool
+	forced   atomic.Bool
+	once     sync.Once
 }
 
 // Read reads from the connection, reporting io.EOF after a force-close.
@@ -186,7 +212,7 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 // already removed it from the group's set.
 func (c *trackedConn) forceClose() {
 	c.forced.Store(true)
-	_ = c.Conn.Close()
+	_ = c.raw.Close() // no TLS close alert: it could block on a stuck peer
 }
 
 // Close closes the connection and removes it from its group's set.

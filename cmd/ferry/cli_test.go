@@ -49,7 +49,7 @@ type result struct {
 // device (not a terminal), and a short --timeout.
 func ferry(t *testing.T, servers []string, args ...string) result {
 	t.Helper()
-	full := append([]string{"-s", strings.Join(servers, ","), "--timeout", "4s"}, args...)
+	full := append([]string{"-s", strings.Join(servers, ","), "--timeout", "4s", "--insecure"}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ferryBin, full...)
@@ -84,6 +84,7 @@ func startCluster(t *testing.T) *cluster {
 	for i := range 3 {
 		id := fmt.Sprintf("n%d", i+1)
 		cfg := node.DefaultConfig(id, filepath.Join(root, id), "127.0.0.1", 0)
+		cfg.Insecure = true
 		cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 		cfg.GossipAddr = loopbackAddr(t)
 		cfg.BootstrapExpect = 3

@@ -26,6 +26,7 @@ import (
 func startNode(t *testing.T) *node.Node {
 	t.Helper()
 	cfg := node.DefaultConfig("n1", filepath.Join(t.TempDir(), "n1"), "127.0.0.1", 0)
+	cfg.Insecure = true
 	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freeAddr(t)
 	cfg.BootstrapExpect = 1
 	cfg.GossipFast = true
@@ -96,7 +97,7 @@ func runCLI(addr string, args ...string) ([]byte, error) {
 		done <- b
 	}()
 	root := newRoot()
-	root.SetArgs(append([]string{"-s", addr, "--timeout", "10s"}, args...))
+	root.SetArgs(append([]string{"-s", addr, "--timeout", "10s", "--insecure"}, args...))
 	runErr := root.ExecuteContext(context.Background())
 	os.Stdout = saved
 	w.Close()

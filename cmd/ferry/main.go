@@ -2,14 +2,18 @@
 // status, queues, sending and receiving, dead letters and a load generator.
 //
 // By default it talks to the local cluster that `make run` starts
-// (127.0.0.1:7101-7103); -s or FERRY_SERVERS names others. Output is a
-// human table, or JSON with --json.
+// (127.0.0.1:7101-7103); -s or FERRY_SERVERS names others. Connections are
+// TLS, checked against --ca (FERRY_CA), by default ./data/pki/ca.pem, the
+// CA `make run` writes, when it exists; --insecure connects in plaintext.
+// Output is a human table, or JSON with --json.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -29,6 +33,7 @@ type globals struct {
 	servers string
 	json    bool
 	timeout time.Duration
+	tls     tlsFlags
 }
 
 func main() {
@@ -57,6 +62,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVarP(&g.servers, "servers", "s", servers, "comma-separated client addresses of cluster nodes (env FERRY_SERVERS)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
+	g.tls.register(root)
 	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), peekCmd(g),
 		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g))
 	return root
@@ -65,12 +71,23 @@ func newRoot() *cobra.Command {
 // connect dials the cluster and returns the client with a context bounded
 // by --timeout.
 func (g *globals) connect(cmd *cobra.Command) (*client.Client, context.Context, context.CancelFunc, error) {
+	tlsCfg, err := g.tls.config()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-	c, err := client.Dial(ctx, strings.Split(g.servers, ","), client.WithClientName("ferry-cli"))
+	c, err := client.Dial(ctx, strings.Split(g.servers, ","), client.WithClientName("ferry-cli"), client.WithTLS(tlsCfg))
 	if err != nil {
 		cancel()
 		if cmd.Context().Err() != nil {
 			return nil, nil, nil, err // interrupted
+		}
+		if hint := tlsHint(err); hint != "" {
+			return nil, nil, nil, fmt.Errorf("cannot connect to the cluster at %s: %s", g.servers, hint)
+		}
+		if g.tls.insecure && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
+			return nil, nil, nil, fmt.Errorf("%w; the servers closed the plaintext connection: if the cluster runs TLS, drop --insecure",
+				clusterDownError(g.servers, err))
 		}
 		return nil, nil, nil, clusterDownError(g.servers, err)
 	}

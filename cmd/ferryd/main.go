@@ -6,6 +6,12 @@
 //	ferryd -id node1 -data-dir ./data/node1 -ip 127.0.0.1 -bootstrap-expect 3 \
 //	       -join 127.0.0.1:7302,127.0.0.1:7303
 //
+// Every port but gossip speaks TLS with the node certificate given by
+// -tls-cert, -tls-key and -tls-ca (raft in mutual TLS: only nodes with a
+// certificate of that CA can speak it); ferryd refuses to start without
+// them unless -insecure asks for plaintext. `ferryd dev-pki` writes a
+// throwaway CA and node certificates for a local cluster (see pki.go).
+//
 // The -raft-* flags tune raft's timings and partition snapshots for tests;
 // left at 0 they keep the defaults. LeaderLeaseTimeout must stay at most
 // HeartbeatTimeout, which must stay at most ElectionTimeout.
@@ -73,6 +79,7 @@ type options struct {
 	join, cluster, logLevel                string
 	portOffset, bootstrapExpect, gcPercent int
 	fastGossip, pprof                      bool
+	tls                                    tlsOptions
 	raft                                   raftOptions
 	limits                                 limitOptions
 	conns                                  connOptions
@@ -113,6 +120,39 @@ func (l *connOptions) register(fs *flag.FlagSet) {
 
 func (l connOptions) apply(cfg *node.Config) {
 	cfg.MaxConns, cfg.MaxConnsPerIP, cfg.IdleTimeout, cfg.FrameTimeout = l.maxConns, l.maxConnsPerIP, l.idleTimeout, l.frameTimeout
+}
+
+// tlsOptions name the node's TLS material, or ask for plaintext.
+type tlsOptions struct {
+	cert, key, ca string
+	insecure      bool
+}
+
+func (l *tlsOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.cert, "tls-cert", "", "PEM certificate of this node, valid for server and client authentication")
+	fs.StringVar(&l.key, "tls-key", "", "PEM private key of -tls-cert")
+	fs.StringVar(&l.ca, "tls-ca", "", "PEM bundle of the cluster CA: raft peers must hold a node certificate it signed")
+	fs.BoolVar(&l.insecure, "insecure", false, "run every port in plaintext, without -tls-* (loopback experiments only)")
+}
+
+// check reports a missing, partial or contradictory TLS setting.
+func (l tlsOptions) check() error {
+	set := l.cert != "" || l.key != "" || l.ca != ""
+	switch {
+	case l.insecure && set:
+		return fmt.Errorf("-insecure and -tls-* exclude each other")
+	case set && (l.cert == "" || l.key == "" || l.ca == ""):
+		return fmt.Errorf("-tls-cert, -tls-key and -tls-ca go together")
+	case !set && !l.insecure:
+		return fmt.Errorf("TLS is required: give -tls-cert, -tls-key and -tls-ca (or %s, %s, %s), "+
+			"or -insecure to run in plaintext (`ferryd dev-pki` makes certificates for a local cluster)",
+			envName("tls-cert"), envName("tls-key"), envName("tls-ca"))
+	}
+	return nil
+}
+
+func (l tlsOptions) apply(cfg *node.Config) {
+	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile, cfg.Insecure = l.cert, l.key, l.ca, l.insecure
 }
 
 // raftOptions tune raft for tests (chaos runs use small snapshot
@@ -161,6 +201,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent,
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ on the HTTP port")
+	o.tls.register(fs)
 	o.raft.register(fs)
 	o.limits.register(fs)
 	o.conns.register(fs)
@@ -194,6 +235,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if o.id == "" {
 		return o, &usageError{fmt.Errorf("-id (or %s) is required", envName("id"))}
 	}
+	if err := o.tls.check(); err != nil {
+		return o, &usageError{err}
+	}
 	if o.dataDir == "" {
 		o.dataDir = "data/" + o.id
 	}
@@ -218,6 +262,7 @@ func (o options) config(logger *slog.Logger) node.Config {
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ClusterName = o.cluster
 	cfg.GossipFast = o.fastGossip
+	o.tls.apply(&cfg)
 	o.raft.apply(&cfg)
 	o.limits.apply(&cfg)
 	o.conns.apply(&cfg)
@@ -227,6 +272,9 @@ func (o options) config(logger *slog.Logger) node.Config {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "dev-pki" {
+		return runDevPKI(args[1:], os.Stdout, os.Stderr)
+	}
 	o, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return err

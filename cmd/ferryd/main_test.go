@@ -21,7 +21,7 @@ func TestParseFlags_MalformedEnvValueIsAnErrorNamingIt(t *testing.T) {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, val)
 			var out bytes.Buffer
-			_, err := parseFlags([]string{"-id", "n1"}, &out)
+			_, err := parseFlags([]string{"-id", "n1", "-insecure"}, &out)
 			if err == nil || !strings.Contains(err.Error(), env) {
 				t.Fatalf("%s=%s: err %v, want an error naming %s", env, val, err, env)
 			}
@@ -35,7 +35,7 @@ func TestParseFlags_MalformedEnvValueIsAnErrorNamingIt(t *testing.T) {
 func TestParseFlags_EnvValuesApplyAndFlagsWin(t *testing.T) {
 	t.Setenv("FERRY_BOOTSTRAP_EXPECT", "3")
 	t.Setenv("FERRY_ID", "from-env")
-	o, err := parseFlags([]string{"-id", "n1"}, &bytes.Buffer{})
+	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, &bytes.Buffer{})
 	if err != nil || o.bootstrapExpect != 3 || o.id != "n1" {
 		t.Fatalf("got %+v, %v: want bootstrap-expect 3 from the environment and id n1 from the flag", o, err)
 	}
@@ -68,7 +68,7 @@ func TestParseFlags_HelpExitsZeroAndListsEveryEnvName(t *testing.T) {
 }
 
 func TestParseFlags_BadFlagIsAUsageError(t *testing.T) {
-	_, err := parseFlags([]string{"-id", "n1", "-bootstrap-expect", "x"}, &bytes.Buffer{})
+	_, err := parseFlags([]string{"-id", "n1", "-insecure", "-bootstrap-expect", "x"}, &bytes.Buffer{})
 	if code := exitCode(err, &bytes.Buffer{}); code != 2 {
 		t.Fatalf("bad flag: %v, exit code %d, want 2", err, code)
 	}
@@ -79,22 +79,22 @@ func TestParseFlags_BadFlagIsAUsageError(t *testing.T) {
 }
 
 func TestFerryd_GCPercentFlagAndEnv(t *testing.T) {
-	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
+	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
 	if err != nil || o.gcPercent != defaultGCPercent {
 		t.Fatalf("default gc percent %d, %v", o.gcPercent, err)
 	}
 	t.Setenv("FERRY_GC_PERCENT", "80")
-	if o, err := parseFlags([]string{"-id", "n1"}, io.Discard); err != nil || o.gcPercent != 80 {
+	if o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard); err != nil || o.gcPercent != 80 {
 		t.Fatalf("FERRY_GC_PERCENT=80 gave %d, %v", o.gcPercent, err)
 	}
 	t.Setenv("FERRY_GC_PERCENT", "lots")
-	if _, err := parseFlags([]string{"-id", "n1"}, io.Discard); err == nil {
+	if _, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard); err == nil {
 		t.Fatal("a malformed FERRY_GC_PERCENT was accepted")
 	}
 }
 
 func TestFerryd_LimitFlagsReachTheNodeConfig(t *testing.T) {
-	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
+	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestFerryd_LimitFlagsReachTheNodeConfig(t *testing.T) {
 		t.Fatalf("default limits %+v", cfg)
 	}
 	t.Setenv("FERRY_MAX_CONNS_PER_IP", "7")
-	o, err = parseFlags([]string{"-id", "n1", "-max-conns", "50", "-idle-timeout", "1m", "-frame-timeout", "5s", "-pprof"}, io.Discard)
+	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-max-conns", "50", "-idle-timeout", "1m", "-frame-timeout", "5s", "-pprof"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +112,56 @@ func TestFerryd_LimitFlagsReachTheNodeConfig(t *testing.T) {
 	if cfg.MaxConns != 50 || cfg.MaxConnsPerIP != 7 || cfg.IdleTimeout != time.Minute || cfg.FrameTimeout != 5*time.Second || !cfg.Pprof {
 		t.Fatalf("flags not applied: %+v", cfg)
 	}
-	o, _ = parseFlags([]string{"-id", "n1", "-max-conns", "5", "-max-conns-per-ip", "6"}, io.Discard)
+	o, _ = parseFlags([]string{"-id", "n1", "-insecure", "-max-conns", "5", "-max-conns-per-ip", "6"}, io.Discard)
 	if err := o.config(nil).Validate(); err == nil || !strings.Contains(err.Error(), "MaxConnsPerIP") {
 		t.Fatalf("per-IP limit above the node limit: %v", err)
+	}
+}
+
+func TestParseFlags_TLSRequiredUnlessInsecure(t *testing.T) {
+	for _, args := range [][]string{
+		{"-id", "n1"},
+		{"-id", "n1", "-tls-cert", "c.pem", "-tls-key", "k.pem"},
+		{"-id", "n1", "-insecure", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-ca", "ca.pem"},
+	} {
+		_, err := parseFlags(args, io.Discard)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "tls") {
+			t.Errorf("%v: %v, want a usage error about TLS", args, err)
+		}
+	}
+	t.Setenv("FERRY_TLS_CERT", "c.pem")
+	t.Setenv("FERRY_TLS_KEY", "k.pem")
+	t.Setenv("FERRY_TLS_CA", "ca.pem")
+	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := o.config(nil)
+	if cfg.TLSCertFile != "c.pem" || cfg.TLSKeyFile != "k.pem" || cfg.TLSCAFile != "ca.pem" || cfg.Insecure {
+		t.Fatalf("config %+v: TLS files from the environment not applied", cfg)
+	}
+}
+
+func TestDevPKI_WritesCertificatesThatANodeLoads(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := runDevPKI([]string{"-dir", dir, "-nodes", "a,b", "-hosts", "10.0.0.1"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(out.String(), "created") != 8 {
+		t.Fatalf("output %q, want 8 files created", out.String())
+	}
+	o, err := parseFlags([]string{"-id", "a", "-data-dir", t.TempDir(), "-tls-cert", dir + "/a.pem", "-tls-key", dir + "/a-key.pem",
+		"-tls-ca", dir + "/ca.pem"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.config(nil).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := runDevPKI([]string{"-dir", dir, "-nodes", "a,b"}, &out, io.Discard); err != nil || out.Len() != 0 {
+		t.Fatalf("second run: %v, output %q: want nothing created", err, out.String())
 	}
 }

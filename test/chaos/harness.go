@@ -1,10 +1,12 @@
 package chaos
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/devpki"
+	"github.com/ferrymq/ferry/internal/tlsconf"
 )
 
 // Node is one ferryd process of the cluster: its own loopback address
@@ -44,6 +49,13 @@ type Cluster struct {
 	bin   string
 	args  []string // extra ferryd flags
 	logf  func(string, ...any)
+	// pki is the directory of the throwaway CA and node certificates; ""
+	// when the cluster runs with -insecure.
+	pki string
+	// ClientTLS is what clients of the cluster dial with (nil: plaintext).
+	ClientTLS *tls.Config
+	httpc     *http.Client // asks the admin APIs; a paused node must not hang a probe
+	scheme    string       // of the admin API URLs
 }
 
 // ClusterOptions configure NewCluster.
@@ -53,6 +65,9 @@ type ClusterOptions struct {
 	Bin   string
 	Args  []string
 	Logf  func(string, ...any)
+	// TLS runs the nodes with a throwaway CA and node certificates (made
+	// under Root/pki), and the harness's clients with that CA.
+	TLS bool
 }
 
 // BuildFerryd compiles the server binary into dir and returns its path.
@@ -73,7 +88,7 @@ func BuildFerryd(dir string) (string, error) {
 // one random base below the ephemeral range, checked free on every node
 // address; they stay the same across restarts.
 func NewCluster(o ClusterOptions) (*Cluster, error) {
-	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, logf: o.Logf}
+	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, logf: o.Logf, scheme: "http"}
 	for _, d := range []string{"data", "logs"} {
 		if err := os.MkdirAll(filepath.Join(o.Root, d), 0o755); err != nil {
 			return nil, err
@@ -93,7 +108,38 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 			DataDir: filepath.Join(o.Root, "data", id), LogPath: filepath.Join(o.Root, "logs", id+".log"),
 		})
 	}
+	c.httpc = &http.Client{Timeout: time.Second}
+	if o.TLS {
+		if err := c.makePKI(); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// makePKI writes a CA and node certificates (naming each node's IP) under
+// Root/pki and points the harness's clients at the CA.
+func (c *Cluster) makePKI() error {
+	c.pki = filepath.Join(c.Root, "pki")
+	var ids, ips []string
+	for _, n := range c.Nodes {
+		ids, ips = append(ids, n.ID), append(ips, n.IP)
+	}
+	if _, err := devpki.Init(c.pki, ids, ips); err != nil {
+		return fmt.Errorf("chaos PKI: %w", err)
+	}
+	cfg, err := tlsconf.Client(devpki.Files{Dir: c.pki}.CA(), "", "")
+	if err != nil {
+		return err
+	}
+	c.ClientTLS, c.scheme = cfg, "https"
+	c.httpc.Transport = &http.Transport{TLSClientConfig: cfg}
+	return nil
+}
+
+// url is the address of path on n's admin API.
+func (c *Cluster) url(n *Node, path string) string {
+	return c.scheme + "://" + n.HTTPAddr + path
 }
 
 // pickPorts finds a base port such that base .. base+4n-1 are free on the
@@ -154,6 +200,12 @@ func (c *Cluster) nodeArgs(n *Node) []string {
 		"-id", n.ID, "-data-dir", n.DataDir, "-ip", n.IP,
 		"-raft-addr", n.RaftAddr, "-client-addr", n.ClientAddr, "-http-addr", n.HTTPAddr, "-gossip-addr", n.GossipAddr,
 		"-join", strings.Join(join, ","), "-bootstrap-expect", strconv.Itoa(len(c.Nodes)), "-fast-gossip",
+	}
+	if c.pki != "" {
+		f := devpki.Files{Dir: c.pki}
+		args = append(args, "-tls-cert", f.Cert(n.ID), "-tls-key", f.Key(n.ID), "-tls-ca", f.CA())
+	} else {
+		args = append(args, "-insecure")
 	}
 	return append(args, c.args...)
 }

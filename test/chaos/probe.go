@@ -10,9 +10,6 @@ import (
 	"time"
 )
 
-// httpc asks the nodes' admin APIs; a paused node must not hang a probe.
-var httpc = &http.Client{Timeout: time.Second}
-
 // ReplicaStatus is one entry of GET /v1/replicas.
 type ReplicaStatus struct {
 	Queue        string `json:"queue"`
@@ -32,12 +29,12 @@ type PartRef struct {
 
 func (p PartRef) String() string { return fmt.Sprintf("%s/%d", p.Queue, p.Partition) }
 
-func getJSON(ctx context.Context, url string, v any) error {
+func (c *Cluster) getJSON(ctx context.Context, url string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := httpc.Do(req)
+	resp, err := c.httpc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -51,7 +48,7 @@ func getJSON(ctx context.Context, url string, v any) error {
 // Replicas returns a node's replica states.
 func (c *Cluster) Replicas(ctx context.Context, n *Node) ([]ReplicaStatus, error) {
 	var out []ReplicaStatus
-	err := getJSON(ctx, "http://"+n.HTTPAddr+"/v1/replicas", &out)
+	err := c.getJSON(ctx, c.url(n, "/v1/replicas"), &out)
 	return out, err
 }
 
@@ -63,7 +60,7 @@ func (c *Cluster) MetaLeader(ctx context.Context) *Node {
 		var v struct {
 			MetaLeader string `json:"meta_leader"`
 		}
-		if getJSON(ctx, "http://"+n.HTTPAddr+"/v1/cluster", &v) == nil && v.MetaLeader != "" {
+		if c.getJSON(ctx, c.url(n, "/v1/cluster"), &v) == nil && v.MetaLeader != "" {
 			votes[v.MetaLeader]++
 		}
 	}
@@ -131,8 +128,8 @@ func (c *Cluster) Ready(ctx context.Context) bool {
 		if !n.Running() || n.Paused() {
 			return false
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+"/readyz", nil)
-		resp, err := httpc.Do(req)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url(n, "/readyz"), nil)
+		resp, err := c.httpc.Do(req)
 		if err != nil {
 			return false
 		}

@@ -32,7 +32,10 @@ type Options struct {
 	Root string
 	// ServerArgs are extra ferryd flags.
 	ServerArgs []string
-	Logf       func(string, ...any)
+	// TLS runs the cluster with TLS on every port but gossip (a throwaway
+	// CA); otherwise the nodes run with -insecure.
+	TLS  bool
+	Logf func(string, ...any)
 }
 
 // Timeouts of a run's phases.
@@ -118,7 +121,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	c, err := NewCluster(ClusterOptions{Nodes: r.o.Nodes, Root: r.o.Root, Bin: bin,
-		Args: append(append([]string(nil), DefaultServerArgs...), r.o.ServerArgs...), Logf: r.o.Logf})
+		Args: append(append([]string(nil), DefaultServerArgs...), r.o.ServerArgs...), Logf: r.o.Logf, TLS: r.o.TLS})
 	if err != nil {
 		return err
 	}
@@ -137,7 +140,8 @@ func (r *run) setup(ctx context.Context) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	admin, err := client.Dial(sctx, r.c.ClientAddrs(), client.WithClientName("chaos-admin"), client.WithDialTimeout(time.Second))
+	admin, err := client.Dial(sctx, r.c.ClientAddrs(), client.WithClientName("chaos-admin"), client.WithDialTimeout(time.Second),
+		client.WithTLS(r.c.ClientTLS))
 	if err != nil {
 		return err
 	}
@@ -150,7 +154,7 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.c.WaitHealthy(sctx, r.placement); err != nil {
 		return err
 	}
-	r.w = &Workload{Seed: r.o.Seed, Addrs: r.c.ClientAddrs(), Producers: r.o.Producers, Consumers: r.o.Consumers,
+	r.w = &Workload{Seed: r.o.Seed, Addrs: r.c.ClientAddrs(), TLS: r.c.ClientTLS, Producers: r.o.Producers, Consumers: r.o.Consumers,
 		Pace: r.o.Pace, Rec: &Recorder{}, Logf: r.o.Logf}
 	return r.w.Start(sctx)
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -58,6 +59,8 @@ type Workload struct {
 	Consumers int
 	// Pace is the pause between two messages of one producer.
 	Pace time.Duration
+	// TLS is what the clients dial with (nil: plaintext).
+	TLS  *tls.Config
 	Rec  *Recorder
 	Logf func(string, ...any)
 
@@ -76,7 +79,7 @@ func (w *Workload) dial(ctx context.Context, name string) (*client.Client, error
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	return client.Dial(ctx, w.Addrs, client.WithClientName(name),
-		client.WithDialTimeout(time.Second), client.WithRetryBackoff(20*time.Millisecond, 500*time.Millisecond))
+		client.WithDialTimeout(time.Second), client.WithRetryBackoff(20*time.Millisecond, 500*time.Millisecond), client.WithTLS(w.TLS))
 }
 
 // CreateQueues creates the workload's queues (retrying while the cluster

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/devpki"
+	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -42,10 +45,14 @@ type options struct {
 
 // testCluster is a cluster of in-process nodes. Node i keeps its id, data
 // directory and ports across stop and start, like a restarted process.
+// Every port but gossip speaks TLS: the harness makes a throwaway CA and a
+// node certificate per node, and its clients trust that CA.
 type testCluster struct {
 	t       *testing.T
 	members []*member
 	http    *http.Client
+	ca      *devpki.CA
+	tls     *tls.Config // what clients dial with
 }
 
 // member is one node slot: its configuration and, while it runs, the node.
@@ -59,7 +66,16 @@ type member struct {
 // closed when the test ends.
 func startCluster(t *testing.T, opts options) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, http: &http.Client{Timeout: 2 * time.Second}}
+	ca, err := devpki.NewCA("cluster test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := tlsconf.CAPool(ca.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, ca: ca, tls: tlsconf.ClientWithPool(pool)}
+	c.http = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: c.tls}}
 	root := t.TempDir()
 	logger := testLogger()
 	if opts.logs != nil {
@@ -78,6 +94,9 @@ func startCluster(t *testing.T, opts options) *testCluster {
 		cfg.SnapshotThreshold, cfg.TrailingLogs = opts.snapshotThreshold, opts.trailingLogs
 		cfg.SnapshotInterval = opts.snapshotInterval
 		cfg.Logger = logger.With("test", t.Name())
+		if cfg.TLS, err = ca.NodeMaterial(id); err != nil {
+			t.Fatal(err)
+		}
 		if opts.tweak != nil {
 			opts.tweak(&cfg)
 		}
@@ -239,7 +258,7 @@ func (c *testCluster) dialNodes(name string, nodes ...int) *client.Client {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	cl, err := client.Dial(ctx, seeds, client.WithClientName(name), client.WithLogger(testLogger().With("client", name)),
+	cl, err := client.Dial(ctx, seeds, client.WithClientName(name), client.WithLogger(testLogger().With("client", name)), client.WithTLS(c.tls),
 		client.WithRetryBackoff(10*time.Millisecond, 250*time.Millisecond))
 	if err != nil {
 		c.t.Fatalf("dial: %v", err)
@@ -250,7 +269,7 @@ func (c *testCluster) dialNodes(name string, nodes ...int) *client.Client {
 
 // getJSON decodes the answer of node i's admin API at path into out.
 func (c *testCluster) getJSON(i int, path string, out any) error {
-	resp, err := c.http.Get("http://" + c.members[i].cfg.HTTPAddr + path)
+	resp, err := c.http.Get(c.url(i, path))
 	if err != nil {
 		return err
 	}
@@ -259,6 +278,11 @@ func (c *testCluster) getJSON(i int, path string, out any) error {
 		return fmt.Errorf("GET %s on %s: %s", path, c.members[i].cfg.ID, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// url is the address of path on node i's admin API.
+func (c *testCluster) url(i int, path string) string {
+	return "https://" + c.members[i].cfg.HTTPAddr + path
 }
 
 // eventually polls cond every 20ms until it returns nil, failing the test

@@ -78,7 +78,7 @@ func TestCluster_DeadLettersStopAtTheirCap(t *testing.T) {
 
 // metricsText returns node i's /metrics page.
 func (c *testCluster) metricsText(i int) (string, error) {
-	resp, err := c.http.Get("http://" + c.members[i].cfg.HTTPAddr + "/metrics")
+	resp, err := c.http.Get(c.url(i, "/metrics"))
 	if err != nil {
 		return "", err
 	}

@@ -1,0 +1,134 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/devpki"
+	"github.com/ferrymq/ferry/internal/tlsconf"
+)
+
+func TestConfig_TLSOrInsecureRequired(t *testing.T) {
+	ca, err := devpki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ca.NodeMaterial("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		mutate func(*Config)
+		ok     bool
+	}{
+		"nothing":          {func(*Config) {}, false},
+		"insecure":         {func(c *Config) { c.Insecure = true }, true},
+		"memory":           {func(c *Config) { c.TLS = m }, true},
+		"files":            {func(c *Config) { c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile = "c", "k", "ca" }, true},
+		"files incomplete": {func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c", "k" }, false},
+		"files and memory": {func(c *Config) { c.TLSCertFile, c.TLSKeyFile, c.TLSCAFile, c.TLS = "c", "k", "ca", m }, false},
+		"insecure and tls": {func(c *Config) { c.TLS, c.Insecure = m, true }, false},
+	} {
+		cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
+		c.mutate(&cfg)
+		if err := cfg.Validate(); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalidConfig)) {
+			t.Errorf("%s: Validate = %v, want ok %v", name, err, c.ok)
+		}
+	}
+}
+
+// startTLSNode starts a lone bootstrapped node with a certificate of a
+// fresh CA and returns it with the CA pool.
+func startTLSNode(t *testing.T) (*Node, *x509.CertPool) {
+	t.Helper()
+	ca, err := devpki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ca.NodeMaterial("lone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := startLoneNode(t, 1, func(c *Config) { c.Insecure, c.TLS = false, m })
+	waitMetaLeader(t, nd)
+	return nd, m.CAs
+}
+
+func TestNode_TLSOnTheClientPort(t *testing.T) {
+	nd, pool := startTLSNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+
+	c, err := client.Dial(ctx, []string{nd.ClientAddr()}, client.WithTLS(tlsconf.ClientWithPool(pool)))
+	if err != nil {
+		t.Fatalf("client trusting the CA: %v", err)
+	}
+	if err := c.CreateQueue(ctx, "orders"); err != nil {
+		t.Fatalf("create over TLS: %v", err)
+	}
+	c.Close()
+
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	defer cancelShort()
+	_, err = client.Dial(short, []string{nd.ClientAddr()}, client.WithTLS(tlsconf.ClientWithPool(x509.NewCertPool())))
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) {
+		t.Fatalf("client without the CA: %v, want an unknown authority error", err)
+	}
+	if _, err := client.Dial(short, []string{nd.ClientAddr()}, client.WithDialTimeout(time.Second)); err == nil {
+		t.Fatal("a plaintext client got through the TLS port")
+	}
+}
+
+func TestNode_TLSOnTheHTTPPort(t *testing.T) {
+	nd, pool := startTLSNode(t)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsconf.ClientWithPool(pool)}}
+	resp, err := hc.Get("https://" + nd.HTTPAddr() + "/readyz")
+	if err != nil {
+		t.Fatalf("https: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("https /readyz: %s", resp.Status)
+	}
+	plain := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := plain.Get("http://" + nd.HTTPAddr() + "/readyz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP answered 200 on the TLS admin port")
+		}
+	}
+	untrusting := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12}}}
+	if _, err := untrusting.Get("https://" + nd.HTTPAddr() + "/readyz"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("https without the CA: %v, want a certificate error", err)
+	}
+}
+
+func TestNode_TLSRaftPortRefusesPlaintextRequestVote(t *testing.T) {
+	nd, _ := startTLSNode(t)
+	conn, err := net.Dial("tcp", nd.RaftAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The mux header naming the meta group, then a RequestVote type byte.
+	conn.Write(append([]byte("FRYR\x01\x04meta"), 1, 0x86))
+	if !waitClosed(conn, 10*time.Second) {
+		t.Fatal("the raft port kept a plaintext connection open")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for nd.mux.Stats().TLSRefused == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Stats %+v: the plaintext dialer was not counted as refused", nd.mux.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
