@@ -88,11 +88,11 @@ func runChaos(t *testing.T, o Options) {
 	}
 	t0 := time.Now()
 	o.Root = root
-	o.TLS = os.Getenv("FERRY_CHAOS_TLS") == "1"
+	o.TLS = os.Getenv("FERRY_CHAOS_TLS") != "0"
 	o.Logf = func(format string, args ...any) {
 		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
 	}
-	o.Logf("seed %d (FERRY_CHAOS_SEED=%d replays this schedule), %d nodes, TLS %v (FERRY_CHAOS_TLS=1 turns it on); data and logs in %s",
+	o.Logf("seed %d (FERRY_CHAOS_SEED=%d replays this schedule), %d nodes, TLS %v (FERRY_CHAOS_TLS=0 turns it off); data and logs in %s",
 		o.Seed, o.Seed, o.Nodes, o.TLS, root)
 	rep, err := Run(context.Background(), o)
 	if err != nil {

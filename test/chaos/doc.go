@@ -61,10 +61,9 @@
 //	make chaos                                # TestChaos_Long: FERRY_CHAOS=1, 10 minutes, 5 nodes
 //	FERRY_CHAOS_DURATION=3m FERRY_CHAOS_NODES=3 FERRY_CHAOS_SEED=42 make chaos
 //
-// FERRY_CHAOS_TLS=1 runs the nodes with TLS on every port but gossip: the
-// harness writes a throwaway CA and node certificates under the run's
-// root, and its clients and probes trust that CA. Without it the nodes
-// run with -insecure.
+// The nodes run with TLS on every port but gossip: the harness writes a
+// throwaway CA and node certificates under the run's root, and its clients
+// and probes trust that CA. FERRY_CHAOS_TLS=0 runs them with -insecure.
 //
 // FERRY_CHAOS_KEEP=1 keeps the data and logs of a passing run (a failing
 // run always keeps them, with history.json: every recorded call and the
