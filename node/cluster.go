@@ -79,6 +79,10 @@ func (n *Node) runMetaDuties() {
 }
 
 func (n *Node) registerMember(m memberMeta) {
+	if !n.members.admitted(m) {
+		n.members.warnUnadmitted(m.ID)
+		return
+	}
 	var known meta.Node
 	var ok bool
 	n.meta.view(func(f *meta.FSM) { known, ok = f.Node(m.ID) })

@@ -160,6 +160,20 @@ func (n *Node) Close() error {
 	return nil
 }
 
+// SetGossipKeys replaces the gossip keyring at run time, primary key
+// first. A rotation takes three rounds over every node: add the new key
+// (old primary first, new key second), then make it the primary (new key
+// first, old key second), then drop the old one (new key alone). Each
+// round must reach every node before the next starts. It fails on a node
+// started without keys.
+func (n *Node) SetGossipKeys(keys [][]byte) error {
+	if err := n.members.setKeys(keys); err != nil {
+		return err
+	}
+	n.logger.Info("gossip keyring replaced", "keys", len(keys))
+	return nil
+}
+
 // ID returns the node's id.
 func (n *Node) ID() string { return n.cfg.ID }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +35,7 @@ func TestParseFlags_MalformedEnvValueIsAnErrorNamingIt(t *testing.T) {
 }
 
 func TestParseFlags_EnvValuesApplyAndFlagsWin(t *testing.T) {
+	t.Setenv("FERRY_INSECURE", "true")
 	t.Setenv("FERRY_BOOTSTRAP_EXPECT", "3")
 	t.Setenv("FERRY_ID", "from-env")
 	o, err := parseFlags([]string{"-id", "n1"}, &bytes.Buffer{})
@@ -79,6 +82,7 @@ func TestParseFlags_BadFlagIsAUsageError(t *testing.T) {
 }
 
 func TestFerryd_GCPercentFlagAndEnv(t *testing.T) {
+	t.Setenv("FERRY_INSECURE", "true")
 	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
 	if err != nil || o.gcPercent != defaultGCPercent {
 		t.Fatalf("default gc percent %d, %v", o.gcPercent, err)
@@ -94,6 +98,7 @@ func TestFerryd_GCPercentFlagAndEnv(t *testing.T) {
 }
 
 func TestFerryd_LimitFlagsReachTheNodeConfig(t *testing.T) {
+	t.Setenv("FERRY_INSECURE", "true")
 	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -115,5 +120,40 @@ func TestFerryd_LimitFlagsReachTheNodeConfig(t *testing.T) {
 	o, _ = parseFlags([]string{"-id", "n1", "-max-conns", "5", "-max-conns-per-ip", "6"}, io.Discard)
 	if err := o.config(nil).Validate(); err == nil || !strings.Contains(err.Error(), "MaxConnsPerIP") {
 		t.Fatalf("per-IP limit above the node limit: %v", err)
+	}
+}
+
+func TestFerryd_GossipKeyRequiredUnlessInsecure(t *testing.T) {
+	if _, err := parseFlags([]string{"-id", "n1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "gossip key") {
+		t.Fatalf("no key, no -insecure: %v", err)
+	}
+	if o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard); err != nil || !o.config(nil).Insecure {
+		t.Fatalf("-insecure: %v", err)
+	}
+	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // 32 bytes
+	o, err := parseFlags([]string{"-id", "n1", "-gossip-key", key}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := o.gossipKeys(); err != nil || len(keys) != 1 || len(keys[0]) != 32 {
+		t.Fatalf("-gossip-key gave %d keys, %v", len(keys), err)
+	}
+	o, _ = parseFlags([]string{"-id", "n1", "-gossip-key", "c2hvcnQ="}, io.Discard)
+	if _, err := o.gossipKeys(); err == nil {
+		t.Fatal("a 5-byte key was accepted")
+	}
+	ring := filepath.Join(t.TempDir(), "gossip.keys")
+	if err := os.WriteFile(ring, []byte("# new key first\n"+key+"\nMDEyMzQ1Njc4OWFiY2RlZg==\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseFlags([]string{"-id", "n1", "-gossip-keyring", ring}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := o.gossipKeys(); err != nil || len(keys) != 2 || len(keys[1]) != 16 {
+		t.Fatalf("-gossip-keyring gave %d keys, %v", len(keys), err)
+	}
+	if _, err := parseFlags([]string{"-id", "n1", "-gossip-keyring", ring, "-gossip-key", key}, io.Discard); err == nil {
+		t.Fatal("-gossip-key and -gossip-keyring together were accepted")
 	}
 }

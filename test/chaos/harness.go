@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	crand "crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -44,6 +46,8 @@ type Cluster struct {
 	bin   string
 	args  []string // extra ferryd flags
 	logf  func(string, ...any)
+	// gossipKey is the cluster's gossip key (base64), fresh per cluster.
+	gossipKey string
 }
 
 // ClusterOptions configure NewCluster.
@@ -73,7 +77,11 @@ func BuildFerryd(dir string) (string, error) {
 // one random base below the ephemeral range, checked free on every node
 // address; they stay the same across restarts.
 func NewCluster(o ClusterOptions) (*Cluster, error) {
-	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, logf: o.Logf}
+	key := make([]byte, 32)
+	if _, err := crand.Read(key); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, logf: o.Logf, gossipKey: base64.StdEncoding.EncodeToString(key)}
 	for _, d := range []string{"data", "logs"} {
 		if err := os.MkdirAll(filepath.Join(o.Root, d), 0o755); err != nil {
 			return nil, err
@@ -154,6 +162,7 @@ func (c *Cluster) nodeArgs(n *Node) []string {
 		"-id", n.ID, "-data-dir", n.DataDir, "-ip", n.IP,
 		"-raft-addr", n.RaftAddr, "-client-addr", n.ClientAddr, "-http-addr", n.HTTPAddr, "-gossip-addr", n.GossipAddr,
 		"-join", strings.Join(join, ","), "-bootstrap-expect", strconv.Itoa(len(c.Nodes)), "-fast-gossip",
+		"-gossip-key", c.gossipKey,
 	}
 	return append(args, c.args...)
 }
