@@ -1,0 +1,128 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/wire"
+)
+
+// partitionLeader returns the node whose replica of group leads it, or nil.
+func partitionLeader(nodes []*Node, group string) *Node {
+	for _, nd := range nodes {
+		if p := nd.replicas.get(group); p != nil && p.IsLeader() {
+			return nd
+		}
+	}
+	return nil
+}
+
+// sendTo sends count messages to one partition through its leader.
+func sendTo(t *testing.T, nodes []*Node, q meta.Queue, index, count int) {
+	t.Helper()
+	var msgs []wire.Message
+	for i := range count {
+		msgs = append(msgs, wire.Message{ID: fmt.Sprintf("p%d-m%d", index, i), Body: []byte("hello")})
+	}
+	waitFor(t, 15*time.Second, fmt.Sprintf("a send to partition %d", index), func() bool {
+		leader := partitionLeader(nodes, q.GroupID(index))
+		if leader == nil {
+			return false
+		}
+		req := &wire.SendRequest{Queue: q.Name, Partition: index, Messages: msgs}
+		return dialRaw(t, leader.ClientAddr()).call(wire.OpSend, req, &wire.SendResponse{}) == nil
+	})
+}
+
+func nodeByID(nodes []*Node, id string) *Node {
+	for _, nd := range nodes {
+		if nd.ID() == id {
+			return nd
+		}
+	}
+	return nil
+}
+
+// `node remove` takes a node out of the catalog, the meta group and every
+// partition group; each of its replicas moves to another node, which
+// receives the partition's data; the removed node, still running, drops
+// its replicas and is never registered again.
+func TestRemoveNode_LeavesMetaAndPartitionsAndReplicasMove(t *testing.T) {
+	nodes := testNodes(t, 4)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "orders", 4)
+	var q meta.Queue
+	leader.meta.view(func(f *meta.FSM) { q, _ = f.Queue("orders") })
+	const perPartition = 3
+	for i := range q.Partitions {
+		sendTo(t, nodes, q, i, perPartition)
+	}
+	var victim *Node
+	for _, nd := range nodes {
+		if nd != leader {
+			victim = nd
+			break
+		}
+	}
+	held := len(victim.replicas.all())
+	if held == 0 {
+		t.Fatalf("%s hosts no replica", victim.ID())
+	}
+	c := dialRaw(t, leader.ClientAddr())
+	var resp wire.RemoveNodeResponse
+	if err := c.call(wire.OpRemoveNode, &wire.RemoveNodeRequest{ID: victim.ID()}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Moved != held {
+		t.Fatalf("moved %d replicas, %s held %d", resp.Moved, victim.ID(), held)
+	}
+	if slices.Contains(catalogNodes(leader), victim.ID()) || slices.Contains(metaServers(t, leader), victim.ID()) {
+		t.Fatalf("%s still registered or in the meta group", victim.ID())
+	}
+	waitFor(t, 15*time.Second, "the removed node dropping its replicas", func() bool {
+		return len(victim.replicas.all()) == 0
+	})
+	if entries, err := os.ReadDir(victim.replicas.dir("")); err == nil && len(entries) > 0 {
+		t.Errorf("the removed node kept partition data: %d entries", len(entries))
+	}
+	leader.meta.view(func(f *meta.FSM) { q, _ = f.Queue("orders") })
+	live := slices.DeleteFunc(slices.Clone(nodes), func(nd *Node) bool { return nd == victim })
+	for _, p := range q.Partitions {
+		group := q.GroupID(p.Index)
+		if len(p.Replicas) != 3 || slices.Contains(p.Replicas, victim.ID()) {
+			t.Fatalf("partition %d placed on %v", p.Index, p.Replicas)
+		}
+		waitFor(t, 20*time.Second, fmt.Sprintf("partition %d's group matching its placement with the data everywhere", p.Index), func() bool {
+			pl := partitionLeader(live, group)
+			if pl == nil {
+				return false
+			}
+			voters := slices.Sorted(slices.Values(pl.replicas.get(group).Status().Voters))
+			if !slices.Equal(voters, slices.Sorted(slices.Values(p.Replicas))) {
+				return false
+			}
+			for _, id := range p.Replicas {
+				r := nodeByID(live, id).replicas.get(group)
+				if r == nil || r.Stats().Ready != perPartition {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	// The removed node still gossips, yet stays out, and queues can still
+	// be created (it does not count as an unregistered member).
+	createQueueOn(t, leader, "after", 2)
+	if slices.Contains(catalogNodes(leader), victim.ID()) || slices.Contains(metaServers(t, leader), victim.ID()) {
+		t.Fatalf("%s registered again", victim.ID())
+	}
+	err := c.call(wire.OpRemoveNode, &wire.RemoveNodeRequest{ID: victim.ID()}, &resp)
+	if !errors.Is(err, wire.ErrInvalidArgument) {
+		t.Fatalf("removing it again: %v, want invalid argument", err)
+	}
+}
