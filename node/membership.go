@@ -212,7 +212,8 @@ func (m *membership) setKeys(keys [][]byte) error {
 	if err := m.setSelf(self); err != nil {
 		return err
 	}
-	return m.ml.UpdateNode(time.Second)
+	// Gossip the new proof; no wait for it to spread (0: queue it only).
+	return m.ml.UpdateNode(0)
 }
 
 // join contacts the given gossip addresses; it succeeds if any answered.
