@@ -58,7 +58,8 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
 	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), peekCmd(g),
-		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g))
+		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g),
+		nodeCmd(g))
 	return root
 }
 
