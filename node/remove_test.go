@@ -124,3 +124,65 @@ func TestRemoveNode_LeavesMetaAndPartitionsAndReplicasMove(t *testing.T) {
 		t.Fatalf("removing it again: %v, want invalid argument", err)
 	}
 }
+
+// A dead node that is removed no longer counts in any quorum: its
+// replicas move to the live nodes, and after that the meta group and
+// every partition survive the loss of one more node.
+func TestRemoveNode_DeadNodeRestoresFaultTolerance(t *testing.T) {
+	nodes := testNodes(t, 4)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "orders", 4)
+	var q meta.Queue
+	leader.meta.view(func(f *meta.FSM) { q, _ = f.Queue("orders") })
+	for i := range q.Partitions {
+		sendTo(t, nodes, q, i, 2)
+	}
+	var dead *Node
+	for _, nd := range nodes {
+		if nd != leader {
+			dead = nd
+			break
+		}
+	}
+	dead.Close()
+	c := dialRaw(t, leader.ClientAddr())
+	var resp wire.RemoveNodeResponse
+	waitFor(t, 15*time.Second, "the removal of the dead node", func() bool {
+		return c.call(wire.OpRemoveNode, &wire.RemoveNodeRequest{ID: dead.ID()}, &resp) == nil
+	})
+	live := slices.DeleteFunc(slices.Clone(nodes), func(nd *Node) bool { return nd == dead })
+	leader.meta.view(func(f *meta.FSM) { q, _ = f.Queue("orders") })
+	for _, p := range q.Partitions {
+		group := q.GroupID(p.Index)
+		waitFor(t, 20*time.Second, fmt.Sprintf("partition %d on %v with its data", p.Index, p.Replicas), func() bool {
+			pl := partitionLeader(live, group)
+			if pl == nil || !slices.Equal(slices.Sorted(slices.Values(pl.replicas.get(group).Status().Voters)), slices.Sorted(slices.Values(p.Replicas))) {
+				return false
+			}
+			for _, id := range p.Replicas {
+				r := nodeByID(live, id).replicas.get(group)
+				if r == nil || r.Stats().Ready != 2 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	if got := metaServers(t, leader); len(got) != 3 || slices.Contains(got, dead.ID()) {
+		t.Fatalf("meta group %v", got)
+	}
+	// Lose one more node (not the meta leader): 2 of 3 remain everywhere.
+	var second *Node
+	for _, nd := range live {
+		if nd != leader {
+			second = nd
+			break
+		}
+	}
+	second.Close()
+	rest := slices.DeleteFunc(slices.Clone(live), func(nd *Node) bool { return nd == second })
+	createQueueOn(t, metaLeader(t, rest), "still-works", 1)
+	for i := range q.Partitions {
+		sendTo(t, rest, q, i, 1)
+	}
+}
