@@ -4,7 +4,10 @@
 // FERRY_DATA_DIR, -bootstrap-expect is FERRY_BOOTSTRAP_EXPECT, and so on.
 //
 //	ferryd -id node1 -data-dir ./data/node1 -ip 127.0.0.1 -bootstrap-expect 3 \
-//	       -join 127.0.0.1:7302,127.0.0.1:7303
+//	       -join 127.0.0.1:7302,127.0.0.1:7303 -gossip-keyring ./data/pki/gossip.key
+//
+// Without -gossip-key or -gossip-keyring it refuses to start unless given
+// -insecure. SIGHUP re-reads -gossip-keyring (key rotation).
 //
 // The -raft-* flags tune raft's timings and partition snapshots for tests;
 // left at 0 they keep the defaults. LeaderLeaseTimeout must stay at most
