@@ -66,7 +66,9 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.logs, err = openLogStore(cfg, n.logger); err != nil {
 		return nil, err
 	}
-	cleanup = append(cleanup, func() { n.logs.Close() })
+	// The closures must not read n: a failed Start returns a nil n.
+	logs := n.logs
+	cleanup = append(cleanup, func() { logs.Close() })
 	clientLn, err := net.Listen("tcp", cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("client listener: %w", err)
@@ -82,7 +84,8 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.mux, err = transport.NewMux(mc); err != nil {
 		return nil, fmt.Errorf("raft listener: %w", err)
 	}
-	cleanup = append(cleanup, func() { n.mux.Close() })
+	mux := n.mux
+	cleanup = append(cleanup, func() { mux.Close() })
 	n.raftAddr, n.clientAddr, n.httpAddr = n.mux.Addr().String(), clientLn.Addr().String(), httpLn.Addr().String()
 	layer, err := n.mux.Group(meta.MetaGroupID)
 	if err != nil {
