@@ -82,9 +82,10 @@ func (n *Node) promoteVoters() {
 // syncMembers has a partition leader bring its raft group in line with the
 // catalog's placement: servers no longer placed are removed first (so the
 // quorum never counts a departed node), then placed replicas missing from
-// the group are added.
+// the group are added. A leader whose catalog may lag the meta group's
+// leaves its group alone: it would undo a newer placement.
 func (rs *replicaSet) syncMembers(r *replica, nodes map[string]meta.Node) {
-	if !r.p.IsLeader() {
+	if !r.p.IsLeader() || !rs.n.meta.caughtUp() {
 		return
 	}
 	voters := r.p.Status().Voters
