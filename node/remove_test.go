@@ -186,3 +186,51 @@ func TestRemoveNode_DeadNodeRestoresFaultTolerance(t *testing.T) {
 		sendTo(t, rest, q, i, 1)
 	}
 }
+
+// In a cluster with no spare node, a removal leaves partitions one replica
+// short; the next node to join gets those replicas and the partitions'
+// data.
+func TestRemoveNode_ShortPartitionsRefilledByTheNextNode(t *testing.T) {
+	nodes := testNodes(t, 3)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "orders", 2)
+	var q meta.Queue
+	leader.meta.view(func(f *meta.FSM) { q, _ = f.Queue("orders") })
+	for i := range q.Partitions {
+		sendTo(t, nodes, q, i, 2)
+	}
+	var victim *Node
+	for _, nd := range nodes {
+		if nd != leader {
+			victim = nd
+			break
+		}
+	}
+	c := dialRaw(t, leader.ClientAddr())
+	var resp wire.RemoveNodeResponse
+	if err := c.call(wire.OpRemoveNode, &wire.RemoveNodeRequest{ID: victim.ID()}, &resp); err != nil || resp.Moved != 0 {
+		t.Fatalf("remove: moved %d, %v", resp.Moved, err)
+	}
+	victim.Close()
+	live := slices.DeleteFunc(slices.Clone(nodes), func(nd *Node) bool { return nd == victim })
+	seeds := []string{live[0].GossipAddr(), live[1].GossipAddr()}
+	n4 := startTestNode(t, t.TempDir(), "n4", 0, seeds, nil)
+	live = append(live, n4)
+	waitFor(t, 15*time.Second, "n4 placed in every partition", func() bool {
+		leader.meta.view(func(f *meta.FSM) { q, _ = f.Queue("orders") })
+		for _, p := range q.Partitions {
+			if len(p.Replicas) != 3 || !slices.Contains(p.Replicas, "n4") {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range q.Partitions {
+		group := q.GroupID(p.Index)
+		waitFor(t, 20*time.Second, fmt.Sprintf("partition %d's data on n4", p.Index), func() bool {
+			pl := partitionLeader(live, group)
+			r := n4.replicas.get(group)
+			return pl != nil && slices.Contains(pl.replicas.get(group).Status().Voters, "n4") && r != nil && r.Stats().Ready == 2
+		})
+	}
+}
