@@ -212,8 +212,13 @@ func (m *membership) setKeys(keys [][]byte) error {
 	if err := m.setSelf(self); err != nil {
 		return err
 	}
-	// Gossip the new proof; no wait for it to spread (0: queue it only).
-	return m.ml.UpdateNode(0)
+	// Gossip the new proof. UpdateNode waits for the broadcast to go out
+	// (a timeout of 0 would wait forever, and a broadcast superseded by a
+	// later update never reports); it is queued either way.
+	if err := m.ml.UpdateNode(time.Second); err != nil {
+		m.n.logger.Debug("gossip metadata update not confirmed yet", "err", err)
+	}
+	return nil
 }
 
 // join contacts the given gossip addresses; it succeeds if any answered.
