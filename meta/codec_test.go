@@ -22,6 +22,7 @@ func sampleCommands() []Command {
 		{Type: CmdCreateQueue, At: t0 + 1, CreateQueue: &CreateQueueCmd{Name: "orders", Config: cfg}},
 		{Type: CmdUpdateQueue, At: -1, UpdateQueue: &UpdateQueueCmd{Name: "orders", Config: QueueConfig{Queue: cfg.Queue}}},
 		{Type: CmdDeleteQueue, At: 0, DeleteQueue: &DeleteQueueCmd{Name: "orders"}},
+		{Type: CmdRemoveNode, At: t0 + 2, RemoveNode: &RemoveNodeCmd{ID: "n1"}},
 	}
 }
 
@@ -37,7 +38,7 @@ func TestMeta_CommandTypesHaveNames(t *testing.T) {
 	if got := CommandType(0).String(); got != "command(0)" {
 		t.Fatalf("zero type named %q", got)
 	}
-	if got := cmdTypeEnd.String(); got != "command(5)" {
+	if got := cmdTypeEnd.String(); got != "command(6)" {
 		t.Fatalf("unknown type named %q", got)
 	}
 }

@@ -28,12 +28,16 @@ const (
 	CmdUpdateQueue
 	// CmdDeleteQueue removes a queue.
 	CmdDeleteQueue
+	// CmdRemoveNode unregisters a node for good and re-places its
+	// partition replicas (see RemoveNodeCmd).
+	CmdRemoveNode
 	cmdTypeEnd // one past the last valid type
 )
 
 var commandNames = [...]string{
 	CmdRegisterNode: "register-node", CmdCreateQueue: "create-queue",
 	CmdUpdateQueue: "update-queue", CmdDeleteQueue: "delete-queue",
+	CmdRemoveNode: "remove-node",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -54,6 +58,7 @@ type Command struct {
 	CreateQueue  *CreateQueueCmd
 	UpdateQueue  *UpdateQueueCmd
 	DeleteQueue  *DeleteQueueCmd
+	RemoveNode   *RemoveNodeCmd
 }
 
 // RegisterNodeCmd adds Node to the catalog, or replaces the addresses of the
@@ -129,6 +134,8 @@ func (c Command) payload() (any, error) {
 		p, ok = c.UpdateQueue, c.UpdateQueue != nil
 	case CmdDeleteQueue:
 		p, ok = c.DeleteQueue, c.DeleteQueue != nil
+	case CmdRemoveNode:
+		p, ok = c.RemoveNode, c.RemoveNode != nil
 	default:
 		return nil, fmt.Errorf("%w: unknown command type %d", ErrInvalidArgument, c.Type)
 	}
@@ -164,6 +171,9 @@ func DecodeCommand(data []byte) (Command, error) {
 	case CmdDeleteQueue:
 		c.DeleteQueue = new(DeleteQueueCmd)
 		target = c.DeleteQueue
+	case CmdRemoveNode:
+		c.RemoveNode = new(RemoveNodeCmd)
+		target = c.RemoveNode
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)
 	}

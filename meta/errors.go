@@ -40,6 +40,14 @@ var (
 	// partition count (the create's MaxPartitions).
 	ErrLimitExceeded = errors.New("cluster limit exceeded")
 
+	// ErrNodeNotFound is returned when removing a node that is not
+	// registered.
+	ErrNodeNotFound = errors.New("node not found")
+
+	// ErrNodeRemoved is returned when registering a node id that was
+	// removed from the cluster.
+	ErrNodeRemoved = errors.New("node was removed from the cluster")
+
 	// ErrSnapshotFormat is returned by Restore for a stream that is not a
 	// meta snapshot of a known version, is cut short, carries trailing
 	// bytes, or describes an inconsistent catalog.

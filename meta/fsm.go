@@ -13,6 +13,7 @@ type FSM struct {
 	nodes       map[string]*Node
 	queues      map[string]*Queue
 	loads       map[string]*load // per registered node, derived from queues
+	removed     map[string]int64 // removed node ids -> when removed
 }
 
 // Result is what applying one command returns. Err is a whole-command
@@ -25,6 +26,8 @@ type Result struct {
 	// Queue is a copy of the queue as created or updated, or as it was just
 	// before being deleted, for the queue commands that succeed.
 	Queue Queue
+	// Moved is how many replicas CmdRemoveNode placed on other nodes.
+	Moved int
 }
 
 // New returns an empty catalog.
@@ -39,6 +42,7 @@ func (f *FSM) reset() {
 	f.nodes = make(map[string]*Node)
 	f.queues = make(map[string]*Queue)
 	f.loads = make(map[string]*load)
+	f.removed = make(map[string]int64)
 }
 
 // Apply decodes one log entry and applies it. An entry that does not decode
@@ -72,6 +76,8 @@ func (f *FSM) ApplyCommand(c Command) Result {
 		r.Queue, r.Err = f.updateQueue(c.UpdateQueue)
 	case CmdDeleteQueue:
 		r.Queue, r.Err = f.deleteQueue(c.DeleteQueue.Name)
+	case CmdRemoveNode:
+		r.Moved, r.Err = f.removeNode(c.RemoveNode.ID)
 	}
 	return r
 }
@@ -82,6 +88,9 @@ func (f *FSM) Clock() int64 { return f.clock }
 func (f *FSM) registerNode(n Node) (Node, error) {
 	if err := n.Validate(); err != nil {
 		return Node{}, err
+	}
+	if f.Removed(n.ID) {
+		return Node{}, fmt.Errorf("%w: %q", ErrNodeRemoved, n.ID)
 	}
 	if old, ok := f.nodes[n.ID]; ok {
 		n.RegisteredAt = old.RegisteredAt
@@ -94,6 +103,7 @@ func (f *FSM) registerNode(n Node) (Node, error) {
 	n.RegisteredAt = f.clock
 	f.nodes[n.ID] = &n
 	f.loads[n.ID] = &load{id: n.ID}
+	f.fillUnderReplicated(n.ID)
 	return n, nil
 }
 

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"fmt"
+	"slices"
 )
 
 // check verifies the catalog's invariants: valid nodes keyed by id; valid
@@ -32,6 +33,14 @@ func (f *FSM) check() error {
 		}
 		ids[q.ID] = q.Name
 	}
+	if len(f.removed) > RemovedMax {
+		return fmt.Errorf("%d removed nodes, the most kept is %d", len(f.removed), RemovedMax)
+	}
+	for id := range f.removed {
+		if _, ok := f.nodes[id]; ok {
+			return fmt.Errorf("node %q is both registered and removed", id)
+		}
+	}
 	return f.checkLoads()
 }
 
@@ -55,8 +64,13 @@ func (f *FSM) checkQueue(q *Queue) error {
 		if p.Index != i {
 			return fmt.Errorf("queue %q: partition %d has index %d", q.Name, i, p.Index)
 		}
-		if len(p.Replicas) != q.Config.Replicas {
+		if len(p.Replicas) < 1 || len(p.Replicas) > q.Config.Replicas {
 			return fmt.Errorf("queue %q partition %d: %d replicas, %d configured", q.Name, i, len(p.Replicas), q.Config.Replicas)
+		}
+		for _, id := range p.Joining {
+			if !slices.Contains(p.Replicas, id) {
+				return fmt.Errorf("queue %q partition %d: joining replica %q is not a replica", q.Name, i, id)
+			}
 		}
 		for j, id := range p.Replicas {
 			if _, ok := f.nodes[id]; !ok {

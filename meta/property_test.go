@@ -24,7 +24,7 @@ func genConfig(t *rapid.T) QueueConfig {
 // pools of node ids and queue names, so that collisions are frequent.
 func genCommand(t *rapid.T) Command {
 	name := rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "-bad"}).Draw(t, "name")
-	switch rapid.IntRange(0, 9).Draw(t, "op") {
+	switch rapid.IntRange(0, 10).Draw(t, "op") {
 	case 0, 1:
 		id := rapid.SampledFrom([]string{"n1", "n2", "n3", "n4", "n5", "bad id"}).Draw(t, "node")
 		n := node(id)
@@ -38,6 +38,8 @@ func genCommand(t *rapid.T) Command {
 			cfg.Partitions, cfg.Replicas = 0, 0
 		}
 		return updateCmd(name, cfg)
+	case 10:
+		return removeCmd(rapid.SampledFrom([]string{"n1", "n2", "n3", "n4", "n5", "nobody"}).Draw(t, "removed"))
 	default:
 		return deleteCmd(name)
 	}

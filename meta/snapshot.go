@@ -20,9 +20,10 @@ const snapshotVersion = 1
 // queue id, counts), then the nodes sorted by id, then the queues sorted by
 // name. Equal catalogs persist to equal bytes.
 type Snapshot struct {
-	header snapHeader
-	nodes  []Node
-	queues []Queue
+	header  snapHeader
+	nodes   []Node
+	queues  []Queue
+	removed []removedNode
 }
 
 type snapHeader struct {
@@ -31,6 +32,15 @@ type snapHeader struct {
 	LastQueueID uint64 `msgpack:"last_queue_id"`
 	Nodes       int    `msgpack:"nodes"`
 	Queues      int    `msgpack:"queues"`
+	// Removed counts the removed-node tombstones that follow the queues
+	// (absent in snapshots written before nodes could be removed).
+	Removed int `msgpack:"removed,omitempty"`
+}
+
+// removedNode is one tombstone of a snapshot.
+type removedNode struct {
+	ID string `msgpack:"id"`
+	At int64  `msgpack:"at"`
 }
 
 // Snapshot freezes the current catalog. It copies every node and queue, so
@@ -41,7 +51,10 @@ func (f *FSM) Snapshot() *Snapshot {
 		nodes:  f.Nodes(),
 		queues: f.Queues(),
 	}
-	s.header.Nodes, s.header.Queues = len(s.nodes), len(s.queues)
+	for _, id := range f.RemovedNodes() {
+		s.removed = append(s.removed, removedNode{ID: id, At: f.removed[id]})
+	}
+	s.header.Nodes, s.header.Queues, s.header.Removed = len(s.nodes), len(s.queues), len(s.removed)
 	return s
 }
 
@@ -61,6 +74,11 @@ func (s *Snapshot) Persist(w io.Writer) error {
 	for i := range s.queues {
 		if err := enc.Encode(&s.queues[i]); err != nil {
 			return fmt.Errorf("persist meta snapshot: queue %s: %w", s.queues[i].Name, err)
+		}
+	}
+	for i := range s.removed {
+		if err := enc.Encode(&s.removed[i]); err != nil {
+			return fmt.Errorf("persist meta snapshot: removed node %s: %w", s.removed[i].ID, err)
 		}
 	}
 	return bw.Flush()
@@ -86,6 +104,9 @@ func (f *FSM) Restore(r io.Reader) error {
 	if h.Version != snapshotVersion {
 		return fmt.Errorf("%w: version %d (want %d)", ErrSnapshotFormat, h.Version, snapshotVersion)
 	}
+	if h.Removed < 0 || h.Removed > RemovedMax {
+		return fmt.Errorf("%w: %d removed nodes (limit %d)", ErrSnapshotFormat, h.Removed, RemovedMax)
+	}
 	if h.Nodes < 0 || h.Nodes > NodesMax || h.Queues < 0 || h.Queues > QueuesMax {
 		return fmt.Errorf("%w: %d nodes and %d queues (limits %d, %d)", ErrSnapshotFormat, h.Nodes, h.Queues, NodesMax, QueuesMax)
 	}
@@ -110,6 +131,16 @@ func (f *FSM) Restore(r io.Reader) error {
 			return fmt.Errorf("%w: queue %q twice", ErrSnapshotFormat, q.Name)
 		}
 		g.queues[q.Name] = q
+	}
+	for i := range h.Removed {
+		var r removedNode
+		if err := dec.Decode(&r); err != nil {
+			return fmt.Errorf("%w: removed node %d of %d: %w", ErrSnapshotFormat, i, h.Removed, err)
+		}
+		if _, dup := g.removed[r.ID]; dup {
+			return fmt.Errorf("%w: removed node %q twice", ErrSnapshotFormat, r.ID)
+		}
+		g.removed[r.ID] = r.At
 	}
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: trailing bytes after the catalog (read error %v)", ErrSnapshotFormat, err)

@@ -34,6 +34,11 @@ type Partition struct {
 	// Replicas are the ids of the nodes hosting the partition, all distinct
 	// and registered. The first is the preferred leader.
 	Replicas []string `msgpack:"replicas"`
+	// Joining lists the replicas placed after the partition was created
+	// (when a node was removed): they start empty, without bootstrapping,
+	// and the partition's leader adds them to its raft group. Always a
+	// subset of Replicas.
+	Joining []string `msgpack:"joining,omitempty"`
 }
 
 // Queue is a queue of the catalog.
@@ -65,6 +70,7 @@ func (q Queue) clone() Queue {
 	q.Partitions = slices.Clone(q.Partitions)
 	for i := range q.Partitions {
 		q.Partitions[i].Replicas = slices.Clone(q.Partitions[i].Replicas)
+		q.Partitions[i].Joining = slices.Clone(q.Partitions[i].Joining)
 	}
 	return q
 }
@@ -116,6 +122,10 @@ type Assignment struct {
 	GroupID string
 	// Replicas are the partition's nodes, preferred leader first.
 	Replicas []string
+	// Join says this node's replica was placed after the partition was
+	// created: it must start without bootstrapping and wait for the
+	// leader to add it.
+	Join bool
 	// Config is the partition configuration in force.
 	Config fsm.QueueConfig
 	// Version is the queue's version, bumped by every config update.

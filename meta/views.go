@@ -54,6 +54,7 @@ func (f *FSM) Assignments(nodeID string) []Assignment {
 			out = append(out, Assignment{
 				Queue: q.Name, QueueID: q.ID, Index: p.Index, GroupID: q.GroupID(p.Index),
 				Replicas: slices.Clone(p.Replicas), Config: q.Config.Queue, Version: q.Version,
+				Join: slices.Contains(p.Joining, nodeID),
 			})
 		}
 	}

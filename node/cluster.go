@@ -75,13 +75,25 @@ func (n *Node) runMetaDuties() {
 		for _, m := range n.members.members() {
 			n.registerMember(m)
 		}
+		n.dropRemovedServers()
+		n.promoteVoters()
 	}
 }
 
 func (n *Node) registerMember(m memberMeta) {
+	if !n.members.admitted(m) {
+		n.members.warnUnadmitted(m.ID)
+		return
+	}
 	var known meta.Node
-	var ok bool
-	n.meta.view(func(f *meta.FSM) { known, ok = f.Node(m.ID) })
+	var ok, removed bool
+	n.meta.view(func(f *meta.FSM) {
+		known, ok = f.Node(m.ID)
+		removed = f.Removed(m.ID)
+	})
+	if removed {
+		return // removed for good: neither registered nor added again
+	}
 	if !ok || known.RaftAddr != m.Raft || known.ClientAddr != m.Client || known.HTTPAddr != m.HTTP {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		node := meta.Node{ID: m.ID, RaftAddr: m.Raft, ClientAddr: m.Client, HTTPAddr: m.HTTP}

@@ -93,12 +93,26 @@ type Config struct {
 	TLSCAFile   string
 	TLS         *tlsconf.Material
 	// Insecure runs every port in plaintext; it must be set explicitly
-	// when no TLS material is given, and not with it.
+	// when no TLS material is given, and not with it. ferryd also allows
+	// gossip without a key only when it is set.
 	Insecure bool
 	// Pprof serves the Go profiler under /debug/pprof/ on the HTTP port;
 	// off by default.
-	Pprof  bool
-	Logger *slog.Logger
+	Pprof bool
+	// GossipKeys is the gossip keyring, primary key first: every gossip
+	// packet and stream is encrypted (AES-GCM) with the primary key, and
+	// what no key of the ring decrypts is dropped, so a process without a
+	// key can neither join nor be seen. Keys are 16, 24 or 32 bytes, at
+	// most 16 of them. The cluster secret that admission proofs use is
+	// derived from them (see Node.SetGossipKeys for rotation). Empty turns
+	// gossip encryption and admission checks off, which only an Insecure
+	// node should do.
+	GossipKeys [][]byte
+	Logger     *slog.Logger
+
+	// forgeProof, in tests, replaces the admission proof the node
+	// advertises.
+	forgeProof func(memberMeta) string
 }
 
 // Defaults of the client connection limits.
@@ -182,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileInterval <= 0 {
 		return bad("ReconcileInterval", c.ReconcileInterval, "must be positive")
+	}
+	if err := checkGossipKeys(c.GossipKeys); err != nil {
+		return err
 	}
 	if err := c.validateLimits(bad); err != nil {
 		return err

@@ -27,7 +27,8 @@ func codeOf(err error) wire.Code {
 		return wire.CodeUnavailable
 	case errors.Is(err, fsm.ErrInvalidConfig):
 		return wire.CodeInvalidConfig
-	case errors.Is(err, fsm.ErrInvalidArgument), errors.Is(err, meta.ErrInvalidArgument), errors.Is(err, meta.ErrInvalidName):
+	case errors.Is(err, fsm.ErrInvalidArgument), errors.Is(err, meta.ErrInvalidArgument), errors.Is(err, meta.ErrInvalidName),
+		errors.Is(err, meta.ErrNodeNotFound), errors.Is(err, meta.ErrNodeRemoved):
 		return wire.CodeInvalidArgument
 	case errors.Is(err, meta.ErrNotEnoughNodes):
 		return wire.CodeInvalidConfig

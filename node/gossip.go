@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 
+	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/wire"
 	"github.com/hashicorp/memberlist"
 )
@@ -22,11 +24,19 @@ func (d *gossipDelegate) NodeMeta(limit int) []byte {
 
 // NotifyMsg receives another node's leader table.
 func (d *gossipDelegate) NotifyMsg(b []byte) {
-	var t leaderTable
-	if json.Unmarshal(b, &t) == nil {
-		(*membership)(d).mergeTable(t)
+	var st signedTable
+	if len(b) > leaderTableBytesMax || json.Unmarshal(b, &st) != nil {
+		return
+	}
+	if err := (*membership)(d).mergeTable(st); err != nil && !errors.Is(err, errStaleTable) {
+		d.n.logger.Debug("leader table ignored", "err", err)
 	}
 }
+
+// leaderTableBytesMax bounds one gossiped leader table (a node leading
+// every partition of a full catalog would need more, but memberlist's
+// packets stop far below this anyway).
+const leaderTableBytesMax = 1 << 20
 
 // GetBroadcasts hands memberlist the queued leader-table updates.
 func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte {
@@ -38,7 +48,7 @@ func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte {
 func (d *gossipDelegate) LocalState(join bool) []byte {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	tables := make([]leaderTable, 0, len(d.tables))
+	tables := make([]signedTable, 0, len(d.tables))
 	for _, t := range d.tables {
 		tables = append(tables, t)
 	}
@@ -48,12 +58,12 @@ func (d *gossipDelegate) LocalState(join bool) []byte {
 
 // MergeRemoteState merges leader tables from a push/pull sync.
 func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool) {
-	var tables []leaderTable
-	if json.Unmarshal(buf, &tables) != nil {
+	var tables []signedTable
+	if json.Unmarshal(buf, &tables) != nil || len(tables) > meta.NodesMax {
 		return
 	}
 	for _, t := range tables {
-		(*membership)(d).mergeTable(t)
+		_ = (*membership)(d).mergeTable(t)
 	}
 }
 
@@ -81,12 +91,25 @@ func (m *membership) update(n *memberlist.Node, state wire.NodeState) {
 		m.n.logger.Warn("ignoring gossip member without valid metadata", "name", n.Name)
 		return
 	}
+	if state == wire.NodeAlive && mm.ID != m.n.cfg.ID && !m.admitted(mm) {
+		// Holding a gossip key is not enough: a member must prove it holds
+		// the cluster secret for its id and addresses. Until it does it is
+		// no member at all (not listed, not registered, no leader table).
+		m.warnUnadmitted(mm.ID)
+		state = wire.NodeDead
+	}
 	m.mu.Lock()
 	m.states[mm.ID] = state
+	old, wasAlive := m.alive[mm.ID]
 	if state == wire.NodeAlive {
 		m.alive[mm.ID] = mm
 	} else {
 		delete(m.alive, mm.ID)
+	}
+	if mm.ID != m.n.cfg.ID && (state != wire.NodeAlive || (wasAlive && old.SignKey != mm.SignKey)) {
+		// A member that left, or restarted with a new signing key, loses
+		// its leader table: a new one must come from it.
+		delete(m.tables, mm.ID)
 	}
 	m.mu.Unlock()
 	m.notify()

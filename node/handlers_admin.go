@@ -46,6 +46,8 @@ func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 		r.Set.Apply(&cfg, r.Config)
 		res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdUpdateQueue, UpdateQueue: &meta.UpdateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg)}})
 		return &wire.UpdateQueueResponse{Queue: n.queueInfo(res.Queue)}, err
+	case *wire.RemoveNodeRequest:
+		return n.removeNode(ctx, r)
 	case *wire.DeleteQueueRequest:
 		_, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdDeleteQueue, DeleteQueue: &meta.DeleteQueueCmd{Name: r.Name}})
 		return &wire.DeleteQueueResponse{}, err
@@ -98,6 +100,9 @@ func (n *Node) registrationSettled() error {
 		registered = map[string]bool{}
 		for _, nd := range f.Nodes() {
 			registered[nd.ID] = true
+		}
+		for _, id := range f.RemovedNodes() {
+			registered[id] = true // removed: never registered again
 		}
 	})
 	for _, m := range n.members.members() {

@@ -1,7 +1,11 @@
 package node
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -23,6 +27,12 @@ type memberMeta struct {
 	// Formed is set once the node belongs to a meta group with a leader
 	// (or had meta state at start): such a node is never re-bootstrapped.
 	Formed bool `json:"formed,omitempty"`
+	// SignKey is the ed25519 public key (base64) that signs this node's
+	// leader tables; a fresh one per process.
+	SignKey string `json:"sign,omitempty"`
+	// Proof is the admission proof: an HMAC of the fields above under the
+	// cluster secret (see admissionProof). Empty on an insecure node.
+	Proof string `json:"proof,omitempty"`
 }
 
 // leaderTable is the set of raft groups one node leads, as it announced it.
@@ -52,23 +62,38 @@ type membership struct {
 	mu     sync.Mutex
 	alive  map[string]memberMeta // by node id
 	states map[string]wire.NodeState
-	tables map[string]leaderTable // by node id
+	tables map[string]signedTable // verified tables, by node id
 	mine   leaderTable
+	sent   time.Time // when mine was last queued for broadcast
 	events chan struct{}
+	ring   *memberlist.Keyring // nil on an insecure node
+	// refused is when each unadmitted member was last warned about.
+	refused map[string]time.Time
+	// signKey signs this node's leader tables.
+	signKey ed25519.PrivateKey
 }
 
 func newMembership(n *Node) (*membership, error) {
 	m := &membership{
 		n: n, start: time.Now().UnixNano(),
 		alive: map[string]memberMeta{}, states: map[string]wire.NodeState{},
-		tables: map[string]leaderTable{}, events: make(chan struct{}, 1),
+		tables: map[string]signedTable{}, events: make(chan struct{}, 1), refused: map[string]time.Time{},
 	}
-	self := memberMeta{ID: n.cfg.ID, Raft: n.raftAddr, Client: n.clientAddr, HTTP: n.httpAddr, Formed: n.meta.hasState}
-	meta, err := json.Marshal(self)
-	if err != nil || len(meta) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("node metadata of %d bytes: %v", len(meta), err)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("leader table signing key: %w", err)
 	}
-	m.meta, m.self = meta, self
+	m.signKey = priv
+	if len(n.cfg.GossipKeys) > 0 {
+		if m.ring, err = memberlist.NewKeyring(n.cfg.GossipKeys[1:], n.cfg.GossipKeys[0]); err != nil {
+			return nil, fmt.Errorf("gossip keyring: %w", err)
+		}
+	}
+	self := memberMeta{ID: n.cfg.ID, Raft: n.raftAddr, Client: n.clientAddr, HTTP: n.httpAddr, Formed: n.meta.hasState,
+		SignKey: base64.StdEncoding.EncodeToString(pub)}
+	if err := m.setSelf(self); err != nil {
+		return nil, err
+	}
 	m.mine = leaderTable{Node: n.cfg.ID, Start: m.start, Groups: map[string]uint64{}}
 	cfg, err := m.config()
 	if err != nil {
@@ -100,6 +125,12 @@ func (m *membership) config() (*memberlist.Config, error) {
 	cfg.BindAddr, cfg.BindPort = host, port
 	cfg.AdvertiseAddr, cfg.AdvertisePort = host, port
 	cfg.Label = m.n.cfg.ClusterName
+	if m.ring != nil {
+		// Every packet and stream is encrypted with the primary key, and
+		// anything not encrypted with a key of the ring is dropped.
+		cfg.Keyring = m.ring
+		cfg.GossipVerifyIncoming, cfg.GossipVerifyOutgoing = true, true
+	}
 	cfg.Delegate = (*gossipDelegate)(m)
 	cfg.Events = (*gossipEvents)(m)
 	cfg.Logger = nil
@@ -114,12 +145,80 @@ func (m *membership) markFormed() {
 		m.mu.Unlock()
 		return
 	}
-	m.self.Formed = true
-	m.meta, _ = json.Marshal(m.self)
+	self := m.self
+	self.Formed = true
 	m.mu.Unlock()
+	if err := m.setSelf(self); err != nil {
+		m.n.logger.Error("gossip metadata", "err", err)
+		return
+	}
 	if err := m.ml.UpdateNode(time.Second); err != nil {
 		m.n.logger.Debug("gossip metadata update failed", "err", err)
 	}
+}
+
+// setSelf signs and stores the metadata this node advertises: the
+// admission proof is made under the primary gossip key.
+func (m *membership) setSelf(self memberMeta) error {
+	self.Proof = ""
+	if keys := m.keyring(); len(keys) > 0 {
+		self.Proof = admissionProof(clusterSecret(keys[0]), self)
+	}
+	if m.n.cfg.forgeProof != nil {
+		self.Proof = m.n.cfg.forgeProof(self)
+	}
+	meta, err := json.Marshal(self)
+	if err != nil || len(meta) > memberlist.MetaMaxSize {
+		return fmt.Errorf("node metadata of %d bytes: %v", len(meta), err)
+	}
+	m.mu.Lock()
+	m.meta, m.self = meta, self
+	m.mu.Unlock()
+	return nil
+}
+
+// setKeys replaces the gossip keyring with keys (primary first), in the
+// order that keeps the cluster talking during a rotation: install the new
+// keys, switch the primary, remove the keys no longer listed. The
+// admission proof is then made again under the new primary key.
+func (m *membership) setKeys(keys [][]byte) error {
+	if m.ring == nil {
+		return fmt.Errorf("%w: gossip encryption is off on this node; it needs a restart with a key", ErrInvalidConfig)
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("%w: a keyring needs at least one key", ErrInvalidConfig)
+	}
+	if err := checkGossipKeys(keys); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := m.ring.AddKey(k); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	if err := m.ring.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	for _, old := range slices.Clone(m.ring.GetKeys()) {
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return string(k) == string(old) }) {
+			if err := m.ring.RemoveKey(old); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			}
+		}
+	}
+	m.mu.Lock()
+	self := m.self
+	m.mu.Unlock()
+	if err := m.setSelf(self); err != nil {
+		return err
+	}
+	// Gossip the new proof. UpdateNode waits for the broadcast to go out
+	// (a timeout of 0 would wait forever, and a broadcast superseded by a
+	// later update never reports); it is queued either way.
+	if err := m.ml.UpdateNode(time.Second); err != nil {
+		m.n.logger.Debug("gossip metadata update not confirmed yet", "err", err)
+	}
+	return nil
 }
 
 // join contacts the given gossip addresses; it succeeds if any answered.
@@ -160,17 +259,22 @@ func (m *membership) state(id string) wire.NodeState {
 }
 
 // announce publishes the groups this node leads when the set changed.
+// announce publishes the groups this node leads when the set changed, and
+// again every leaderTableRefresh. The table goes out signed with this
+// node's key.
 func (m *membership) announce(groups map[string]uint64) {
 	m.mu.Lock()
-	if maps.Equal(groups, m.mine.Groups) {
+	if maps.Equal(groups, m.mine.Groups) && time.Since(m.sent) < leaderTableRefresh {
 		m.mu.Unlock()
 		return
 	}
 	m.mine.Seq++
 	m.mine.Groups = groups
-	msg, _ := json.Marshal(m.mine)
-	m.tables[m.n.cfg.ID] = m.mine
+	st := m.sign(m.mine)
+	m.tables[m.n.cfg.ID] = st
+	m.sent = time.Now()
 	m.mu.Unlock()
+	msg, _ := json.Marshal(st)
 	m.queue.QueueBroadcast(broadcast(msg))
 }
 
@@ -179,10 +283,11 @@ func (m *membership) leaderOf(group string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	best, term := "", uint64(0)
-	for id, t := range m.tables {
-		if _, alive := m.alive[id]; !alive {
+	for id, st := range m.tables {
+		if _, alive := m.alive[id]; !alive && id != m.n.cfg.ID {
 			continue
 		}
+		t := tableOf(st)
 		if tm, ok := t.Groups[group]; ok && (tm > term || (tm == term && id < best)) {
 			best, term = id, tm
 		}
@@ -190,15 +295,30 @@ func (m *membership) leaderOf(group string) (string, bool) {
 	return best, best != ""
 }
 
-func (m *membership) mergeTable(t leaderTable) {
+// tableOf decodes a table already verified.
+func tableOf(st signedTable) leaderTable {
+	var t leaderTable
+	_ = json.Unmarshal(st.Body, &t)
+	return t
+}
+
+// errStaleTable reports a table no newer than the one held.
+var errStaleTable = errors.New("leader table not newer than the one held")
+
+// mergeTable keeps a gossiped table if it verifies (see verifyTable) and
+// is newer than the one held for its node.
+func (m *membership) mergeTable(st signedTable) error {
+	t, err := m.verifyTable(st, time.Now())
+	if err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if t.Node == "" || t.Node == m.n.cfg.ID {
-		return
+	if old, ok := m.tables[t.Node]; ok && !t.newerThan(tableOf(old)) {
+		return errStaleTable
 	}
-	if old, ok := m.tables[t.Node]; !ok || t.newerThan(old) {
-		m.tables[t.Node] = t
-	}
+	m.tables[t.Node] = st
+	return nil
 }
 
 func (m *membership) notify() {

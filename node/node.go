@@ -72,7 +72,9 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.logs, err = openLogStore(cfg, n.logger); err != nil {
 		return nil, err
 	}
-	cleanup = append(cleanup, func() { n.logs.Close() })
+	// The closures must not read n: a failed Start returns a nil n.
+	logs := n.logs
+	cleanup = append(cleanup, func() { logs.Close() })
 	clientLn, err := net.Listen("tcp", cfg.ClientAddr)
 	if err != nil {
 		return nil, fmt.Errorf("client listener: %w", err)
@@ -91,7 +93,8 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.mux, err = transport.NewMux(mc); err != nil {
 		return nil, fmt.Errorf("raft listener: %w", err)
 	}
-	cleanup = append(cleanup, func() { n.mux.Close() })
+	mux := n.mux
+	cleanup = append(cleanup, func() { mux.Close() })
 	n.raftAddr, n.clientAddr, n.httpAddr = n.mux.Addr().String(), clientLn.Addr().String(), httpLn.Addr().String()
 	layer, err := n.mux.Group(meta.MetaGroupID)
 	if err != nil {
@@ -178,6 +181,20 @@ func (n *Node) Close() error {
 		}
 		n.logger.Info("node stopped")
 	})
+	return nil
+}
+
+// SetGossipKeys replaces the gossip keyring at run time, primary key
+// first. A rotation takes three rounds over every node: add the new key
+// (old primary first, new key second), then make it the primary (new key
+// first, old key second), then drop the old one (new key alone). Each
+// round must reach every node before the next starts. It fails on a node
+// started without keys.
+func (n *Node) SetGossipKeys(keys [][]byte) error {
+	if err := n.members.setKeys(keys); err != nil {
+		return err
+	}
+	n.logger.Info("gossip keyring replaced", "keys", len(keys))
 	return nil
 }
 

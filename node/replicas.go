@@ -134,6 +134,7 @@ func (rs *replicaSet) reconcile() {
 			starts = append(starts, a)
 			continue
 		}
+		rs.syncMembers(r, nodes)
 		rs.syncConfig(r)
 		rs.preferLeader(r, nodes)
 	}
@@ -175,6 +176,12 @@ func (rs *replicaSet) dir(group string) string {
 func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	peers := make([]raft.Server, 0, len(a.Replicas))
 	for _, id := range a.Replicas {
+		if a.Join {
+			// Placed after the partition was created: the replica starts
+			// empty and the partition's leader adds it (syncMembers).
+			peers = nil
+			break
+		}
 		nd, ok := nodes[id]
 		if !ok {
 			return // registry not caught up yet; next reconcile

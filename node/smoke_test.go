@@ -13,36 +13,51 @@ import (
 	"github.com/ferrymq/ferry/wire"
 )
 
+// testGossipKey is the gossip key of test clusters.
+var testGossipKey = []byte("0123456789abcdef0123456789abcdef")
+
 // testNodes starts n nodes on 127.0.0.1 with free ports, bootstrapping
 // together.
 func testNodes(t *testing.T, count int) []*Node {
 	t.Helper()
 	root := t.TempDir()
+	var nodes []*Node
+	var seeds []string
+	for i := range count {
+		nd := startTestNode(t, root, fmt.Sprintf("n%d", i+1), count, seeds, nil)
+		nodes = append(nodes, nd)
+		seeds = append(seeds, nd.GossipAddr())
+	}
+	return nodes
+}
+
+// startTestNode starts node id in root/id with fast timings and the test
+// gossip key, joining seeds; tweak, when set, changes the config first.
+func startTestNode(t *testing.T, root, id string, bootstrap int, seeds []string, tweak func(*Config)) *Node {
+	t.Helper()
 	level := slog.Level(100)
 	if os.Getenv("FERRY_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var nodes []*Node
-	var seeds []string
-	for i := range count {
-		cfg := DefaultConfig(fmt.Sprintf("n%d", i+1), filepath.Join(root, fmt.Sprintf("n%d", i+1)), "127.0.0.1", 0)
-		cfg.Insecure = true
-		cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freePort(t)
-		cfg.BootstrapExpect = count
-		cfg.Join = seeds
-		cfg.GossipFast = true
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 150*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond
-		cfg.Logger = logger
-		nd, err := Start(cfg)
-		if err != nil {
-			t.Fatalf("start node %d: %v", i+1, err)
-		}
-		t.Cleanup(func() { nd.Close() })
-		nodes = append(nodes, nd)
-		seeds = append(seeds, nd.GossipAddr())
+	cfg := DefaultConfig(id, filepath.Join(root, id), "127.0.0.1", 0)
+	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freePort(t)
+	cfg.BootstrapExpect = bootstrap
+	cfg.Join = seeds
+	cfg.GossipFast = true
+	cfg.GossipKeys = [][]byte{testGossipKey}
+	cfg.Insecure = true // these tests are about gossip, not TLS
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 150*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond
+	cfg.Logger = logger
+	if tweak != nil {
+		tweak(&cfg)
 	}
-	return nodes
+	nd, err := Start(cfg)
+	if err != nil {
+		t.Fatalf("start node %s: %v", id, err)
+	}
+	t.Cleanup(func() { nd.Close() })
+	return nd
 }
 
 func freePort(t *testing.T) string {

@@ -160,7 +160,9 @@ func (p *Partition) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("partition %s: start raft: %w", p.cfg.GroupID, err)
 	}
-	p.raft = r
+	p.mu.Lock()
+	p.raft = r // ApplyBatch may already run: a leader can reach a joining replica at once
+	p.mu.Unlock()
 	return p.bootstrap(cached, p.stable, snaps)
 }
 

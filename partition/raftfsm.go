@@ -30,7 +30,9 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	p.mu.Lock()
 	// Only the leader's results reach clients: a leader that steps down
 	// fails its pending futures, so followers need no bodies.
-	leader := p.raft.State() == raft.Leader
+	// p.raft is set under p.mu once NewRaft returns; entries a leader
+	// sends a brand-new replica may apply before that (not a leader then).
+	leader := p.raft != nil && p.raft.State() == raft.Leader
 	p.fsm.SkipBodies(!leader)
 	counted := p.fsm.Counters()
 	before, hadDeadline := p.fsm.NextDeadline()

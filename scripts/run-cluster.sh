@@ -20,6 +20,15 @@ stop() {
 trap stop INT TERM EXIT
 
 seeds="127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303"
+
+# The gossip keyring: made on first start, kept with the data. Every node
+# reads it; to rotate, edit it (see README) and send the nodes SIGHUP.
+keyring="data/pki/gossip.key"
+if [ ! -s "$keyring" ]; then
+  mkdir -p data/pki
+  (umask 077; head -c 32 /dev/urandom | base64 > "$keyring")
+  echo "generated a gossip key in $keyring"
+fi
 scheme=https
 curl_tls=(--cacert data/pki/ca.pem)
 if [[ "${FERRY_INSECURE:-}" =~ ^(1|true)$ ]]; then
@@ -36,7 +45,7 @@ for i in 1 2 3; do
     tls=(-insecure)
   fi
   ./bin/ferryd -id "node$i" -data-dir "data/node$i" -ip 127.0.0.1 -port-offset $((i - 1)) \
-    -bootstrap-expect 3 -join "$seeds" -fast-gossip "${tls[@]}" \
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$keyring" "${tls[@]}" \
     > >(sed -u "s/^/[node$i] /") 2>&1 &
   pids+=($!)
 done

@@ -16,11 +16,12 @@ dir=$(mktemp -d /tmp/ferry-storage.XXXXXX)
 servers="127.0.0.1:7141,127.0.0.1:7142,127.0.0.1:7143"
 seeds="127.0.0.1:7341,127.0.0.1:7342,127.0.0.1:7343"
 declare -A pid
+gossip_key=$(head -c 32 /dev/urandom | base64)
 
 start() {
   local i=$1
   ./bin/ferryd -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((39 + i)) \
-    -bootstrap-expect 3 -join "$seeds" -fast-gossip -pprof >>"$dir/node$i.log" 2>&1 &
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-key "$gossip_key" -pprof >>"$dir/node$i.log" 2>&1 &
   pid[$i]=$!
 }
 cleanup() {

@@ -69,7 +69,7 @@ func TestWire_OpNumbersAndNames(t *testing.T) {
 		{OpExtend, 10, "extend"}, {OpNack, 11, "nack"}, {OpReject, 12, "reject"},
 		{OpDeadList, 13, "dead-list"}, {OpDeadPeek, 14, "dead-peek"},
 		{OpDeadRedrive, 15, "dead-redrive"}, {OpDeadDelete, 16, "dead-delete"},
-		{OpPurge, 17, "purge"}, {OpPeek, 18, "peek"},
+		{OpPurge, 17, "purge"}, {OpPeek, 18, "peek"}, {OpRemoveNode, 19, "remove-node"},
 	}
 	if len(pinned) != int(opEnd-1) {
 		t.Fatalf("%d ops pinned, %d defined", len(pinned), opEnd-1)

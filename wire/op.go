@@ -49,8 +49,11 @@ const (
 	OpPurge Op = 17
 	// OpPeek reads ready messages of one partition without leasing them.
 	OpPeek Op = 18
+	// OpRemoveNode removes a node from the cluster for good and moves its
+	// partition replicas to other nodes.
+	OpRemoveNode Op = 19
 
-	opEnd Op = 19 // one past the last known op
+	opEnd Op = 20 // one past the last known op
 )
 
 var opNames = [...]string{
@@ -61,7 +64,7 @@ var opNames = [...]string{
 	OpNack: "nack", OpReject: "reject", OpDeadList: "dead-list",
 	OpDeadPeek: "dead-peek", OpDeadRedrive: "dead-redrive",
 	OpDeadDelete: "dead-delete", OpPurge: "purge",
-	OpPeek: "peek",
+	OpPeek: "peek", OpRemoveNode: "remove-node",
 }
 
 // String returns the op's name, or "op(N)" for a number this version does
@@ -132,6 +135,8 @@ func NewRequestBody(o Op) any {
 		return new(PurgeRequest)
 	case OpPeek:
 		return new(PeekRequest)
+	case OpRemoveNode:
+		return new(RemoveNodeRequest)
 	}
 	return nil
 }
@@ -176,6 +181,8 @@ func NewResponseBody(o Op) any {
 		return new(PurgeResponse)
 	case OpPeek:
 		return new(PeekResponse)
+	case OpRemoveNode:
+		return new(RemoveNodeResponse)
 	}
 	return nil
 }

@@ -293,6 +293,21 @@ type DeleteQueueRequest struct {
 // DeleteQueueResponse is empty: the queue is gone.
 type DeleteQueueResponse struct{}
 
+// RemoveNodeRequest removes node ID from the cluster for good: it leaves
+// the catalog and the meta group, its id may not join again, and each of
+// its partition replicas moves to another node. Served by the meta
+// leader.
+type RemoveNodeRequest struct {
+	ID string `msgpack:"id"`
+}
+
+// RemoveNodeResponse says how many replicas moved to other nodes;
+// replicas that found no other node are dropped, and the partitions they
+// belonged to run with fewer replicas until a node joins.
+type RemoveNodeResponse struct {
+	Moved int `msgpack:"moved"`
+}
+
 // ListQueuesRequest lists queues.
 type ListQueuesRequest struct {
 	// Prefix, when set, keeps only names starting with it.

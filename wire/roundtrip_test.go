@@ -110,6 +110,7 @@ func samples() []sample {
 		{OpPeek, &PeekRequest{Queue: "orders", Partition: 1, Max: 10, MaxBytes: 1 << 20, AfterSeq: 7},
 			&PeekResponse{Messages: []PeekedMessage{{Partition: 1, Seq: 8, ID: "m8", Group: "g", Headers: map[string]string{"k": "v"},
 				Body: []byte("hi"), EnqueuedAt: 1_700_000_000_000_000_000, Attempts: 2, Blocked: true}}, Next: 8}},
+		{OpRemoveNode, &RemoveNodeRequest{ID: "n4"}, &RemoveNodeResponse{Moved: 3}},
 	}
 }
 

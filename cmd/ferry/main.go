@@ -64,7 +64,8 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
 	g.tls.register(root)
 	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), peekCmd(g),
-		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g))
+		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g),
+		nodeCmd(g))
 	return root
 }
 

@@ -4,7 +4,10 @@
 // FERRY_DATA_DIR, -bootstrap-expect is FERRY_BOOTSTRAP_EXPECT, and so on.
 //
 //	ferryd -id node1 -data-dir ./data/node1 -ip 127.0.0.1 -bootstrap-expect 3 \
-//	       -join 127.0.0.1:7302,127.0.0.1:7303
+//	       -join 127.0.0.1:7302,127.0.0.1:7303 -gossip-keyring ./data/pki/gossip.key
+//
+// Without -gossip-key or -gossip-keyring it refuses to start unless given
+// -insecure. SIGHUP re-reads -gossip-keyring (key rotation).
 //
 // Every port but gossip speaks TLS with the node certificate given by
 // -tls-cert, -tls-key and -tls-ca (raft in mutual TLS: only nodes with a
@@ -80,6 +83,7 @@ type options struct {
 	portOffset, bootstrapExpect, gcPercent int
 	fastGossip, pprof                      bool
 	tls                                    tlsOptions
+	gossipKey, gossipKeyring               string
 	raft                                   raftOptions
 	limits                                 limitOptions
 	conns                                  connOptions
@@ -132,7 +136,8 @@ func (l *tlsOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.cert, "tls-cert", "", "PEM certificate of this node, valid for server and client authentication")
 	fs.StringVar(&l.key, "tls-key", "", "PEM private key of -tls-cert")
 	fs.StringVar(&l.ca, "tls-ca", "", "PEM bundle of the cluster CA: raft peers must hold a node certificate it signed")
-	fs.BoolVar(&l.insecure, "insecure", false, "run every port in plaintext, without -tls-* (loopback experiments only)")
+	fs.BoolVar(&l.insecure, "insecure", false,
+		"run every port in plaintext, without -tls-*, and gossip without a key (loopback experiments only)")
 }
 
 // check reports a missing, partial or contradictory TLS setting.
@@ -202,6 +207,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ on the HTTP port")
 	o.tls.register(fs)
+	fs.StringVar(&o.gossipKey, "gossip-key", "", "gossip encryption key: base64 of 16, 24 or 32 random bytes, the same on every node")
+	fs.StringVar(&o.gossipKeyring, "gossip-keyring", "",
+		"file of gossip keys, one base64 key per line, the first used to send; re-read on SIGHUP (for key rotation)")
 	o.raft.register(fs)
 	o.limits.register(fs)
 	o.conns.register(fs)
@@ -241,7 +249,37 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if o.dataDir == "" {
 		o.dataDir = "data/" + o.id
 	}
+	if o.gossipKey != "" && o.gossipKeyring != "" {
+		return o, &usageError{errors.New("-gossip-key and -gossip-keyring exclude each other")}
+	}
+	if o.gossipKey == "" && o.gossipKeyring == "" && !o.tls.insecure {
+		return o, &usageError{errors.New("no gossip key: give -gossip-key or -gossip-keyring (or -insecure to run without encryption)")}
+	}
 	return o, nil
+}
+
+// gossipKeys reads the keys -gossip-key or -gossip-keyring name; none
+// without either.
+func (o options) gossipKeys() ([][]byte, error) {
+	switch {
+	case o.gossipKey != "":
+		key, err := node.ParseGossipKey(o.gossipKey)
+		if err != nil {
+			return nil, &usageError{fmt.Errorf("-gossip-key: %w", err)}
+		}
+		return [][]byte{key}, nil
+	case o.gossipKeyring != "":
+		text, err := os.ReadFile(o.gossipKeyring)
+		if err != nil {
+			return nil, fmt.Errorf("-gossip-keyring: %w", err)
+		}
+		keys, err := node.ParseGossipKeyring(string(text))
+		if err != nil {
+			return nil, fmt.Errorf("-gossip-keyring %s: %w", o.gossipKeyring, err)
+		}
+		return keys, nil
+	}
+	return nil, nil
 }
 
 func (o options) config(logger *slog.Logger) node.Config {
@@ -289,14 +327,44 @@ func run(args []string) error {
 		}
 		debug.SetGCPercent(o.gcPercent)
 	}
+	keys, err := o.gossipKeys()
+	if err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	n, err := node.Start(o.config(logger))
+	cfg := o.config(logger)
+	cfg.GossipKeys = keys
+	if len(keys) == 0 {
+		logger.Warn("running without a gossip key (-insecure): gossip is plaintext and any process that reaches the gossip port can join")
+	}
+	n, err := node.Start(cfg)
 	if err != nil {
 		return err
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	s := <-sig
-	logger.Info("shutting down", "signal", s.String())
-	return n.Close()
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	for {
+		s := <-sig
+		if s == syscall.SIGHUP {
+			reloadKeyring(o, n, logger)
+			continue
+		}
+		logger.Info("shutting down", "signal", s.String())
+		return n.Close()
+	}
+}
+
+// reloadKeyring re-reads -gossip-keyring on SIGHUP and installs it.
+func reloadKeyring(o options, n *node.Node, logger *slog.Logger) {
+	if o.gossipKeyring == "" {
+		logger.Warn("SIGHUP ignored: no -gossip-keyring to re-read")
+		return
+	}
+	keys, err := o.gossipKeys()
+	if err == nil {
+		err = n.SetGossipKeys(keys)
+	}
+	if err != nil {
+		logger.Error("gossip keyring not reloaded", "err", err)
+	}
 }

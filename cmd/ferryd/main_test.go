@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +35,7 @@ func TestParseFlags_MalformedEnvValueIsAnErrorNamingIt(t *testing.T) {
 }
 
 func TestParseFlags_EnvValuesApplyAndFlagsWin(t *testing.T) {
+	t.Setenv("FERRY_INSECURE", "true")
 	t.Setenv("FERRY_BOOTSTRAP_EXPECT", "3")
 	t.Setenv("FERRY_ID", "from-env")
 	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, &bytes.Buffer{})
@@ -133,6 +136,7 @@ func TestParseFlags_TLSRequiredUnlessInsecure(t *testing.T) {
 	t.Setenv("FERRY_TLS_CERT", "c.pem")
 	t.Setenv("FERRY_TLS_KEY", "k.pem")
 	t.Setenv("FERRY_TLS_CA", "ca.pem")
+	t.Setenv("FERRY_GOSSIP_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
 	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +157,7 @@ func TestDevPKI_WritesCertificatesThatANodeLoads(t *testing.T) {
 		t.Fatalf("output %q, want 8 files created", out.String())
 	}
 	o, err := parseFlags([]string{"-id", "a", "-data-dir", t.TempDir(), "-tls-cert", dir + "/a.pem", "-tls-key", dir + "/a-key.pem",
-		"-tls-ca", dir + "/ca.pem"}, io.Discard)
+		"-tls-ca", dir + "/ca.pem", "-gossip-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,5 +167,44 @@ func TestDevPKI_WritesCertificatesThatANodeLoads(t *testing.T) {
 	out.Reset()
 	if err := runDevPKI([]string{"-dir", dir, "-nodes", "a,b"}, &out, io.Discard); err != nil || out.Len() != 0 {
 		t.Fatalf("second run: %v, output %q: want nothing created", err, out.String())
+	}
+}
+
+func TestFerryd_GossipKeyRequiredUnlessInsecure(t *testing.T) {
+	// With TLS given, a node still needs a gossip key.
+	withTLS := func(args ...string) []string {
+		return append([]string{"-id", "n1", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-ca", "ca.pem"}, args...)
+	}
+	if _, err := parseFlags(withTLS(), io.Discard); err == nil || !strings.Contains(err.Error(), "gossip key") {
+		t.Fatalf("no key, no -insecure: %v", err)
+	}
+	if o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard); err != nil || !o.config(nil).Insecure {
+		t.Fatalf("-insecure: %v", err)
+	}
+	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // 32 bytes
+	o, err := parseFlags(withTLS("-gossip-key", key), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := o.gossipKeys(); err != nil || len(keys) != 1 || len(keys[0]) != 32 {
+		t.Fatalf("-gossip-key gave %d keys, %v", len(keys), err)
+	}
+	o, _ = parseFlags(withTLS("-gossip-key", "c2hvcnQ="), io.Discard)
+	if _, err := o.gossipKeys(); err == nil {
+		t.Fatal("a 5-byte key was accepted")
+	}
+	ring := filepath.Join(t.TempDir(), "gossip.keys")
+	if err := os.WriteFile(ring, []byte("# new key first\n"+key+"\nMDEyMzQ1Njc4OWFiY2RlZg==\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseFlags(withTLS("-gossip-keyring", ring), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := o.gossipKeys(); err != nil || len(keys) != 2 || len(keys[1]) != 16 {
+		t.Fatalf("-gossip-keyring gave %d keys, %v", len(keys), err)
+	}
+	if _, err := parseFlags(withTLS("-gossip-keyring", ring, "-gossip-key", key), io.Discard); err == nil {
+		t.Fatal("-gossip-key and -gossip-keyring together were accepted")
 	}
 }

@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	crand "crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -56,6 +58,8 @@ type Cluster struct {
 	ClientTLS *tls.Config
 	httpc     *http.Client // asks the admin APIs; a paused node must not hang a probe
 	scheme    string       // of the admin API URLs
+	// gossipKey is the cluster's gossip key (base64), fresh per cluster.
+	gossipKey string
 }
 
 // ClusterOptions configure NewCluster.
@@ -88,7 +92,12 @@ func BuildFerryd(dir string) (string, error) {
 // one random base below the ephemeral range, checked free on every node
 // address; they stay the same across restarts.
 func NewCluster(o ClusterOptions) (*Cluster, error) {
-	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, logf: o.Logf, scheme: "http"}
+	key := make([]byte, 32)
+	if _, err := crand.Read(key); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, logf: o.Logf, scheme: "http",
+		gossipKey: base64.StdEncoding.EncodeToString(key)}
 	for _, d := range []string{"data", "logs"} {
 		if err := os.MkdirAll(filepath.Join(o.Root, d), 0o755); err != nil {
 			return nil, err
@@ -200,6 +209,7 @@ func (c *Cluster) nodeArgs(n *Node) []string {
 		"-id", n.ID, "-data-dir", n.DataDir, "-ip", n.IP,
 		"-raft-addr", n.RaftAddr, "-client-addr", n.ClientAddr, "-http-addr", n.HTTPAddr, "-gossip-addr", n.GossipAddr,
 		"-join", strings.Join(join, ","), "-bootstrap-expect", strconv.Itoa(len(c.Nodes)), "-fast-gossip",
+		"-gossip-key", c.gossipKey,
 	}
 	if c.pki != "" {
 		f := devpki.Files{Dir: c.pki}

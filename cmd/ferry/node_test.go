@@ -1,0 +1,42 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// `ferry node remove` asks first, removes the node from the cluster (it
+// disappears from `cluster status`), and a second removal fails.
+func TestCLI_NodeRemove(t *testing.T) {
+	cl := startCluster(t)
+	cl.createQueue(t, "orders") // the cluster is formed and registered
+	if r := ferry(t, cl.addrs[:2], "node", "remove", "n3"); r.code == 0 {
+		t.Fatal("node remove without --yes and without a terminal succeeded")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var r result
+	for {
+		r = ferry(t, cl.addrs[:2], "node", "remove", "n3", "--yes")
+		if r.code == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r.code != 0 || !strings.Contains(r.stdout, "node n3 removed; 0 replicas moved") {
+		t.Fatalf("node remove: exit %d, %q", r.code, r.stdout)
+	}
+	for {
+		st := ferry(t, cl.addrs[:2], "cluster", "status")
+		if st.code == 0 && !strings.Contains(st.stdout, "n3 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n3 still listed: %q", st.stdout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := ferry(t, cl.addrs[:2], "node", "remove", "n3", "--yes"); r.code == 0 || !strings.Contains(r.stderr, "node not found") {
+		t.Fatalf("second removal: exit %d, %q", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/wire"
+	"github.com/hashicorp/raft"
+)
+
+// removeNode serves `ferry node remove` on the meta leader: the catalog
+// unregisters the node and re-places its replicas (each partition's leader
+// then changes its raft group to match, see syncMembers), and the node
+// leaves the meta group.
+func (n *Node) removeNode(ctx context.Context, r *wire.RemoveNodeRequest) (*wire.RemoveNodeResponse, error) {
+	if err := n.metaLeaderHere(); err != nil {
+		return nil, err
+	}
+	res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdRemoveNode, RemoveNode: &meta.RemoveNodeCmd{ID: r.ID}})
+	if err != nil {
+		return nil, err
+	}
+	n.logger.Info("node removed from the catalog", "removed", r.ID, "replicas_moved", res.Moved)
+	n.dropRemovedServers()
+	return &wire.RemoveNodeResponse{Moved: res.Moved}, nil
+}
+
+// dropRemovedServers takes every removed node out of the meta group's raft
+// configuration (meta leader only). It runs after each removal and in the
+// meta duties, so a removal whose leader died half-way still completes.
+func (n *Node) dropRemovedServers() {
+	servers, err := n.meta.servers()
+	if err != nil || !n.meta.isLeader() {
+		return
+	}
+	var removed []string
+	n.meta.view(func(f *meta.FSM) {
+		for _, s := range servers {
+			if f.Removed(string(s.ID)) {
+				removed = append(removed, string(s.ID))
+			}
+		}
+	})
+	for _, id := range removed {
+		if err := n.meta.raft.RemoveServer(raft.ServerID(id), 0, 5*time.Second).Error(); err != nil {
+			n.logger.Warn("removing a node from the meta group failed", "removed", id, "err", err)
+			continue
+		}
+		n.logger.Info("node removed from the meta group", "removed", id)
+	}
+}
+
+// promoteVoters makes non-voting meta members voters while the group has
+// fewer than metaVotersMax voters (after a voter was removed), alive
+// members first.
+func (n *Node) promoteVoters() {
+	servers, err := n.meta.servers()
+	if err != nil {
+		return
+	}
+	voters := 0
+	var candidates []raft.Server
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		} else if n.members.state(string(s.ID)) == wire.NodeAlive {
+			candidates = append(candidates, s)
+		}
+	}
+	slices.SortFunc(candidates, func(a, b raft.Server) int { return cmpString(string(a.ID), string(b.ID)) })
+	for _, s := range candidates[:min(len(candidates), max(0, metaVotersMax-voters))] {
+		if err := n.meta.raft.AddVoter(s.ID, s.Address, 0, 5*time.Second).Error(); err != nil {
+			n.logger.Warn("promoting a meta member to voter failed", "member", s.ID, "err", err)
+			return
+		}
+		n.logger.Info("meta member promoted to voter", "member", s.ID)
+	}
+}
+
+// syncMembers has a partition leader bring its raft group in line with the
+// catalog's placement: servers no longer placed are removed first (so the
+// quorum never counts a departed node), then placed replicas missing from
+// the group are added. A leader whose catalog may lag the meta group's
+// leaves its group alone: it would undo a newer placement.
+func (rs *replicaSet) syncMembers(r *replica, nodes map[string]meta.Node) {
+	if !r.p.IsLeader() || !rs.n.meta.caughtUp() {
+		return
+	}
+	voters := r.p.Status().Voters
+	for _, id := range voters {
+		if slices.Contains(r.a.Replicas, id) {
+			continue
+		}
+		if err := r.p.RemoveServer(id); err != nil {
+			rs.n.logger.Warn("removing a replica from its partition failed", "group", r.a.GroupID, "replica", id, "err", err)
+			return
+		}
+		rs.n.logger.Info("replica removed from its partition", "group", r.a.GroupID, "replica", id)
+	}
+	for _, id := range r.a.Replicas {
+		nd, ok := nodes[id]
+		if slices.Contains(voters, id) || !ok {
+			continue
+		}
+		if err := r.p.AddVoter(id, nd.RaftAddr); err != nil {
+			rs.n.logger.Warn("adding a replica to its partition failed", "group", r.a.GroupID, "replica", id, "err", err)
+			return
+		}
+		rs.n.logger.Info("replica added to its partition", "group", r.a.GroupID, "replica", id)
+	}
+}
