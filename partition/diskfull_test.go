@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"github.com/ferrymq/ferry/internal/tmpfs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,28 +10,7 @@ import (
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/wal"
-	"golang.org/x/sys/unix"
 )
-
-// mountTmpfs mounts a tmpfs of size (e.g. "16m") on a fresh directory,
-// unmounted when the test ends, or skips the test loudly when this process
-// may not mount.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: the disk-full test needs root to mount a small tmpfs; CI runs it as root")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("SKIPPED: cannot mount a tmpfs even as root (%v); the disk-full test did not run", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
 
 // fill writes a file in dir until fewer than leave bytes are free, and
 // returns its path.
@@ -62,7 +42,7 @@ func fill(t *testing.T, dir string, leave uint64) string {
 // consumers still receive and ack; nothing is lost, and sends work again
 // by themselves once space returns.
 func TestPartition_RealFullDiskRefusesSendsAndRecovers(t *testing.T) {
-	root := mountTmpfs(t, "24m")
+	root := tmpfs.Mount(t, "24m")
 	c := newTestCluster(t, 1, func(cfg *Config) {
 		cfg.Dir = filepath.Join(root, "replica")
 		cfg.DiskReserveBytes = 2 << 20
@@ -96,7 +76,7 @@ func TestPartition_RealFullDiskRefusesSendsAndRecovers(t *testing.T) {
 // A body record that cannot be written for want of space is an error that
 // changes nothing, and the next append works once space returns.
 func TestPartition_BodyRecordAppendSurvivesFullDisk(t *testing.T) {
-	root := mountTmpfs(t, "4m")
+	root := tmpfs.Mount(t, "4m")
 	w, _, err := wal.Open(wal.DefaultConfig(filepath.Join(root, "wal")))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"errors"
+	"github.com/ferrymq/ferry/internal/tmpfs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,26 +10,6 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/sys/unix"
 )
-
-// mountSmallTmpfs mounts a tmpfs of size (e.g. "4m") on a fresh directory,
-// unmounted at the end of the test, or skips the test loudly when this
-// process may not mount.
-func mountSmallTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: the disk-full test needs root to mount a small tmpfs; CI runs it as root")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("SKIPPED: cannot mount a tmpfs even as root (%v); the disk-full test did not run", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
 
 // fillDisk writes a file in dir until the file system is full but for
 // leaveBytes, and returns its path.
@@ -62,7 +43,7 @@ func fillDisk(t *testing.T, s *Store, dir string, leaveBytes uint64) string {
 // write fails with ErrDiskFull and leaves the store usable, frees space,
 // checks that the same write then succeeds, and that a reopen is clean.
 func TestRaftlog_DiskFullOnSmallTmpfs(t *testing.T) {
-	mnt := mountSmallTmpfs(t, "4m")
+	mnt := tmpfs.Mount(t, "4m")
 	cfg := testConfig(filepath.Join(mnt, "store"))
 	cfg.SegmentBytesMax = 256 << 10
 	cfg.EntryBytesMax = 64 << 10
