@@ -347,4 +347,12 @@ func TestCLI_NoQuorumFailsLoudly(t *testing.T) {
 	if !strings.Contains(r.stderr, "partitions missing") {
 		t.Fatalf("stats stderr %q", r.stderr)
 	}
+	// The CLI names itself once per line, whatever the errors it wraps say.
+	for _, out := range []string{r.stdout, r.stderr} {
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Count(line, "ferry:") > 1 {
+				t.Errorf("line %q names ferry more than once", line)
+			}
+		}
+	}
 }

@@ -45,6 +45,12 @@ func describe(err error, timeout time.Duration) error {
 	return fmt.Errorf("%s (gave up after --timeout %v)", s, timeout)
 }
 
+// errorText is err's text without the "ferry: " prefixes of the errors it
+// wraps: the CLI names itself once, at the start of the line.
+func errorText(err error) string {
+	return strings.ReplaceAll(err.Error(), "ferry: ", "")
+}
+
 // explain turns a "queue not found" for queue into one line that suggests
 // the closest existing name, when there is one close enough.
 func explain(ctx context.Context, c *client.Client, queue string, err error) error {

@@ -42,7 +42,7 @@ func main() {
 	root := newRoot()
 	if err := root.ExecuteContext(ctx); err != nil {
 		timeout, _ := root.PersistentFlags().GetDuration("timeout")
-		fmt.Fprintln(os.Stderr, "ferry:", describe(err, timeout))
+		fmt.Fprintln(os.Stderr, "ferry:", errorText(describe(err, timeout)))
 		os.Exit(1)
 	}
 }

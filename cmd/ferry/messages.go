@@ -66,7 +66,7 @@ func printSent(g *globals, res []client.SendResult, err error) error {
 		for i, e := range be.Errors {
 			if e != nil && i < len(res) {
 				failed[i] = true
-				fmt.Fprintf(os.Stderr, "not sent: message %s: %v\n", res[i].ID, describe(e, g.timeout))
+				fmt.Fprintf(os.Stderr, "not sent: message %s: %s\n", res[i].ID, errorText(describe(e, g.timeout)))
 			}
 		}
 		err = fmt.Errorf("%d of %d messages not sent", len(failed), len(be.Errors))

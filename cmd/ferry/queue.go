@@ -196,7 +196,7 @@ func queueStatsCmd(g *globals) *cobra.Command {
 			}
 			for _, p := range st.Partitions {
 				if err := p.Err(); err != nil {
-					rows = append(rows, []string{fmt.Sprint(p.Partition), "error: " + err.Error()})
+					rows = append(rows, []string{fmt.Sprint(p.Partition), "error: " + errorText(err)})
 					continue
 				}
 				rows = append(rows, row(fmt.Sprint(p.Partition), p))

@@ -87,7 +87,7 @@ func printSettled(g *globals, verb string, rs []client.Receipt, errs []error) er
 		list[i] = settledJSON{Receipt: r.String(), OK: errs[i] == nil}
 		if errs[i] != nil {
 			failed++
-			list[i].Error = describe(errs[i], g.timeout).Error()
+			list[i].Error = errorText(describe(errs[i], g.timeout))
 		}
 	}
 	var err error
