@@ -3,7 +3,6 @@ package wal
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 )
@@ -125,36 +124,9 @@ func (l *Log) unpin(id uint64) {
 // uses Scan after Open to re-mark records dead. fn may call Read, but must
 // not modify the Log; records appended during Scan may or may not be seen.
 func (l *Log) Scan(fn func(key uint64, pos Pos, payloadBytes int) error) error {
-	l.mu.RLock()
-	if l.closed {
-		l.mu.RUnlock()
-		return ErrClosed
-	}
-	var segs []*segment
-	var ends []int64
-	for _, seg := range l.sortedSegmentsLocked() {
-		if !seg.pendingDelete {
-			segs = append(segs, seg)
-			ends = append(ends, seg.sizeBytes)
-		}
-	}
-	l.mu.RUnlock()
-	for i, seg := range segs {
-		sc := newRecordScanner(lockedReaderAt{l, seg}, segmentHeaderBytes, ends[i], false)
-		for {
-			rec, err := sc.next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return scanFailure(seg.num, err)
-			}
-			if err := fn(rec.key, Pos{Segment: seg.num, Offset: uint32(rec.offset)}, rec.payloadBytes); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return l.scanSegments(0, 0, func(key uint64, pos Pos, payloadBytes int, _ []byte) error {
+		return fn(key, pos, payloadBytes)
+	})
 }
 
 // scanFailure turns a scanner error into the error reported to callers.
