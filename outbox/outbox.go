@@ -25,6 +25,14 @@
 // the work without publishing a row twice. On SQLite, which has one writer
 // at a time, a relay takes the write lock first, so relays take turns.
 //
+// A row Ferry can never accept (a body over the queue's max_message_bytes,
+// an invalid message, headers that no longer decode) is parked: its
+// failed column gets the reason and relays skip it from then on, so one bad
+// row cannot stall the rows after it. Find them with
+// SELECT * FROM ferry_outbox WHERE failed IS NOT NULL. Any other failure (the
+// queue does not exist yet, the cluster is unreachable) leaves the row
+// pending, to be retried.
+//
 // Supported databases: PostgreSQL (any database/sql driver using $n
 // placeholders, such as pgx's stdlib) and SQLite (modernc.org/sqlite or
 // another driver accepting $n). Create the table with CreateTable or the
@@ -110,9 +118,10 @@ func CreateTable(ctx context.Context, db Execer, d Dialect) error {
 	body       ` + bodyType + ` NOT NULL,
 	delay_ns   BIGINT NOT NULL DEFAULT 0,
 	created_ns BIGINT NOT NULL,
-	sent_ns    BIGINT
+	sent_ns    BIGINT,
+	failed     TEXT
 )`,
-		`CREATE INDEX IF NOT EXISTS ` + Table + `_pending ON ` + Table + ` (id) WHERE sent_ns IS NULL`,
+		`CREATE INDEX IF NOT EXISTS ` + Table + `_pending ON ` + Table + ` (id) WHERE sent_ns IS NULL AND failed IS NULL`,
 	}
 	for _, s := range stmts {
 		if _, err := db.ExecContext(ctx, s); err != nil {

@@ -148,7 +148,7 @@ func exactlyOnce(t *testing.T, seen map[string]int, prefix string, n int) {
 func pending(t *testing.T, db *sql.DB) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM ` + Table + ` WHERE sent_ns IS NULL`).Scan(&n); err != nil {
+	if err := db.QueryRow(`SELECT COUNT(*) FROM ` + Table + ` WHERE sent_ns IS NULL AND failed IS NULL`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -259,7 +259,7 @@ func TestOutbox_SQLiteLockStepExcludesOtherWriters(t *testing.T) {
 	}
 	defer tx.Rollback()
 	r := &Relay{DB: tdb.db, Dialect: SQLite}
-	if _, err := r.claim(ctx, tx, 1); err != nil {
+	if _, _, err := r.claim(ctx, tx, 1); err != nil {
 		t.Fatal(err)
 	}
 	other, err := sql.Open("sqlite", "file:"+tdb.path+"?_pragma=busy_timeout(0)")
@@ -270,4 +270,47 @@ func TestOutbox_SQLiteLockStepExcludesOtherWriters(t *testing.T) {
 	if _, err := Enqueue(ctx, other, "q", client.Message{ID: "x"}); err == nil {
 		t.Fatal("a second writer got in while a relay held the claim")
 	}
+}
+
+// TestOutbox_UnacceptableRowIsParkedOthersFlow puts a row Ferry refuses
+// (a body over the queue's max_message_bytes) between good ones: the good
+// ones are published, the bad one is parked with the reason and not tried
+// again.
+func TestOutbox_UnacceptableRowIsParkedOthersFlow(t *testing.T) {
+	fc := ferrytest.Start(t, ferrytest.Options{})
+	eachDB(t, func(t *testing.T, tdb testDB) {
+		queue := "park-" + tdb.dialect.String()
+		q := fc.CreateQueue(queue, client.MaxMessageBytes(1024))
+		ctx := context.Background()
+		enqueueN(t, tdb.db, queue, "p", 2)
+		if _, err := Enqueue(ctx, tdb.db, queue, client.Message{ID: "huge", Body: make([]byte, 4096)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tdb.db.ExecContext(ctx, `INSERT INTO `+Table+` (queue, msg_id, headers, body, created_ns) VALUES ($1, 'garbled', '{not json', $2, 0)`,
+			queue, []byte{}); err != nil {
+			t.Fatal(err)
+		}
+		enqueueN(t, tdb.db, queue, "q", 2)
+		r := &Relay{DB: tdb.db, Dialect: tdb.dialect, Client: fc.Client()}
+		res, err := r.RelayOnce(ctx)
+		if err != nil || res != (Result{Published: 4, Parked: 2}) {
+			t.Fatalf("RelayOnce: %+v %v; want 4 published, 2 parked", res, err)
+		}
+		if res, err := r.RelayOnce(ctx); err != nil || res != (Result{}) {
+			t.Fatalf("second RelayOnce: %+v %v; want nothing left", res, err)
+		}
+		var reason string
+		if err := tdb.db.QueryRowContext(ctx, `SELECT failed FROM `+Table+` WHERE msg_id = 'huge'`).Scan(&reason); err != nil {
+			t.Fatal(err)
+		}
+		if reason == "" {
+			t.Fatal("parked row has no reason")
+		}
+		seen := drain(t, q, 4)
+		exactlyOnce(t, map[string]int{"p-0": seen["p-0"], "p-1": seen["p-1"]}, "p", 2)
+		exactlyOnce(t, map[string]int{"q-0": seen["q-0"], "q-1": seen["q-1"]}, "q", 2)
+		if len(seen) != 4 {
+			t.Fatalf("arrived %v", seen)
+		}
+	})
 }

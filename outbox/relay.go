@@ -20,6 +20,8 @@ const (
 	DefaultBatch = 100
 	// MaxBatch bounds Relay.Batch.
 	MaxBatch = 1000
+	// maxFailedBytes bounds the reason kept in a parked row.
+	maxFailedBytes = 1024
 	// DefaultIdle is how long Run waits before looking again when the
 	// outbox had nothing pending.
 	DefaultIdle = 200 * time.Millisecond
@@ -55,6 +57,8 @@ type Result struct {
 	Duplicates int
 	// Failed counts the rows whose send failed; they stay pending.
 	Failed int
+	// Parked counts the rows Ferry can never accept, now marked failed.
+	Parked int
 }
 
 // row is one pending outbox row.
@@ -111,28 +115,50 @@ func (r *Relay) RelayOnce(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("outbox: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	rows, err := r.claim(ctx, tx, batch)
-	if err != nil || len(rows) == 0 {
+	rows, parked, err := r.claim(ctx, tx, batch)
+	if err != nil || len(rows)+len(parked) == 0 {
 		return res, err
 	}
-	sent, dups, sendErr := r.publish(ctx, rows)
+	sent, dups, sendErr := r.publish(ctx, rows, parked)
 	if r.afterPublish != nil {
 		r.afterPublish(len(sent))
 	}
 	if err := markSent(ctx, tx, sent); err != nil {
 		return res, err
 	}
+	if err := markParked(ctx, tx, parked); err != nil {
+		return res, err
+	}
 	if err := tx.Commit(); err != nil {
 		return res, fmt.Errorf("outbox: commit: %w", err)
 	}
-	res.Published, res.Duplicates, res.Failed = len(sent), dups, len(rows)-len(sent)
+	res.Published, res.Duplicates, res.Parked = len(sent), dups, len(parked)
+	res.Failed = len(rows) - len(sent) - countParkedIn(rows, parked)
 	return res, sendErr
 }
 
-// claim locks and reads up to n pending rows.
-func (r *Relay) claim(ctx context.Context, tx *sql.Tx, n int) ([]row, error) {
+// countParkedIn counts the rows that publish parked.
+func countParkedIn(rows []row, parked map[int64]string) int {
+	n := 0
+	for _, rw := range rows {
+		if _, ok := parked[rw.id]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// permanent reports whether Ferry will never accept the message, however
+// often it is sent.
+func permanent(err error) bool {
+	return errors.Is(err, client.ErrMessageTooLarge) || errors.Is(err, client.ErrInvalidArgument)
+}
+
+// claim locks and reads up to n pending rows; rows that do not decode
+// are returned apart, with the reason to park them.
+func (r *Relay) claim(ctx context.Context, tx *sql.Tx, n int) ([]row, map[int64]string, error) {
 	query := `SELECT id, queue, msg_id, grp, headers, body, delay_ns FROM ` + Table +
-		` WHERE sent_ns IS NULL ORDER BY id LIMIT $1`
+		` WHERE sent_ns IS NULL AND failed IS NULL ORDER BY id LIMIT $1`
 	switch r.Dialect {
 	case Postgres:
 		query += ` FOR UPDATE SKIP LOCKED`
@@ -141,42 +167,44 @@ func (r *Relay) claim(ctx context.Context, tx *sql.Tx, n int) ([]row, error) {
 		// transaction, so a second relay waits here (busy_timeout)
 		// instead of reading the same rows.
 		if _, err := tx.ExecContext(ctx, `UPDATE `+Table+` SET sent_ns = NULL WHERE id = 0 AND sent_ns IS NULL`); err != nil {
-			return nil, fmt.Errorf("outbox: lock: %w", err)
+			return nil, nil, fmt.Errorf("outbox: lock: %w", err)
 		}
 	default:
-		return nil, fmt.Errorf("%w: %v", ErrUnknownDialect, r.Dialect)
+		return nil, nil, fmt.Errorf("%w: %v", ErrUnknownDialect, r.Dialect)
 	}
 	rs, err := tx.QueryContext(ctx, query, n)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: claim: %w", err)
+		return nil, nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	defer rs.Close()
 	var out []row
+	parked := map[int64]string{}
 	for rs.Next() {
 		var rw row
 		var headers string
 		var delay int64
 		if err := rs.Scan(&rw.id, &rw.queue, &rw.msg.ID, &rw.msg.Group, &headers, &rw.msg.Body, &delay); err != nil {
-			return nil, fmt.Errorf("outbox: claim: %w", err)
+			return nil, nil, fmt.Errorf("outbox: claim: %w", err)
 		}
 		if headers != "" {
 			if err := json.Unmarshal([]byte(headers), &rw.msg.Headers); err != nil {
-				return nil, fmt.Errorf("outbox: row %d: headers: %w", rw.id, err)
+				parked[rw.id] = "headers: " + err.Error()
+				continue
 			}
 		}
 		rw.msg.Delay = time.Duration(delay)
 		out = append(out, rw)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: claim: %w", err)
+		return nil, nil, fmt.Errorf("outbox: claim: %w", err)
 	}
-	return out, nil
+	return out, parked, nil
 }
 
 // publish sends rows, each queue's in one batch in id order, and returns
 // the ids of the rows Ferry confirmed, how many of them were duplicates,
-// and the failures.
-func (r *Relay) publish(ctx context.Context, rows []row) (sent []int64, dups int, err error) {
+// and the failures. Rows Ferry can never accept are added to parked.
+func (r *Relay) publish(ctx context.Context, rows []row, parked map[int64]string) (sent []int64, dups int, err error) {
 	var order []string
 	byQueue := map[string][]row{}
 	for _, rw := range rows {
@@ -188,31 +216,66 @@ func (r *Relay) publish(ctx context.Context, rows []row) (sent []int64, dups int
 	var errs []error
 	for _, name := range order {
 		qrows := byQueue[name]
-		msgs := make([]client.Message, len(qrows))
-		for i, rw := range qrows {
-			msgs[i] = rw.msg
-		}
-		results, serr := r.Client.Queue(name).SendBatch(ctx, msgs)
-		var be *client.BatchError
-		switch {
-		case serr == nil:
-		case errors.As(serr, &be) && len(be.Errors) == len(qrows):
-		default:
+		results, itemErrs, serr := r.sendQueue(ctx, name, qrows)
+		if serr != nil {
 			errs = append(errs, fmt.Errorf("outbox: publish %d rows to %s: %w", len(qrows), name, serr))
 			continue
 		}
 		for i, rw := range qrows {
-			if be != nil && be.Errors[i] != nil {
-				errs = append(errs, fmt.Errorf("outbox: publish row %d to %s: %w", rw.id, name, be.Errors[i]))
-				continue
-			}
-			sent = append(sent, rw.id)
-			if results[i].Duplicate {
-				dups++
+			switch e := itemErrs[i]; {
+			case e != nil && permanent(e):
+				parked[rw.id] = e.Error()
+			case e != nil:
+				errs = append(errs, fmt.Errorf("outbox: publish row %d to %s: %w", rw.id, name, e))
+			default:
+				sent = append(sent, rw.id)
+				if results[i].Duplicate {
+					dups++
+				}
 			}
 		}
 	}
 	return sent, dups, errors.Join(errs...)
+}
+
+// sendQueue sends one queue's rows in one batch and returns one error per
+// row, or an error for them all. When the batch as a whole is refused as
+// invalid, the rows are sent one by one so that only the bad ones fail.
+func (r *Relay) sendQueue(ctx context.Context, name string, qrows []row) ([]client.SendResult, []error, error) {
+	q := r.Client.Queue(name)
+	msgs := make([]client.Message, len(qrows))
+	for i, rw := range qrows {
+		msgs[i] = rw.msg
+	}
+	results, err := q.SendBatch(ctx, msgs)
+	var be *client.BatchError
+	switch {
+	case err == nil:
+		return results, make([]error, len(qrows)), nil
+	case errors.As(err, &be) && len(be.Errors) == len(qrows):
+		return results, be.Errors, nil
+	case !permanent(err):
+		return nil, nil, err
+	}
+	results = make([]client.SendResult, len(qrows))
+	errs := make([]error, len(qrows))
+	for i, m := range msgs {
+		results[i], errs[i] = q.Send(ctx, m)
+	}
+	return results, errs, nil
+}
+
+// markParked records why each parked row can never be published.
+func markParked(ctx context.Context, tx *sql.Tx, parked map[int64]string) error {
+	for id, reason := range parked {
+		if len(reason) > maxFailedBytes {
+			reason = reason[:maxFailedBytes]
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE `+Table+` SET failed = $1 WHERE id = $2`, reason, id); err != nil {
+			return fmt.Errorf("outbox: park row %d: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // markSent stamps the rows with ids as sent.
