@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -10,10 +9,6 @@ import (
 // DefaultGracePeriod is how long a soft stop of Consume (ConsumeOptions.Stop)
 // lets running handlers finish when ConsumeOptions.GracePeriod is 0.
 const DefaultGracePeriod = 30 * time.Second
-
-// ErrStopping is the cause of a handler's context cancellation when a soft
-// stop's grace period ran out before the handler returned.
-var ErrStopping = errors.New("ferry: consumer stopping")
 
 // SettleAction names how Consume settled a delivery.
 type SettleAction string
