@@ -23,7 +23,11 @@
 // Several relays may run against one database at once. On PostgreSQL each
 // claims its rows with SELECT ... FOR UPDATE SKIP LOCKED, so relays share
 // the work without publishing a row twice. On SQLite, which has one writer
-// at a time, a relay takes the write lock first, so relays take turns.
+// at a time, a relay takes the write lock first, so relays take turns;
+// open the database with a busy timeout (modernc.org/sqlite:
+// "file:app.db?_pragma=busy_timeout(10000)") so that they wait for it.
+// A relay holds its transaction, and so its rows' locks, while it
+// publishes the batch: keep Batch modest.
 //
 // A row Ferry can never accept (a body over the queue's max_message_bytes,
 // an invalid message, headers that no longer decode) is parked: its
