@@ -44,6 +44,19 @@ type ConsumeOptions struct {
 	AutoExtend bool
 	// Consumer names this consumer, as in ReceiveOptions.
 	Consumer string
+	// Stop, when closed, starts a soft stop (see Consume): receiving
+	// stops, unstarted deliveries are released, and running handlers get
+	// GracePeriod to finish. Nil means only ctx stops Consume.
+	Stop <-chan struct{}
+	// GracePeriod bounds how long a soft stop waits for running handlers
+	// before cancelling their context (cause ErrStopping); 0 means
+	// DefaultGracePeriod.
+	GracePeriod time.Duration
+	// OnSettle, when set, is called after each delivery a handler ran on
+	// is settled, with the action taken and the settle's error, so that a
+	// failed ack or nack reaches the service and not only a log line. It
+	// is called from the handler's goroutine and must not block for long.
+	OnSettle func(SettleOutcome)
 }
 
 // Consume receives messages from the queue and passes each to handler
@@ -61,10 +74,21 @@ type ConsumeOptions struct {
 // (which does not count as a delivery attempt), never kept. Deliveries waiting in the Queue's Receive buffer are handled
 // first.
 //
-// When ctx is done Consume stops receiving, lets running handlers finish
-// (their context is ctx, so they see the cancellation), settles them,
-// gives back unstarted deliveries, and returns nil once its goroutines
-// have ended. Transient failures are retried with backoff (and logged);
+// Consume stops in one of two ways and returns nil once its goroutines
+// have ended:
+//
+//   - soft stop, when opts.Stop is closed (a deploy): it stops receiving,
+//     releases the deliveries no handler started on (a release does not
+//     count a delivery attempt), and lets running handlers finish and be
+//     settled as usual for up to opts.GracePeriod. A handler still running
+//     then sees its context cancelled with cause ErrStopping; if it then
+//     fails, its lease is released rather than nacked, so the stop spends
+//     no attempt and adds no backoff.
+//   - hard stop, when ctx is done: it stops receiving, cancels running
+//     handlers' context, settles them by their result (a failure is
+//     nacked with backoff) and gives back unstarted deliveries.
+//
+// A hard stop during a soft stop's grace period cuts it short. Transient failures are retried with backoff (and logged);
 // Consume returns an error only for a fatal one: the queue does not exist,
 // the options are invalid, or the client was closed.
 //
@@ -85,8 +109,8 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 		}
 		return err
 	}
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
+	s := newStopper(ctx, opts)
+	defer s.finish()
 	slots := make(chan struct{}, opts.Prefetch) // one token per lease held or asked for
 	work := make(chan *Delivery, opts.Prefetch)
 	var workers, pollers sync.WaitGroup
@@ -95,19 +119,21 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 		go func() {
 			defer workers.Done()
 			for d := range work {
-				q.handle(ctx, d, handler, opts)
+				q.handle(s, d, handler, opts)
 				<-slots
 			}
 		}()
 	}
+	workers.Add(1)
+	go func() { defer workers.Done(); q.releaseUnstarted(s, work, slots) }()
 	var fatal error
 	var once sync.Once
 	for p := range n {
 		pollers.Add(1)
 		go func() {
 			defer pollers.Done()
-			if err := q.pollLoop(ctx, p, n, slots, work, opts); err != nil {
-				once.Do(func() { fatal = err; stop(err) })
+			if err := q.pollLoop(s.recv, p, n, slots, work, opts); err != nil {
+				once.Do(func() { fatal = err; s.stopReceiving() })
 			}
 		}()
 	}
@@ -118,7 +144,7 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 }
 
 func (o *ConsumeOptions) normalize(c *Client) error {
-	if o.Concurrency < 0 || o.Prefetch < 0 || o.Visibility < 0 || o.Wait < 0 {
+	if o.Concurrency < 0 || o.Prefetch < 0 || o.Visibility < 0 || o.Wait < 0 || o.GracePeriod < 0 {
 		return invalidArg("negative consume option")
 	}
 	if o.Concurrency == 0 {
@@ -129,6 +155,9 @@ func (o *ConsumeOptions) normalize(c *Client) error {
 	}
 	if o.Wait == 0 {
 		o.Wait = DefaultConsumeWait
+	}
+	if o.GracePeriod == 0 {
+		o.GracePeriod = DefaultGracePeriod
 	}
 	o.Wait = min(o.Wait, MaxWait)
 	if o.Consumer == "" {
@@ -222,13 +251,14 @@ func (q *Queue) giveBack(ds []*Delivery) {
 }
 
 // handle runs the handler on one delivery and settles it. A delivery
-// taken after ctx is done is given back without running the handler.
-func (q *Queue) handle(ctx context.Context, d *Delivery, handler func(context.Context, *Delivery) error, opts ConsumeOptions) {
-	if ctx.Err() != nil {
+// taken after receiving stopped is given back without running the
+// handler.
+func (q *Queue) handle(s *stopper, d *Delivery, handler func(context.Context, *Delivery) error, opts ConsumeOptions) {
+	if s.recv.Err() != nil {
 		q.giveBack([]*Delivery{d})
 		return
 	}
-	hctx, cancel := context.WithCancelCause(ctx)
+	hctx, cancel := context.WithCancelCause(s.work)
 	stop := func() {}
 	if opts.AutoExtend {
 		stop = q.autoExtend(hctx, cancel, d, q.visibility(d, opts))
@@ -237,21 +267,25 @@ func (q *Queue) handle(ctx context.Context, d *Delivery, handler func(context.Co
 	stop()
 	cancel(nil)
 
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(s.work), settleTimeout)
 	defer scancel()
+	out := SettleOutcome{Delivery: d, HandlerErr: err}
 	var rej *rejectError
-	var serr error
 	switch {
 	case err == nil:
-		serr = d.Ack(sctx)
+		out.Action, out.Err = SettleAck, d.Ack(sctx)
+	case s.cutShort():
+		out.Action = SettleRelease
+		q.giveBack([]*Delivery{d})
 	case errors.As(err, &rej):
-		serr = d.Reject(sctx, truncate(rej.reason(), maxReasonBytes))
+		out.Action, out.Err = SettleReject, d.Reject(sctx, truncate(rej.reason(), maxReasonBytes))
 	default:
-		serr = d.Nack(sctx, NackOptions{Reason: truncate(err.Error(), maxReasonBytes)})
+		out.Action, out.Err = SettleNack, d.Nack(sctx, NackOptions{Reason: truncate(err.Error(), maxReasonBytes)})
 	}
-	if serr != nil {
-		q.c.log.Warn("ferry: consume: settle failed", "queue", q.name, "id", d.ID, "err", serr)
+	if out.Err != nil {
+		q.c.log.Warn("ferry: consume: settle failed", "queue", q.name, "id", d.ID, "action", string(out.Action), "err", out.Err)
 	}
+	opts.report(out)
 }
 
 // runHandler calls the handler, turning a panic into an error.
@@ -275,7 +309,7 @@ func (q *Queue) visibility(d *Delivery, opts ConsumeOptions) time.Duration {
 	if cfg, ok := q.c.queueConfig(q.name); ok && cfg.VisibilityTimeout > 0 {
 		return cfg.VisibilityTimeout
 	}
-	return max(time.Until(d.Deadline), time.Second)
+	return max(time.Until(d.LeaseDeadline()), time.Second)
 }
 
 // autoExtend extends d's lease by vis every vis/2 (the first time at half
@@ -287,7 +321,7 @@ func (q *Queue) autoExtend(ctx context.Context, cancel context.CancelCauseFunc, 
 	go func() {
 		defer close(done)
 		first := vis / 2
-		if left := time.Until(d.Deadline) / 2; left > 0 && left < first {
+		if left := time.Until(d.LeaseDeadline()) / 2; left > 0 && left < first {
 			first = left
 		}
 		t := time.NewTimer(first)
@@ -298,7 +332,7 @@ func (q *Queue) autoExtend(ctx context.Context, cancel context.CancelCauseFunc, 
 				return
 			case <-t.C:
 			}
-			err := d.Extend(ctx, vis)
+			err := q.extendBatch(ctx, []*Delivery{d}, vis)[0]
 			if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrMessageNotFound) {
 				if !errors.Is(err, ErrLeaseLost) {
 					err = &wire.Error{Code: wire.CodeLeaseLost, Message: bare(err)}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/wire"
@@ -28,11 +29,26 @@ type Delivery struct {
 	Attempt uint32
 	// EnqueuedAt is when the message was accepted.
 	EnqueuedAt time.Time
-	// Deadline is when the lease, as granted, ends (by the leader's
-	// clock). It is not moved by Extend.
+	// Deadline is when the lease ends (by the leader's clock when
+	// granted). A successful Extend or ExtendBatch moves it to the time the
+	// request was sent plus the new visibility (an estimate that errs
+	// early). Consume's AutoExtend runs beside the handler and so does not
+	// write this field: LeaseDeadline follows every extension and is safe
+	// to call from any goroutine.
 	Deadline time.Time
 
-	q *Queue
+	q        *Queue
+	leaseEnd atomic.Int64 // unix nanoseconds of the latest known deadline
+}
+
+// LeaseDeadline returns when the lease ends as far as this client knows:
+// Deadline, moved by every successful extension, including AutoExtend's.
+// It is safe to call concurrently with extensions.
+func (d *Delivery) LeaseDeadline() time.Time {
+	if ns := d.leaseEnd.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return d.Deadline
 }
 
 // deliveries converts leased messages of the wire into Deliveries.
@@ -45,6 +61,7 @@ func (q *Queue) deliveries(ms []wire.Delivery) []*Delivery {
 			EnqueuedAt: time.Unix(0, m.EnqueuedAt), Deadline: time.Unix(0, m.Deadline),
 			q: q,
 		}
+		out[i].leaseEnd.Store(m.Deadline)
 	}
 	return out
 }
@@ -134,11 +151,31 @@ func (q *Queue) AckBatch(ctx context.Context, ds []*Delivery) []error {
 
 // ExtendBatch extends several leases of this queue to now plus
 // visibility; one error per delivery. See Delivery.Extend.
+// Each extended delivery's Deadline moves (see Delivery.Deadline).
 func (q *Queue) ExtendBatch(ctx context.Context, ds []*Delivery, visibility time.Duration) []error {
+	errs := q.extendBatch(ctx, ds, visibility)
+	for i, err := range errs {
+		if err == nil {
+			ds[i].Deadline = ds[i].LeaseDeadline()
+		}
+	}
+	return errs
+}
+
+// extendBatch is ExtendBatch without writing the Deadline fields: it moves
+// only what LeaseDeadline reports, so it may run beside a handler.
+func (q *Queue) extendBatch(ctx context.Context, ds []*Delivery, visibility time.Duration) []error {
 	if visibility <= 0 {
 		return fill(len(ds), invalidArg("extend visibility %v must be positive", visibility))
 	}
-	return q.settle(ctx, settleReq{op: wire.OpExtend, vis: visibility}, ds)
+	sent := time.Now()
+	errs := q.settle(ctx, settleReq{op: wire.OpExtend, vis: visibility}, ds)
+	for i, err := range errs {
+		if err == nil {
+			ds[i].leaseEnd.Store(sent.Add(visibility).UnixNano())
+		}
+	}
+	return errs
 }
 
 // NackBatch nacks several deliveries of this queue with the same options;

@@ -39,6 +39,15 @@
 // one while at least half their remaining lease is left, and are
 // otherwise released, which does not count as a delivery attempt.
 //
+// Consume stops softly when ConsumeOptions.Stop is closed (a deploy): it
+// stops receiving, releases prefetched deliveries no handler started, and
+// lets running handlers finish within ConsumeOptions.GracePeriod, so a
+// restart spends no delivery attempt. Cancelling its context is the hard
+// stop. ConsumeOptions.OnSettle reports every settle and whether it failed.
+// Companion packages, kept apart so that this one depends on nothing else:
+// outbox (a transactional outbox on database/sql), ferrytest (a real
+// in-process cluster for tests) and ferrytrace (trace context in headers).
+//
 // Every error a call returns matches one of the package's exported errors
 // with errors.Is, and its text names its kind once.
 //

@@ -87,6 +87,10 @@ var (
 	ErrUnconfirmed = errors.New("ferry: outcome unconfirmed")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("ferry: client closed")
+	// ErrStopping: a Consume handler's context was cancelled because the
+	// grace period of a soft stop (ConsumeOptions.Stop) ran out; it is the
+	// context's cause.
+	ErrStopping = errors.New("ferry: consumer stopping")
 )
 
 // BatchError reports the messages of a SendBatch that did not succeed. Errors

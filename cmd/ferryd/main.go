@@ -1,7 +1,11 @@
 // Command ferryd runs one Ferry node.
 //
 // Every flag can also be set with an environment variable: -data-dir is
-// FERRY_DATA_DIR, -bootstrap-expect is FERRY_BOOTSTRAP_EXPECT, and so on.
+// FERRY_DATA_DIR, -bootstrap-expect is FERRY_BOOTSTRAP_EXPECT, and so on;
+// and in the TOML file -config names, by the flag's name (data-dir =
+// "..."; see config.go and docs/ferryd.example.toml). The command line
+// wins over the environment, which wins over the file. -log-format json
+// writes one JSON object per log line.
 //
 //	ferryd -id node1 -data-dir ./data/node1 -ip 127.0.0.1 -bootstrap-expect 3 \
 //	       -join 127.0.0.1:7302,127.0.0.1:7303 -gossip-keyring ./data/pki/gossip.key
@@ -80,6 +84,7 @@ type options struct {
 	id, dataDir, ip                        string
 	raftAddr, clientAddr, httpAddr, gossip string
 	join, cluster, logLevel                string
+	configFile, logFormat                  string
 	portOffset, bootstrapExpect, gcPercent int
 	fastGossip, pprof                      bool
 	tls                                    tlsOptions
@@ -202,6 +207,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.bootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many nodes see each other")
 	fs.StringVar(&o.cluster, "cluster", "ferry", "cluster name (separates clusters on one network)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text (key=value) or json")
+	fs.StringVar(&o.configFile, "config", "", "TOML file setting any flag by name (see docs/ferryd.example.toml); flags and environment win over it")
 	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent,
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
@@ -213,11 +220,16 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	o.raft.register(fs)
 	o.limits.register(fs)
 	o.conns.register(fs)
+	if onFlagSet != nil {
+		onFlagSet(fs)
+	}
 	var envErrs []error
+	given := map[string]bool{} // set by the environment or on the command line: the file does not apply
 	fs.VisitAll(func(f *flag.Flag) {
 		env := envName(f.Name)
 		f.Usage += " [" + env + "]"
 		if v, ok := os.LookupEnv(env); ok {
+			given[f.Name] = true
 			if err := f.Value.Set(v); err != nil {
 				envErrs = append(envErrs, fmt.Errorf("%s=%q: not a valid value for -%s: %w", env, v, f.Name, err))
 			}
@@ -225,7 +237,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	})
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: ferryd -id ID [flags]\n\nRuns one Ferry node. Every flag can also be set by the environment variable\n"+
-			"shown in brackets beside it; a flag given on the command line wins.\n\n")
+			"shown in brackets beside it, or by its name as a key of the -config file;\n"+
+			"a flag given on the command line wins over the environment, which wins over the file.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -236,6 +249,12 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	}
 	if len(envErrs) > 0 {
 		return o, &usageError{errors.Join(envErrs...)}
+	}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if o.configFile != "" {
+		if err := applyConfigFile(fs, o.configFile, given); err != nil {
+			return o, &usageError{err}
+		}
 	}
 	if fs.NArg() > 0 {
 		return o, &usageError{fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))}
@@ -331,7 +350,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	handler, err := newLogHandler(o.logFormat, os.Stderr, level)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(handler)
 	cfg := o.config(logger)
 	cfg.GossipKeys = keys
 	if len(keys) == 0 {

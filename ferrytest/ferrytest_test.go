@@ -1,0 +1,39 @@
+package ferrytest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/ferrytest"
+)
+
+func TestStart_OneAndThreeNodes(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(map[int]string{1: "one", 3: "three"}[n], func(t *testing.T) {
+			fc := ferrytest.Start(t, ferrytest.Options{Nodes: n})
+			if got := len(fc.Addrs()); got != n {
+				t.Fatalf("%d addresses, want %d", got, n)
+			}
+			q := fc.CreateQueue("jobs", client.Partitions(2))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if _, err := q.Send(ctx, client.Message{ID: "j1", Body: []byte("work")}); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			other := fc.Dial().Queue("jobs")
+			ds, err := other.Receive(ctx, client.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
+			if err != nil || len(ds) != 1 || string(ds[0].Body) != "work" {
+				t.Fatalf("Receive: %v %v", ds, err)
+			}
+			if err := ds[0].Ack(ctx); err != nil {
+				t.Fatalf("Ack: %v", err)
+			}
+			ci, err := fc.Client().Cluster(ctx)
+			if err != nil || len(ci.Nodes) != n {
+				t.Fatalf("Cluster: %d nodes, %v", len(ci.Nodes), err)
+			}
+		})
+	}
+}
