@@ -117,3 +117,20 @@ func TestAddToFile_AppendsAndRefusesDuplicates(t *testing.T) {
 		t.Fatalf("mode %v", st.Mode())
 	}
 }
+
+// The example tokens file in docs/security.md parses.
+func TestParse_DocumentedExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```json\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no json example in docs/security.md")
+	}
+	s, err := Parse([]byte(example))
+	if err != nil || s.Len() != 3 {
+		t.Fatalf("documented example: %v", err)
+	}
+}
