@@ -255,8 +255,7 @@ func (s *clientServer) serveConn(nc net.Conn) {
 	ca := &connAuth{store: &s.n.auth}
 	if _, err := wire.ServerHandshakeCheck(nc, r, welcome, ca.checkHello); err != nil {
 		if errors.Is(err, wire.ErrUnauthorized) {
-			s.n.metrics.connsRefused.Inc()
-			s.n.logger.Info("client connection refused", "remote", nc.RemoteAddr(), "err", err)
+			s.n.metrics.connsClosed.WithLabelValues("unauthorized").Inc()
 		}
 		s.n.logger.Debug("client handshake failed", "remote", nc.RemoteAddr(), "err", err)
 		return
