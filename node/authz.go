@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ferrymq/ferry/internal/auth"
@@ -17,6 +18,7 @@ type tokens struct {
 
 // tokenStore holds the node's tokens; the zero value has auth off.
 type tokenStore struct {
+	mu  sync.Mutex // serializes stores, so that generations never repeat
 	cur atomic.Pointer[tokens]
 }
 
@@ -28,6 +30,8 @@ func (s *tokenStore) load() *tokens { return s.cur.Load() }
 
 // store installs a set as the next generation.
 func (s *tokenStore) store(set *auth.Set) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var gen uint64
 	if old := s.cur.Load(); old != nil {
 		gen = old.gen + 1

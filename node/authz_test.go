@@ -80,3 +80,46 @@ func TestAuthz_AuthorizeByToken(t *testing.T) {
 		t.Fatalf("visible to orders: %+v", qs)
 	}
 }
+
+// A connection looks its token up again after a reload: a removed token is
+// refused from the next request on; a node without tokens refuses a reload.
+func TestAuthz_ReloadReachesOpenConnections(t *testing.T) {
+	parse := func(names ...string) *auth.Set {
+		var f auth.File
+		for _, n := range names {
+			f.Tokens = append(f.Tokens, auth.FileToken{Name: n, SHA256: auth.HashSecret(n + "-secret"), Cluster: []string{"admin"}})
+		}
+		data, _ := json.Marshal(f)
+		set, err := auth.Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	var store tokenStore
+	conn := &connAuth{store: &store}
+	if err := conn.checkHello(wire.Hello{}); err != nil {
+		t.Fatalf("auth off: %v", err)
+	}
+	store.store(parse("a", "b"))
+	if err := conn.checkHello(wire.Hello{}); !errors.Is(err, wire.ErrUnauthorized) {
+		t.Fatalf("no token: %v", err)
+	}
+	if err := conn.checkHello(wire.Hello{Token: "b-secret"}); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := conn.token(); err != nil || tok.Name != "b" {
+		t.Fatalf("token before reload: %v, %v", tok, err)
+	}
+	store.store(parse("a"))
+	if _, err := conn.token(); !errors.Is(err, wire.ErrUnauthorized) {
+		t.Fatalf("token after its removal: %v", err)
+	}
+	store.store(parse("a", "b"))
+	if tok, err := conn.token(); err != nil || tok.Name != "b" {
+		t.Fatalf("token after it came back: %v, %v", tok, err)
+	}
+	if err := (&Node{}).SetTokens(parse("a")); err == nil {
+		t.Fatal("SetTokens on a node without tokens succeeded")
+	}
+}
