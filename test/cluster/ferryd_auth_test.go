@@ -78,6 +78,12 @@ func TestCluster_FerrydSIGHUPRevokesToken(t *testing.T) {
 	if _, err := dial(""); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("dial without a token: %v", err)
 	}
+	// The harness's own admin API probes present the admin token.
+	if reps, err := c.Replicas(ctx, c.Nodes[0]); err != nil {
+		t.Fatalf("harness probe of /v1/replicas: %v", err)
+	} else if len(reps) == 0 {
+		t.Fatal("harness probe of /v1/replicas: no replicas")
+	}
 	bare := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: c.ClientTLS}}
 	resp, err := bare.Get(c.URL(c.Nodes[0], "/v1/cluster"))
 	if err != nil {
