@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/ferrymq/ferry/wire"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -237,7 +238,8 @@ func (c *Client) dropSlot(addr string, s *connSlot) {
 
 // dial opens a connection for getConn.
 func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
-	hello := software + " " + c.cfg.name
+	hello := wire.NewHello(software + " " + c.cfg.name)
+	hello.Token = c.cfg.token
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(c.ctx, cancel) // Close interrupts dials
@@ -249,6 +251,11 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 			// A dial or handshake timeout is the address's failure, not
 			// the caller's deadline: do not let it match one.
 			err = errors.New(err.Error())
+		}
+		if errors.Is(err, ErrUnauthorized) {
+			// A refused token is final, not a connection failure to
+			// retry.
+			return nil, wrapText("ferry", err)
 		}
 		return nil, &transportError{addr: addr, err: err}
 	}

@@ -51,7 +51,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // dialConn connects to addr and performs the handshake, both bounded by
 // timeout and ctx. The returned conn's reader goroutine is started with
 // start, which must run it (the client tracks it for Close).
-func dialConn(ctx context.Context, addr, hello string, timeout time.Duration, tlsCfg *tls.Config, log logger,
+func dialConn(ctx context.Context, addr string, hello wire.Hello, timeout time.Duration, tlsCfg *tls.Config, log logger,
 	start func(func()) bool) (*conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -67,7 +67,7 @@ func dialConn(ctx context.Context, addr, hello string, timeout time.Duration, tl
 	}
 	stop := context.AfterFunc(hsCtx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
 	rd := wire.NewReader(bufio.NewReader(nc))
-	wel, err := wire.ClientHandshake(nc, rd, wire.NewHello(hello))
+	wel, err := wire.ClientHandshake(nc, rd, hello)
 	if !stop() {
 		nc.Close()
 		if err == nil {

@@ -76,6 +76,11 @@ var (
 	// address. Requests retry it (on another node when the route allows)
 	// until their context is done.
 	ErrTooManyConnections = wire.ErrTooManyConnections
+	// ErrUnauthorized: the cluster requires a token and the client gave
+	// none or an unknown one (Dial fails with it), or the token does not
+	// permit the request (the token was revoked, or lacks the permission
+	// on the queue). Nothing was done; not retried.
+	ErrUnauthorized = wire.ErrUnauthorized
 
 	// ErrUnconfirmed: the request may or may not have taken effect. The
 	// client returns it, never a success, when it gives up on a request

@@ -33,6 +33,7 @@ var codeSentinels = map[wire.Code]error{
 	wire.CodeFrameTooLarge:      client.ErrMessageTooLarge,
 	wire.CodeLimitExceeded:      client.ErrLimitExceeded,
 	wire.CodeTooManyConnections: client.ErrTooManyConnections,
+	wire.CodeUnauthorized:       client.ErrUnauthorized,
 }
 
 // checkErrorText fails when err's text repeats the "ferry:" prefix or the

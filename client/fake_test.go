@@ -25,6 +25,7 @@ type fakeCluster struct {
 	metaIndex  uint64
 	hook       func(node int, op wire.Op, body any) fault
 	hideLeader bool      // NotLeader answers carry no leader address
+	token      string    // when set, the hello must carry it
 	log        []fakeReq // every request, in arrival order
 	changed    chan struct{}
 	polls      int // long polls waiting right now
@@ -187,7 +188,16 @@ func (n *fakeNode) serveConn(c *fakeConn) {
 		n.mu.Unlock()
 	}()
 	rd := wire.NewReader(bufio.NewReader(c.nc))
-	if _, err := wire.ServerHandshake(c.nc, rd, wire.Welcome{NodeID: n.id, Server: "fake"}); err != nil {
+	checkToken := func(h wire.Hello) error {
+		n.fc.mu.Lock()
+		want := n.fc.token
+		n.fc.mu.Unlock()
+		if want != "" && h.Token != want {
+			return wire.Errorf(wire.CodeUnauthorized, "unknown token")
+		}
+		return nil
+	}
+	if _, err := wire.ServerHandshakeCheck(c.nc, rd, wire.Welcome{NodeID: n.id, Server: "fake"}, checkToken); err != nil {
 		return
 	}
 	for {

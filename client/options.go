@@ -35,6 +35,7 @@ type config struct {
 	backoffMin  time.Duration
 	backoffMax  time.Duration
 	tls         *tls.Config // nil: plaintext
+	token       string
 }
 
 func defaultConfig() config {
@@ -116,4 +117,14 @@ func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
 //	client.Dial(ctx, seeds, client.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
 func WithTLS(cfg *tls.Config) Option {
 	return func(c *config) { c.tls = cfg }
+}
+
+// WithToken presents secret, a token from the cluster's tokens file, in the
+// handshake of every connection. A cluster that requires tokens refuses a
+// connection without a known one, and any request the token does not
+// permit, with ErrUnauthorized. Empty sends no token.
+//
+//	client.Dial(ctx, seeds, client.WithToken(os.Getenv("FERRY_TOKEN")))
+func WithToken(secret string) Option {
+	return func(c *config) { c.token = secret }
 }

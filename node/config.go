@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
@@ -96,9 +97,17 @@ type Config struct {
 	// when no TLS material is given, and not with it. ferryd also allows
 	// gossip without a key only when it is set.
 	Insecure bool
-	// Pprof serves the Go profiler under /debug/pprof/ on the HTTP port;
-	// off by default.
+	// Pprof serves the Go profiler under /debug/pprof/ on the HTTP port,
+	// to cluster-admin tokens only when Tokens is set; off by default.
 	Pprof bool
+	// Tokens are the client tokens (see internal/auth). When set, every
+	// client connection must present a known token in its hello, every
+	// request is checked against the token's permissions before anything
+	// is done, and the HTTP admin port wants a token too (see http.go).
+	// Node.SetTokens replaces the set. Nil turns authentication off: every
+	// client may do everything. In-process tests use nil; ferryd never
+	// starts without tokens unless given -insecure.
+	Tokens *auth.Set
 	// GossipKeys is the gossip keyring, primary key first: every gossip
 	// packet and stream is encrypted (AES-GCM) with the primary key, and
 	// what no key of the ring decrypts is dropped, so a process without a

@@ -7,17 +7,24 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/wire"
 )
 
-// handle serves one request and always returns a response for it.
-func (n *Node) handle(ctx context.Context, req wire.Request) wire.Response {
+// handle serves one request and always returns a response for it. tok is
+// the connection's token (nil when auth is off); authErr, when set, refuses
+// the request before it is even decoded (a revoked token).
+func (n *Node) handle(ctx context.Context, req wire.Request, tok *auth.Token, authErr error) wire.Response {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeoutMax)
 	defer cancel()
 	start := time.Now()
-	body, err := n.dispatch(ctx, req)
+	var body any
+	err := authErr
+	if err == nil {
+		body, err = n.dispatch(ctx, req, tok)
+	}
 	n.metrics.observe(req.Op, codeOf(err), time.Since(start))
 	if err != nil {
 		return wire.ErrorResponse(req.ID, n.wireError(err))
@@ -29,7 +36,24 @@ func (n *Node) handle(ctx context.Context, req wire.Request) wire.Response {
 	return resp
 }
 
-func (n *Node) dispatch(ctx context.Context, req wire.Request) (any, error) {
+// dispatch decodes a request, checks it against tok (nil: auth off) and
+// serves it; listings are cut to the queues tok may see.
+func (n *Node) dispatch(ctx context.Context, req wire.Request, tok *auth.Token) (any, error) {
+	out, err := n.dispatchDecoded(ctx, req, tok)
+	switch r := out.(type) {
+	case *wire.MetadataResponse:
+		if r != nil {
+			r.Queues = visibleQueues(tok, r.Queues)
+		}
+	case *wire.ListQueuesResponse:
+		if r != nil {
+			r.Queues = visibleQueues(tok, r.Queues)
+		}
+	}
+	return out, err
+}
+
+func (n *Node) dispatchDecoded(ctx context.Context, req wire.Request, tok *auth.Token) (any, error) {
 	in := wire.NewRequestBody(req.Op)
 	if in == nil {
 		return nil, wire.Errorf(wire.CodeMalformed, "unknown op %d", req.Op)
@@ -41,6 +65,9 @@ func (n *Node) dispatch(ctx context.Context, req wire.Request) (any, error) {
 			return nil, fmt.Errorf("%s request: %w", req.Op, err)
 		}
 		return nil, wire.Errorf(wire.CodeMalformed, "%s request: %v", req.Op, err)
+	}
+	if err := authorize(tok, in); err != nil {
+		return nil, err
 	}
 	switch r := in.(type) {
 	case *wire.SendRequest:

@@ -41,7 +41,7 @@ func (n *Node) httpServer() *http.Server {
 	}
 	return &http.Server{
 		TLSConfig:         tlsCfg,
-		Handler:           limitBody(n.httpHandler()),
+		Handler:           limitBody(n.requireAuth(n.httpHandler())),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      write,
@@ -66,9 +66,13 @@ func limitBody(h http.Handler) http.Handler {
 
 // httpHandler serves the admin API: health, readiness, cluster and queue
 // views, and replica digests (used to check that replicas converge); the
-// profiler only when Config.Pprof is set.
+// profiler only when Config.Pprof is set. requireAuth (httpauth.go) guards
+// every path it serves, present and future.
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", n.handleLogin)
+	mux.HandleFunc("POST /login", n.handleLogin)
+	mux.HandleFunc("POST /logout", handleLogout)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.HandleFunc("GET /v1/cluster", n.handleClusterJSON)

@@ -19,7 +19,8 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	// acceptErrors counts failed accepts of client connections,
 	// connsRefused connections refused at a connection limit, connsClosed
-	// connections the node cut (idle, frame_timeout, write_timeout).
+	// connections the node cut (idle, frame_timeout, write_timeout,
+	// unauthorized: a missing or unknown token at the hello).
 	acceptErrors prometheus.Counter
 	connsRefused prometheus.Counter
 	connsClosed  *prometheus.CounterVec
@@ -42,7 +43,7 @@ func newMetrics(n *Node) *metrics {
 			Name: "ferry_client_connections_refused_total", Help: "Client connections refused at the node or per-address connection limit.",
 		}),
 		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ferry_client_connections_cut_total", Help: "Client connections the node closed, by reason (idle, frame_timeout, write_timeout).",
+			Name: "ferry_client_connections_cut_total", Help: "Client connections the node closed, by reason (idle, frame_timeout, write_timeout, unauthorized).",
 		}, []string{"reason"}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

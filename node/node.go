@@ -35,6 +35,7 @@ type Node struct {
 	logs     *raftlog.Store    // every partition replica's raft log
 	creates  *tokenBucket      // the queue create rate limit
 	tls      *tlsconf.Material // nil when Config.Insecure
+	auth     tokenStore        // client tokens; off when Config.Tokens is nil
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -53,6 +54,9 @@ func Start(cfg Config) (n *Node, err error) {
 		creates: newTokenBucket(cfg.QueueCreateRate, cfg.QueueCreateBurst, time.Now)}
 	if n.logger == nil {
 		n.logger = slog.Default()
+	}
+	if cfg.Tokens != nil {
+		n.auth.store(cfg.Tokens)
 	}
 	n.logger = n.logger.With("node", cfg.ID)
 	var cleanup []func()

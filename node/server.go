@@ -252,7 +252,11 @@ func (s *clientServer) serveConn(nc net.Conn) {
 	r := wire.NewReader(c.br)
 	nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	welcome := wire.Welcome{Version: wire.ProtocolVersion, NodeID: s.n.cfg.ID, Cluster: s.n.cfg.ClusterName, Server: "ferryd"}
-	if _, err := wire.ServerHandshake(nc, r, welcome); err != nil {
+	ca := &connAuth{store: &s.n.auth}
+	if _, err := wire.ServerHandshakeCheck(nc, r, welcome, ca.checkHello); err != nil {
+		if errors.Is(err, wire.ErrUnauthorized) {
+			s.n.metrics.connsClosed.WithLabelValues("unauthorized").Inc()
+		}
 		s.n.logger.Debug("client handshake failed", "remote", nc.RemoteAddr(), "err", err)
 		return
 	}
@@ -268,12 +272,13 @@ func (s *clientServer) serveConn(nc net.Conn) {
 			c.readFailed(err)
 			return
 		}
+		tok, authErr := ca.token()
 		sem <- struct{}{}
 		c.started()
 		inflight.Add(1)
 		go func() {
 			defer func() { c.finished(); <-sem; inflight.Done() }()
-			c.write(s.n.handle(ctx, req))
+			c.write(s.n.handle(ctx, req, tok, authErr))
 		}()
 	}
 }

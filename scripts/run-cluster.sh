@@ -4,8 +4,11 @@
 #
 # Every port but gossip speaks TLS: on first start `ferryd dev-pki` writes a
 # throwaway CA and node certificates to ./data/pki, which the nodes use and
-# the CLI run from the checkout trusts. FERRY_INSECURE=1 runs in plaintext
-# instead (then use ./bin/ferry --insecure).
+# the CLI run from the checkout trusts. Clients need a token: on first start
+# `ferryd token` writes an admin token to ./data/pki/admin.token (its hash to
+# ./data/pki/tokens.json, which every node reads), and the CLI run from the
+# checkout presents it. FERRY_INSECURE=1 runs in plaintext and without
+# tokens instead (then use ./bin/ferry --insecure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,10 +40,14 @@ if [[ "${FERRY_INSECURE:-}" =~ ^(1|true)$ ]]; then
 else
   ./bin/ferryd dev-pki -dir data/pki -nodes node1,node2,node3
 fi
+if [[ $scheme == https ]] && [ ! -s data/pki/admin.token ]; then
+  rm -f data/pki/tokens.json
+  ./bin/ferryd token -name admin -cluster admin -file data/pki/tokens.json -secret-file data/pki/admin.token
+fi
 for i in 1 2 3; do
   mkdir -p "data/node$i"
   if [[ $scheme == https ]]; then
-    tls=(-tls-cert "data/pki/node$i.pem" -tls-key "data/pki/node$i-key.pem" -tls-ca data/pki/ca.pem)
+    tls=(-tls-cert "data/pki/node$i.pem" -tls-key "data/pki/node$i-key.pem" -tls-ca data/pki/ca.pem -tokens data/pki/tokens.json)
   else
     tls=(-insecure)
   fi
@@ -58,8 +65,10 @@ done
 cat <<'TXT'
 
 Ferry is running: node1..node3 serve clients on 127.0.0.1:7101-7103
-(HTTP admin on :7201-7203), over TLS with the CA in data/pki/ca.pem
-(curl --cacert data/pki/ca.pem https://127.0.0.1:7201/v1/cluster).
+(HTTP admin on :7201-7203), over TLS with the CA in data/pki/ca.pem.
+Clients need a token; ./bin/ferry presents the admin token in
+data/pki/admin.token by itself (curl --cacert data/pki/ca.pem
+-H "Authorization: Bearer $(cat data/pki/admin.token)" https://127.0.0.1:7201/v1/cluster).
 Try, in another terminal:
 
   ./bin/ferry cluster status

@@ -103,8 +103,13 @@ const (
 	// server sends it in place of the welcome (request ID 0) and closes the
 	// connection. Retryable after a backoff, at this node or another.
 	CodeTooManyConnections Code = 17
+	// CodeUnauthorized means the connection's token is missing or unknown
+	// (the server sends it in place of the welcome, request ID 0, and
+	// closes the connection), or the token does not permit the request.
+	// Nothing was done. Not retryable.
+	CodeUnauthorized Code = 18
 
-	codeEnd Code = 18 // one past the last known code
+	codeEnd Code = 19 // one past the last known code
 )
 
 var codeNames = [...]string{
@@ -126,6 +131,7 @@ var codeNames = [...]string{
 	CodeFrameTooLarge:      "frame too large",
 	CodeLimitExceeded:      "limit exceeded",
 	CodeTooManyConnections: "too many connections",
+	CodeUnauthorized:       "unauthorized",
 }
 
 // String returns a short human name of the code, or "code(N)" for a number

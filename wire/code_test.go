@@ -34,6 +34,7 @@ func TestWire_CodeNumbersPinned(t *testing.T) {
 		{CodeFrameTooLarge, 15, "frame too large"},
 		{CodeLimitExceeded, 16, "limit exceeded"},
 		{CodeTooManyConnections, 17, "too many connections"},
+		{CodeUnauthorized, 18, "unauthorized"},
 	}
 	if len(pinned) != int(codeEnd) {
 		t.Fatalf("%d codes pinned, %d defined: pin the new ones", len(pinned), codeEnd)
@@ -110,6 +111,7 @@ func TestWire_SentinelsMatchByCode(t *testing.T) {
 		CodeMessageNotFound: ErrMessageNotFound, CodeFrameTooLarge: ErrFrameTooLarge,
 		CodeLimitExceeded:      ErrLimitExceeded,
 		CodeTooManyConnections: ErrTooManyConnections,
+		CodeUnauthorized:       ErrUnauthorized,
 	}
 	if len(sentinels) != int(codeEnd-1) {
 		t.Fatalf("%d sentinels for %d error codes", len(sentinels), codeEnd-1)

@@ -63,6 +63,9 @@ var (
 	// connection limit (per node or per client address) refused the
 	// connection.
 	ErrTooManyConnections = &Error{Code: CodeTooManyConnections}
+	// ErrUnauthorized matches CodeUnauthorized: the connection's token is
+	// missing or unknown, or does not permit the request.
+	ErrUnauthorized = &Error{Code: CodeUnauthorized}
 	// ErrMalformedFrame has CodeMalformed (so it also matches ErrMalformed);
 	// frame readers return an Error of this code for a zero length or an
 	// undecodable payload.

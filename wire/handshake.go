@@ -26,7 +26,15 @@ type Hello struct {
 	// Client names the client software and version, for logs
 	// ("ferry-go/0.1").
 	Client string `msgpack:"client,omitempty"`
+	// Token is the client's secret, checked once for the connection by a
+	// server that requires tokens: a missing or unknown token is answered
+	// CodeUnauthorized in place of the welcome. At most TokenBytesMax
+	// bytes.
+	Token string `msgpack:"token,omitempty"`
 }
+
+// TokenBytesMax is the longest token a Hello carries.
+const TokenBytesMax = 512
 
 // Welcome is the server's answer to an accepted Hello. It travels as the
 // body of a Response with ID 0; a refused Hello gets a Response with ID 0
@@ -57,6 +65,9 @@ func NewHello(client string) Hello {
 func CheckHello(h Hello) error {
 	if h.Magic != Magic {
 		return Errorf(CodeMalformed, "hello without the %q magic", Magic)
+	}
+	if len(h.Token) > TokenBytesMax {
+		return Errorf(CodeInvalidArgument, "hello token of %d bytes, more than %d", len(h.Token), TokenBytesMax)
 	}
 	if h.Version != ProtocolVersion {
 		return Errorf(CodeProtocolVersion, "client speaks version %d, server speaks version %d",
@@ -106,6 +117,13 @@ func ClientHandshake(w io.Writer, r *Reader, hello Hello) (Welcome, error) {
 // unreadable. It returns the Hello, or the reason the connection must be
 // closed. The caller sets deadlines and closes the connection on error.
 func ServerHandshake(w io.Writer, r *Reader, welcome Welcome) (Hello, error) {
+	return ServerHandshakeCheck(w, r, welcome, nil)
+}
+
+// ServerHandshakeCheck is ServerHandshake with a further test of the Hello
+// (a token check): when check returns an *Error the client gets it in place
+// of the welcome, and the error is returned.
+func ServerHandshakeCheck(w io.Writer, r *Reader, welcome Welcome, check func(Hello) error) (Hello, error) {
 	saved := r.max
 	r.max = MaxHelloBytes
 	var h Hello
@@ -113,6 +131,9 @@ func ServerHandshake(w io.Writer, r *Reader, welcome Welcome) (Hello, error) {
 	r.max = saved
 	if err == nil {
 		err = CheckHello(h)
+	}
+	if err == nil && check != nil {
+		err = check(h)
 	}
 	if err != nil {
 		var we *Error

@@ -120,3 +120,30 @@ func TestWire_ClientHandshakeOddAnswers(t *testing.T) {
 		t.Errorf("closed before the welcome: %v", err)
 	}
 }
+
+func TestWire_HandshakeTokenCheckedAndBounded(t *testing.T) {
+	cli, srv := net.Pipe()
+	defer cli.Close()
+	_ = cli.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = srv.SetDeadline(time.Now().Add(5 * time.Second))
+	got := make(chan string, 1)
+	go func() {
+		defer srv.Close()
+		ServerHandshakeCheck(srv, NewReader(bufio.NewReader(srv)), Welcome{NodeID: "n1"}, func(h Hello) error {
+			got <- h.Token
+			return Errorf(CodeUnauthorized, "unknown token")
+		})
+	}()
+	hello := NewHello("t")
+	hello.Token = "secret"
+	if _, err := ClientHandshake(cli, NewReader(bufio.NewReader(cli)), hello); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("refused token: %v", err)
+	}
+	if tok := <-got; tok != "secret" {
+		t.Fatalf("server saw token %q", tok)
+	}
+	hello.Token = string(bytes.Repeat([]byte("x"), TokenBytesMax+1))
+	if err := CheckHello(hello); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("oversized token: %v", err)
+	}
+}

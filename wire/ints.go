@@ -146,6 +146,8 @@ func (h *Hello) DecodeMsgpack(d *msgpack.Decoder) error {
 			out.Version = uint16(n)
 		case "client":
 			out.Client, err = d.DecodeString()
+		case "token":
+			out.Token, err = d.DecodeString()
 		default:
 			return false, nil
 		}

@@ -5,6 +5,9 @@
 // (127.0.0.1:7101-7103); -s or FERRY_SERVERS names others. Connections are
 // TLS, checked against --ca (FERRY_CA), by default ./data/pki/ca.pem, the
 // CA `make run` writes, when it exists; --insecure connects in plaintext.
+// It presents the token of --token (FERRY_TOKEN) or --token-file
+// (FERRY_TOKEN_FILE), by default ./data/pki/admin.token, the admin token
+// `make run` writes, when it exists.
 // Output is a human table, or JSON with --json.
 package main
 
@@ -34,6 +37,7 @@ type globals struct {
 	json    bool
 	timeout time.Duration
 	tls     tlsFlags
+	token   tokenFlags
 }
 
 func main() {
@@ -63,6 +67,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of tables")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "give up after this long")
 	g.tls.register(root)
+	g.token.register(root)
 	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), peekCmd(g),
 		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g),
 		nodeCmd(g))
@@ -76,12 +81,20 @@ func (g *globals) connect(cmd *cobra.Command) (*client.Client, context.Context, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	secret, err := g.token.secret()
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-	c, err := client.Dial(ctx, strings.Split(g.servers, ","), client.WithClientName("ferry-cli"), client.WithTLS(tlsCfg))
+	c, err := client.Dial(ctx, strings.Split(g.servers, ","), client.WithClientName("ferry-cli"), client.WithTLS(tlsCfg),
+		client.WithToken(secret))
 	if err != nil {
 		cancel()
 		if cmd.Context().Err() != nil {
 			return nil, nil, nil, err // interrupted
+		}
+		if hint := tokenHint(err, secret != ""); hint != "" {
+			return nil, nil, nil, fmt.Errorf("cannot connect to the cluster at %s: %s", g.servers, hint)
 		}
 		if hint := tlsHint(err); hint != "" {
 			return nil, nil, nil, fmt.Errorf("cannot connect to the cluster at %s: %s", g.servers, hint)

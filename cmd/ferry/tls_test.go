@@ -23,7 +23,7 @@ func runFerry(t *testing.T, env []string, args ...string) (string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ferryBin, args...)
 	cmd.Dir = t.TempDir() // no data/pki here
-	cmd.Env = append(append(os.Environ(), "FERRY_SERVERS=", "FERRY_CA=", "FERRY_INSECURE="), env...)
+	cmd.Env = append(append(os.Environ(), "FERRY_SERVERS=", "FERRY_CA=", "FERRY_INSECURE=", "FERRY_TOKEN=", "FERRY_TOKEN_FILE="), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

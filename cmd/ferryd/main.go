@@ -11,7 +11,12 @@
 //	       -join 127.0.0.1:7302,127.0.0.1:7303 -gossip-keyring ./data/pki/gossip.key
 //
 // Without -gossip-key or -gossip-keyring it refuses to start unless given
-// -insecure. SIGHUP re-reads -gossip-keyring (key rotation).
+// -insecure. SIGHUP re-reads -gossip-keyring (key rotation) and -tokens.
+//
+// Clients authenticate with tokens listed in the -tokens file (see
+// internal/auth for its format; `ferryd token` makes one). Without -tokens
+// ferryd refuses to start unless given -insecure, which then lets every
+// client do everything.
 //
 // Every port but gossip speaks TLS with the node certificate given by
 // -tls-cert, -tls-key and -tls-ca (raft in mutual TLS: only nodes with a
@@ -37,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -89,6 +95,7 @@ type options struct {
 	fastGossip, pprof                      bool
 	tls                                    tlsOptions
 	gossipKey, gossipKeyring               string
+	tokens                                 string
 	raft                                   raftOptions
 	limits                                 limitOptions
 	conns                                  connOptions
@@ -217,6 +224,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "gossip encryption key: base64 of 16, 24 or 32 random bytes, the same on every node")
 	fs.StringVar(&o.gossipKeyring, "gossip-keyring", "",
 		"file of gossip keys, one base64 key per line, the first used to send; re-read on SIGHUP (for key rotation)")
+	fs.StringVar(&o.tokens, "tokens", "",
+		"tokens file: the clients' tokens (hashed) and their permissions; re-read on SIGHUP (`ferryd token` adds one)")
 	o.raft.register(fs)
 	o.limits.register(fs)
 	o.conns.register(fs)
@@ -270,6 +279,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	}
 	if o.gossipKey != "" && o.gossipKeyring != "" {
 		return o, &usageError{errors.New("-gossip-key and -gossip-keyring exclude each other")}
+	}
+	if o.tokens == "" && !o.tls.insecure {
+		return o, &usageError{fmt.Errorf("no tokens file: give -tokens (or %s; `ferryd token` makes one), "+
+			"or -insecure to let every client do everything", envName("tokens"))}
 	}
 	if o.gossipKey == "" && o.gossipKeyring == "" && !o.tls.insecure {
 		return o, &usageError{errors.New("no gossip key: give -gossip-key or -gossip-keyring (or -insecure to run without encryption)")}
@@ -332,6 +345,9 @@ func run(args []string) error {
 	if len(args) > 0 && args[0] == "dev-pki" {
 		return runDevPKI(args[1:], os.Stdout, os.Stderr)
 	}
+	if len(args) > 0 && args[0] == "token" {
+		return runToken(args[1:], os.Stdout, os.Stderr)
+	}
 	o, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return err
@@ -357,6 +373,13 @@ func run(args []string) error {
 	logger := slog.New(handler)
 	cfg := o.config(logger)
 	cfg.GossipKeys = keys
+	if o.tokens != "" {
+		if cfg.Tokens, err = auth.LoadFile(o.tokens); err != nil {
+			return fmt.Errorf("-tokens: %w", err)
+		}
+	} else {
+		logger.Warn("running without tokens (-insecure): every client may do everything")
+	}
 	if len(keys) == 0 {
 		logger.Warn("running without a gossip key (-insecure): gossip is plaintext and any process that reaches the gossip port can join")
 	}
@@ -370,6 +393,7 @@ func run(args []string) error {
 		s := <-sig
 		if s == syscall.SIGHUP {
 			reloadKeyring(o, n, logger)
+			reloadTokens(o, n, logger)
 			continue
 		}
 		logger.Info("shutting down", "signal", s.String())
@@ -377,10 +401,27 @@ func run(args []string) error {
 	}
 }
 
+// reloadTokens re-reads -tokens on SIGHUP and installs it; a file that
+// does not parse leaves the current tokens in place.
+func reloadTokens(o options, n *node.Node, logger *slog.Logger) {
+	if o.tokens == "" {
+		return
+	}
+	set, err := auth.LoadFile(o.tokens)
+	if err == nil {
+		err = n.SetTokens(set)
+	}
+	if err != nil {
+		logger.Error("tokens not reloaded; the previous tokens stay in force", "err", err)
+	}
+}
+
 // reloadKeyring re-reads -gossip-keyring on SIGHUP and installs it.
 func reloadKeyring(o options, n *node.Node, logger *slog.Logger) {
 	if o.gossipKeyring == "" {
-		logger.Warn("SIGHUP ignored: no -gossip-keyring to re-read")
+		if o.tokens == "" {
+			logger.Warn("SIGHUP ignored: no -gossip-keyring or -tokens to re-read")
+		}
 		return
 	}
 	keys, err := o.gossipKeys()

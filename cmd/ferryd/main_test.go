@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -137,6 +138,7 @@ func TestParseFlags_TLSRequiredUnlessInsecure(t *testing.T) {
 	t.Setenv("FERRY_TLS_KEY", "k.pem")
 	t.Setenv("FERRY_TLS_CA", "ca.pem")
 	t.Setenv("FERRY_GOSSIP_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	t.Setenv("FERRY_TOKENS", "tokens.json")
 	o, err := parseFlags([]string{"-id", "n1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +159,7 @@ func TestDevPKI_WritesCertificatesThatANodeLoads(t *testing.T) {
 		t.Fatalf("output %q, want 8 files created", out.String())
 	}
 	o, err := parseFlags([]string{"-id", "a", "-data-dir", t.TempDir(), "-tls-cert", dir + "/a.pem", "-tls-key", dir + "/a-key.pem",
-		"-tls-ca", dir + "/ca.pem", "-gossip-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}, io.Discard)
+		"-tls-ca", dir + "/ca.pem", "-tokens", "tokens.json", "-gossip-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func TestDevPKI_WritesCertificatesThatANodeLoads(t *testing.T) {
 func TestFerryd_GossipKeyRequiredUnlessInsecure(t *testing.T) {
 	// With TLS given, a node still needs a gossip key.
 	withTLS := func(args ...string) []string {
-		return append([]string{"-id", "n1", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-ca", "ca.pem"}, args...)
+		return append([]string{"-id", "n1", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-ca", "ca.pem", "-tokens", "t.json"}, args...)
 	}
 	if _, err := parseFlags(withTLS(), io.Discard); err == nil || !strings.Contains(err.Error(), "gossip key") {
 		t.Fatalf("no key, no -insecure: %v", err)
@@ -206,5 +208,57 @@ func TestFerryd_GossipKeyRequiredUnlessInsecure(t *testing.T) {
 	}
 	if _, err := parseFlags(withTLS("-gossip-keyring", ring, "-gossip-key", key), io.Discard); err == nil {
 		t.Fatal("-gossip-key and -gossip-keyring together were accepted")
+	}
+}
+
+func TestFerryd_TokensRequiredUnlessInsecure(t *testing.T) {
+	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	args := []string{"-id", "n1", "-tls-cert", "c.pem", "-tls-key", "k.pem", "-tls-ca", "ca.pem", "-gossip-key", key}
+	_, err := parseFlags(args, io.Discard)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "-tokens") {
+		t.Fatalf("no -tokens: %v, want a usage error naming -tokens", err)
+	}
+	if o, err := parseFlags(append(args, "-tokens", "t.json"), io.Discard); err != nil || o.tokens != "t.json" {
+		t.Fatalf("-tokens: %+v, %v", o, err)
+	}
+}
+
+func TestFerrydToken_MakesAnEntryTheNodeLoads(t *testing.T) {
+	dir := t.TempDir()
+	file, secretFile := filepath.Join(dir, "tokens.json"), filepath.Join(dir, "admin.token")
+	var out, errOut bytes.Buffer
+	if err := runToken([]string{"-name", "admin", "-cluster", "admin", "-file", file, "-secret-file", secretFile}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("printed %q with -secret-file", out.String())
+	}
+	if err := runToken([]string{"-name", "orders", "-allow", "orders.*,billing:send,receive", "-file", file}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	printed := strings.TrimSpace(out.String())
+	set, err := auth.LoadFile(file)
+	if err != nil || set.Len() != 2 {
+		t.Fatalf("tokens file: %v, %v", set, err)
+	}
+	data, _ := os.ReadFile(secretFile)
+	if tok, ok := set.Lookup(strings.TrimSpace(string(data))); !ok || !tok.ClusterAdmin {
+		t.Fatalf("admin secret does not resolve to a cluster admin: %+v", tok)
+	}
+	if tok, ok := set.Lookup(printed); !ok || !tok.Can(auth.Send, "orders.eu") || tok.Can(auth.Admin, "orders.eu") {
+		t.Fatalf("printed secret %q: %+v, %v", printed, tok, ok)
+	}
+	if raw, _ := os.ReadFile(file); strings.Contains(string(raw), printed) {
+		t.Fatal("the tokens file holds a secret")
+	}
+	for _, bad := range [][]string{
+		{"-name", "x"}, // no permission
+		{"-name", "y", "-allow", "orders:delete"},              // unknown action
+		{"-name", "admin", "-cluster", "admin", "-file", file}, // duplicate name
+	} {
+		if err := runToken(bad, &out, io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

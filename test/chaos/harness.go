@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/devpki"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 )
@@ -60,6 +61,13 @@ type Cluster struct {
 	scheme    string       // of the admin API URLs
 	// gossipKey is the cluster's gossip key (base64), fresh per cluster.
 	gossipKey string
+	// AdminToken is the secret of a cluster admin token in TokensFile,
+	// fresh per cluster; the harness's clients and admin API calls present
+	// it.
+	AdminToken string
+	// TokensFile is the tokens file every node reads (-tokens); edit it
+	// and call Reload to change the nodes' tokens.
+	TokensFile string
 }
 
 // ClusterOptions configure NewCluster.
@@ -123,8 +131,59 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if err := c.makeTokens(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
+
+// makeTokens writes Root/tokens.json with one cluster admin token, and
+// has the harness's admin API calls present it.
+func (c *Cluster) makeTokens() error {
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return err
+	}
+	c.AdminToken, c.TokensFile = secret, filepath.Join(c.Root, "tokens.json")
+	entry := auth.FileToken{Name: "chaos-admin", SHA256: auth.HashSecret(secret), Cluster: []string{"admin"}}
+	if err := auth.AddToFile(c.TokensFile, entry); err != nil {
+		return fmt.Errorf("chaos tokens: %w", err)
+	}
+	base := c.httpc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.httpc.Transport = bearer{base: base, token: secret}
+	return nil
+}
+
+// bearer adds "Authorization: Bearer <token>" to every request.
+type bearer struct {
+	base  http.RoundTripper
+	token string
+}
+
+// RoundTrip sends a copy of r with the token.
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// Reload sends the node SIGHUP: it re-reads its tokens file (and gossip
+// keyring, if any).
+func (c *Cluster) Reload(n *Node) error {
+	n.marker("SIGHUP")
+	_, err := n.signal(syscall.SIGHUP, false)
+	return err
+}
+
+// HTTPClient returns the client the harness reaches the admin API with
+// (TLS as the cluster's, the admin token on every request).
+func (c *Cluster) HTTPClient() *http.Client { return c.httpc }
+
+// URL is the address of path on n's admin API.
+func (c *Cluster) URL(n *Node, path string) string { return c.url(n, path) }
 
 // makePKI writes a CA and node certificates (naming each node's IP) under
 // Root/pki and points the harness's clients at the CA.
@@ -209,7 +268,7 @@ func (c *Cluster) nodeArgs(n *Node) []string {
 		"-id", n.ID, "-data-dir", n.DataDir, "-ip", n.IP,
 		"-raft-addr", n.RaftAddr, "-client-addr", n.ClientAddr, "-http-addr", n.HTTPAddr, "-gossip-addr", n.GossipAddr,
 		"-join", strings.Join(join, ","), "-bootstrap-expect", strconv.Itoa(len(c.Nodes)), "-fast-gossip",
-		"-gossip-key", c.gossipKey,
+		"-gossip-key", c.gossipKey, "-tokens", c.TokensFile,
 	}
 	if c.pki != "" {
 		f := devpki.Files{Dir: c.pki}

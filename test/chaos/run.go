@@ -141,7 +141,7 @@ func (r *run) setup(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	admin, err := client.Dial(sctx, r.c.ClientAddrs(), client.WithClientName("chaos-admin"), client.WithDialTimeout(time.Second),
-		client.WithTLS(r.c.ClientTLS))
+		client.WithTLS(r.c.ClientTLS), client.WithToken(r.c.AdminToken))
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.c.WaitHealthy(sctx, r.placement); err != nil {
 		return err
 	}
-	r.w = &Workload{Seed: r.o.Seed, Addrs: r.c.ClientAddrs(), TLS: r.c.ClientTLS, Producers: r.o.Producers, Consumers: r.o.Consumers,
+	r.w = &Workload{Seed: r.o.Seed, Addrs: r.c.ClientAddrs(), TLS: r.c.ClientTLS, Token: r.c.AdminToken, Producers: r.o.Producers, Consumers: r.o.Consumers,
 		Pace: r.o.Pace, Rec: &Recorder{}, Logf: r.o.Logf}
 	return r.w.Start(sctx)
 }

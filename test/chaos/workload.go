@@ -60,9 +60,11 @@ type Workload struct {
 	// Pace is the pause between two messages of one producer.
 	Pace time.Duration
 	// TLS is what the clients dial with (nil: plaintext).
-	TLS  *tls.Config
-	Rec  *Recorder
-	Logf func(string, ...any)
+	TLS *tls.Config
+	// Token is the secret the clients present.
+	Token string
+	Rec   *Recorder
+	Logf  func(string, ...any)
 
 	stopSend  chan struct{}
 	drain     atomic.Bool
@@ -79,7 +81,8 @@ func (w *Workload) dial(ctx context.Context, name string) (*client.Client, error
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	return client.Dial(ctx, w.Addrs, client.WithClientName(name),
-		client.WithDialTimeout(time.Second), client.WithRetryBackoff(20*time.Millisecond, 500*time.Millisecond), client.WithTLS(w.TLS))
+		client.WithDialTimeout(time.Second), client.WithRetryBackoff(20*time.Millisecond, 500*time.Millisecond), client.WithTLS(w.TLS),
+		client.WithToken(w.Token))
 }
 
 // CreateQueues creates the workload's queues (retrying while the cluster

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/devpki"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
@@ -53,6 +54,9 @@ type testCluster struct {
 	http    *http.Client
 	ca      *devpki.CA
 	tls     *tls.Config // what clients dial with
+	// admin is the secret of the cluster admin token every node accepts;
+	// the harness's clients and admin API calls present it.
+	admin string
 }
 
 // member is one node slot: its configuration and, while it runs, the node.
@@ -75,7 +79,11 @@ func startCluster(t *testing.T, opts options) *testCluster {
 		t.Fatal(err)
 	}
 	c := &testCluster{t: t, ca: ca, tls: tlsconf.ClientWithPool(pool)}
-	c.http = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: c.tls}}
+	if c.admin, err = auth.NewSecret(); err != nil {
+		t.Fatal(err)
+	}
+	tokens := c.tokenSet(nil)
+	c.http = &http.Client{Timeout: 2 * time.Second, Transport: bearer{&http.Transport{TLSClientConfig: c.tls}, c.admin}}
 	root := t.TempDir()
 	logger := testLogger()
 	if opts.logs != nil {
@@ -94,6 +102,7 @@ func startCluster(t *testing.T, opts options) *testCluster {
 		cfg.SnapshotThreshold, cfg.TrailingLogs = opts.snapshotThreshold, opts.trailingLogs
 		cfg.SnapshotInterval = opts.snapshotInterval
 		cfg.Logger = logger.With("test", t.Name())
+		cfg.Tokens = tokens
 		if cfg.TLS, err = ca.NodeMaterial(id); err != nil {
 			t.Fatal(err)
 		}
@@ -109,6 +118,50 @@ func startCluster(t *testing.T, opts options) *testCluster {
 	c.waitMetaLeader()
 	c.waitRegistered()
 	return c
+}
+
+// tokenSet parses the harness's admin token followed by extra entries.
+func (c *testCluster) tokenSet(extra []auth.FileToken) *auth.Set {
+	c.t.Helper()
+	f := auth.File{Tokens: append([]auth.FileToken{{Name: "test-admin", SHA256: auth.HashSecret(c.admin), Cluster: []string{"admin"}}}, extra...)}
+	data, err := json.Marshal(f)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	set, err := auth.Parse(data)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return set
+}
+
+// setTokens makes every node (running now, or started later) accept the
+// admin token and the extra entries, as a SIGHUP reload of the tokens
+// file does.
+func (c *testCluster) setTokens(extra ...auth.FileToken) {
+	c.t.Helper()
+	set := c.tokenSet(extra)
+	for _, m := range c.members {
+		m.cfg.Tokens = set
+		if m.n != nil {
+			if err := m.n.SetTokens(set); err != nil {
+				c.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// bearer adds "Authorization: Bearer <token>" to every request.
+type bearer struct {
+	base  http.RoundTripper
+	token string
+}
+
+// RoundTrip sends a copy of r with the token.
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
 }
 
 // with returns a view of the cluster that reports failures to t (a
@@ -252,6 +305,17 @@ func (c *testCluster) dial(name string) *client.Client {
 // dialNodes connects a client seeded with the given nodes only.
 func (c *testCluster) dialNodes(name string, nodes ...int) *client.Client {
 	c.t.Helper()
+	cl, err := c.dialAs(name, c.admin, nodes...)
+	if err != nil {
+		c.t.Fatalf("dial: %v", err)
+	}
+	return cl
+}
+
+// dialAs connects a client presenting token (none when "") to the given
+// nodes; it is closed when the test ends.
+func (c *testCluster) dialAs(name, token string, nodes ...int) (*client.Client, error) {
+	c.t.Helper()
 	var seeds []string
 	for _, i := range nodes {
 		seeds = append(seeds, c.members[i].cfg.ClientAddr)
@@ -259,12 +323,12 @@ func (c *testCluster) dialNodes(name string, nodes ...int) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	cl, err := client.Dial(ctx, seeds, client.WithClientName(name), client.WithLogger(testLogger().With("client", name)), client.WithTLS(c.tls),
-		client.WithRetryBackoff(10*time.Millisecond, 250*time.Millisecond))
+		client.WithRetryBackoff(10*time.Millisecond, 250*time.Millisecond), client.WithToken(token))
 	if err != nil {
-		c.t.Fatalf("dial: %v", err)
+		return nil, err
 	}
 	c.t.Cleanup(func() { cl.Close() })
-	return cl
+	return cl, nil
 }
 
 // getJSON decodes the answer of node i's admin API at path into out.

@@ -1,0 +1,201 @@
+package node
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/wire"
+)
+
+// tokens is the node's current token set with a generation that changes
+// on every reload, so a connection knows when to look its token up again.
+type tokens struct {
+	set *auth.Set
+	gen uint64
+}
+
+// tokenStore holds the node's tokens; the zero value has auth off.
+type tokenStore struct {
+	mu  sync.Mutex // serializes stores, so that generations never repeat
+	cur atomic.Pointer[tokens]
+}
+
+// on reports whether the node requires tokens.
+func (s *tokenStore) on() bool { return s.cur.Load() != nil }
+
+// load returns the current tokens, nil when auth is off.
+func (s *tokenStore) load() *tokens { return s.cur.Load() }
+
+// store installs a set as the next generation.
+func (s *tokenStore) store(set *auth.Set) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gen uint64
+	if old := s.cur.Load(); old != nil {
+		gen = old.gen + 1
+	}
+	s.cur.Store(&tokens{set: set, gen: gen})
+}
+
+// SetTokens replaces the node's tokens (a reload of the tokens file, as on
+// SIGHUP). Connections look their token up again before their next
+// request, so a token removed from the set is refused from then on, and a
+// new connection presenting it is refused at the handshake. It fails on a
+// node started without tokens (auth off) and for a nil set.
+func (n *Node) SetTokens(set *auth.Set) error {
+	if set == nil {
+		return errors.New("node: nil token set")
+	}
+	if !n.auth.on() {
+		return errors.New("node: started without tokens (auth off); restart it with a tokens file")
+	}
+	n.auth.store(set)
+	n.logger.Info("tokens reloaded", "tokens", set.Len())
+	return nil
+}
+
+// connAuth is the identity of one client connection: the secret it
+// presented and the token it resolved to in the generation it last saw.
+// Only the connection's reader goroutine uses it.
+type connAuth struct {
+	store  *tokenStore
+	secret string
+	gen    uint64
+	tok    *auth.Token
+}
+
+// checkHello resolves the hello's token: nil when auth is off or the token
+// is known, a CodeUnauthorized error otherwise.
+func (c *connAuth) checkHello(h wire.Hello) error {
+	cur := c.store.load()
+	if cur == nil {
+		return nil
+	}
+	if h.Token == "" {
+		return wire.Errorf(wire.CodeUnauthorized, "this node requires a token (none given)")
+	}
+	c.secret = h.Token
+	c.gen = cur.gen
+	tok, ok := cur.set.Lookup(h.Token)
+	if !ok {
+		return wire.Errorf(wire.CodeUnauthorized, "unknown token")
+	}
+	c.tok = tok
+	return nil
+}
+
+// token returns the connection's token under the current set (looking it
+// up again after a reload), nil when auth is off, or a CodeUnauthorized
+// error when the token was revoked.
+func (c *connAuth) token() (*auth.Token, error) {
+	cur := c.store.load()
+	if cur == nil {
+		return nil, nil
+	}
+	if cur.gen != c.gen {
+		c.gen = cur.gen
+		c.tok, _ = cur.set.Lookup(c.secret)
+	}
+	if c.tok == nil {
+		return nil, wire.Errorf(wire.CodeUnauthorized, "token revoked")
+	}
+	return c.tok, nil
+}
+
+// authorize checks a decoded request against the connection's token before
+// anything is done for it; tok nil means auth is off. Listings (metadata
+// without a queue, list queues) pass here and are filtered by visibleQueues.
+func authorize(tok *auth.Token, in any) error {
+	if tok == nil || tok.ClusterAdmin {
+		return nil
+	}
+	queue, need := requiredAction(in)
+	switch need {
+	case needNothing:
+		return nil
+	case needCluster:
+		return wire.Errorf(wire.CodeUnauthorized, "token %q: cluster admin permission needed", tok.Name)
+	case needSee:
+		if tok.Sees(queue) {
+			return nil
+		}
+		return wire.Errorf(wire.CodeUnauthorized, "token %q has no permission on queue %q", tok.Name, queue)
+	}
+	if tok.Can(need, queue) {
+		return nil
+	}
+	return wire.Errorf(wire.CodeUnauthorized, "token %q: %s permission on queue %q needed", tok.Name, need, queue)
+}
+
+// Pseudo-actions of requiredAction beside the auth.Action bits.
+const (
+	needNothing auth.Action = 0
+	needSee     auth.Action = 1 << 6 // any permission on the queue
+	needCluster auth.Action = 1 << 7 // cluster admin
+)
+
+// requiredAction names the queue a request touches and the action it
+// needs. Peek needs receive or admin; creating a queue needs admin on a
+// pattern matching its name.
+func requiredAction(in any) (string, auth.Action) {
+	switch r := in.(type) {
+	case *wire.SendRequest:
+		return r.Queue, auth.Send
+	case *wire.ReceiveRequest:
+		return r.Queue, auth.Receive
+	case *wire.AckRequest:
+		return r.Queue, auth.Receive
+	case *wire.ExtendRequest:
+		return r.Queue, auth.Receive
+	case *wire.NackRequest:
+		return r.Queue, auth.Receive
+	case *wire.RejectRequest:
+		return r.Queue, auth.Receive
+	case *wire.PeekRequest:
+		return r.Queue, auth.Receive | auth.Admin
+	case *wire.DeadListRequest:
+		return r.Queue, auth.Admin
+	case *wire.DeadPeekRequest:
+		return r.Queue, auth.Admin
+	case *wire.DeadRedriveRequest:
+		return r.Queue, auth.Admin
+	case *wire.DeadDeleteRequest:
+		return r.Queue, auth.Admin
+	case *wire.PurgeRequest:
+		return r.Queue, auth.Admin
+	case *wire.CreateQueueRequest:
+		return r.Name, auth.Admin
+	case *wire.UpdateQueueRequest:
+		return r.Name, auth.Admin
+	case *wire.DeleteQueueRequest:
+		return r.Name, auth.Admin
+	case *wire.QueueStatsRequest:
+		return r.Queue, needSee
+	case *wire.MetadataRequest:
+		if r.Queue != "" {
+			return r.Queue, needSee
+		}
+		return "", needNothing
+	case *wire.ListQueuesRequest:
+		return "", needNothing
+	}
+	// Cluster operations (remove node) and anything added later.
+	return "", needCluster
+}
+
+// visibleQueues drops from a listing the queues the token has no
+// permission on; a nil token (auth off) or a cluster admin sees all.
+func visibleQueues(tok *auth.Token, qs []wire.QueueInfo) []wire.QueueInfo {
+	if tok == nil || tok.ClusterAdmin {
+		return qs
+	}
+	out := qs[:0:0]
+	for _, q := range qs {
+		if tok.Sees(q.Name) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
