@@ -30,11 +30,14 @@ type Node struct {
 	members  *membership
 	replicas *replicaSet
 	metrics  *metrics
-	clients  *clientServer
-	http     *http.Server
-	logs     *raftlog.Store    // every partition replica's raft log
-	creates  *tokenBucket      // the queue create rate limit
-	tls      *tlsconf.Material // nil when Config.Insecure
+	// consumers counts recent consumers per partition for /metrics and
+	// the dashboard.
+	consumers *consumerTracker
+	clients   *clientServer
+	http      *http.Server
+	logs      *raftlog.Store    // every partition replica's raft log
+	creates   *tokenBucket      // the queue create rate limit
+	tls       *tlsconf.Material // nil when Config.Insecure
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -109,6 +112,7 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	cleanup = append(cleanup, n.members.leave)
 	n.replicas = newReplicaSet(n)
+	n.consumers = newConsumerTracker()
 	n.metrics = newMetrics(n)
 	var clientTLS *tls.Config
 	if n.tls != nil {

@@ -1,0 +1,185 @@
+package node
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// scrape fetches and parses a node's /metrics.
+func scrape(t *testing.T, nd *Node) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + nd.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+func gaugeOf(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range labels {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		return m.GetGauge().GetValue(), true
+	}
+	return 0, false
+}
+
+// /metrics carries raft's own timings, per-group state, storage sizes,
+// consumers and dead-letter age; every family has help text of its own and
+// no label value holds a space.
+func TestMetrics_RaftStorageConsumersAndDeadAge(t *testing.T) {
+	nd := startLoneNode(t, 1)
+	waitMetaLeader(t, nd)
+	createQueueOn(t, nd, "jobs", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{nd.ClientAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q := c.Queue("jobs")
+	if _, err := q.Send(ctx, client.Message{Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := q.Receive(ctx, client.ReceiveOptions{Max: 1, Wait: 5 * time.Second, Consumer: "worker-1"})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %v %d", err, len(ds))
+	}
+	if err := ds[0].Reject(ctx, "bad input"); err != nil {
+		t.Fatal(err)
+	}
+	part := map[string]string{"queue": "jobs", "partition": "0"}
+	waitFor(t, 10*time.Second, "oldest dead age > 0", func() bool {
+		v, ok := gaugeOf(scrape(t, nd), "ferry_partition_oldest_dead_age_seconds", part)
+		return ok && v > 0
+	})
+	fams := scrape(t, nd)
+	if v, _ := gaugeOf(fams, "ferry_partition_consumers", part); v != 1 {
+		t.Errorf("consumers = %v, want 1", v)
+	}
+	if v, ok := gaugeOf(fams, "ferry_raft_leader_is_local", map[string]string{"group": "meta"}); !ok || v != 1 {
+		t.Errorf("meta leader_is_local = %v %v, want 1", v, ok)
+	}
+	if v, ok := gaugeOf(fams, "ferry_raft_leader_is_local", part); !ok || v != 1 {
+		t.Errorf("partition leader_is_local = %v %v, want 1", v, ok)
+	}
+	if v, _ := gaugeOf(fams, "ferry_wal_disk_bytes", nil); v <= 0 {
+		t.Errorf("wal bytes = %v", v)
+	}
+	if v, _ := gaugeOf(fams, "ferry_raft_meta_log_bytes", nil); v <= 0 {
+		t.Errorf("meta log bytes = %v", v)
+	}
+	for _, name := range []string{"ferry_raft_commit_seconds", "ferry_raft_fsm_apply_batch_seconds", "ferry_raft_applies_total"} {
+		if fams[name] == nil {
+			t.Errorf("%s missing", name)
+		}
+	}
+	if v, ok := gaugeOf(fams, "ferry_raft_snapshot_age_seconds", map[string]string{"group": "meta"}); ok && v < 0 {
+		t.Errorf("snapshot age %v", v)
+	}
+	assertMetricHygiene(t, fams)
+}
+
+func assertMetricHygiene(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	helps := map[string]string{}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "ferry_") {
+			continue
+		}
+		h := f.GetHelp()
+		if h == "" || h == name {
+			t.Errorf("%s: no help text of its own", name)
+		}
+		if other, dup := helps[h]; dup {
+			t.Errorf("%s and %s share help %q", name, other, h)
+		}
+		helps[h] = name
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.ContainsAny(l.GetValue(), " \t") {
+					t.Errorf("%s{%s=%q}: label value with a space", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+	if fams["ferry_requests_total"] == nil {
+		t.Error("ferry_requests_total missing")
+	}
+}
+
+// Every ferry_ metric a node serves, and every raft metric it may serve,
+// is in docs/metrics.md.
+func TestMetrics_DocumentedInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := startLoneNode(t, 1)
+	waitMetaLeader(t, nd)
+	createQueueOn(t, nd, "jobs", 1)
+	names := []string{}
+	for name := range scrape(t, nd) {
+		names = append(names, name)
+	}
+	for _, d := range raftMetricDefs {
+		names = append(names, d.name)
+	}
+	for _, name := range names {
+		if strings.HasPrefix(name, "ferry_") && !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("%s is not in docs/metrics.md", name)
+		}
+	}
+}
+
+// The sample alert rules load in promtool, which ships with Prometheus.
+func TestMetrics_AlertRulesPassPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("SKIPPED LOUDLY: promtool not installed (Debian package prometheus); alert rules not checked")
+	}
+	out, err := exec.Command(promtool, "check", "rules", "../docs/ferry-alerts.yml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "SUCCESS") {
+		t.Fatalf("promtool said:\n%s", out)
+	}
+}
