@@ -318,7 +318,7 @@ func topCmd(g *globals) *cobra.Command {
 		Long: "Shows every queue with its ready, in-flight, delayed and dead counts, the age of its oldest\n" +
 			"ready message, send/ack/nack/dead-letter rates and the leader of each partition, refreshed\n" +
 			"every second. Keys: s (or tab) switches the order between depth and oldest age, q quits.\n" +
-			"--once prints two readings a second apart (so rates are known) and exits.",
+			"--once (implied without a terminal) prints two readings a second apart, so rates are known, and exits.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, _, done, err := g.connect(cmd)
@@ -327,8 +327,8 @@ func topCmd(g *globals) *cobra.Command {
 			}
 			defer done()
 			m := newTopModel(fetchTop(c), min(g.timeout, 5*time.Second))
-			if once {
-				return topOnce(cmd.Context(), m)
+			if once || !isTerminal(os.Stdout) || !isTerminal(os.Stdin) {
+				return topOnce(cmd.Context(), m) // no terminal to draw on or read keys from
 			}
 			_, err = tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(cmd.Context())).Run()
 			return err

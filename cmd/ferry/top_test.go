@@ -114,6 +114,11 @@ func TestTop_RealCluster(t *testing.T) {
 		!regexp.MustCompile(`\ntop-b +3 +0 +0 +0 `).MatchString(r.stdout) {
 		t.Fatalf("ferry top --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// Without a terminal, plain `ferry top` does the same instead of
+	// drawing a screen nobody sees.
+	if r := ferry(t, cl.addrs, "top"); r.code != 0 || !strings.Contains(r.stdout, "partitions led:") {
+		t.Fatalf("ferry top without a terminal: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	// The interactive program, fed keys through a pipe: it must refresh
 	// (two readings) and then quit on q.
 	reads := make(chan topSnapshot, 16)
