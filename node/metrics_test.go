@@ -169,7 +169,8 @@ func TestMetrics_DocumentedInDocs(t *testing.T) {
 	}
 }
 
-// The sample alert rules load in promtool, which ships with Prometheus.
+// The sample alert rules load in promtool, which ships with Prometheus,
+// and pass their unit tests.
 func TestMetrics_AlertRulesPassPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -181,5 +182,11 @@ func TestMetrics_AlertRulesPassPromtool(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "SUCCESS") {
 		t.Fatalf("promtool said:\n%s", out)
+	}
+	// The rules' own unit tests: each alert fires on the series it is
+	// about, with the labels and text it promises.
+	out, err = exec.Command(promtool, "test", "rules", "../docs/ferry-alerts.test.yml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 }
