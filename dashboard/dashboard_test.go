@@ -235,3 +235,28 @@ func newJar(t *testing.T) http.CookieJar {
 	}
 	return jar
 }
+
+// A page view starts the sampling; the ring then holds the queue's
+// figures.
+func TestDashboard_PageViewStartsSampling(t *testing.T) {
+	srv, q := newTestServer(t)
+	q.mu.Lock()
+	q.stats = client.Stats{Queue: "jobs", Partitions: []client.PartitionStats{{Ready: 7, Dead: 3}}}
+	q.mu.Unlock()
+	resp, err := http.Get(srv.URL + "/queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := get(t, http.DefaultClient, srv.URL+"/queues/jobs")
+		if strings.Contains(body, "<polyline") {
+			return // two samples or more: the depth chart has lines
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no chart after sampling for 10s:\n%s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
