@@ -190,3 +190,56 @@ func TestMetrics_AlertRulesPassPromtool(t *testing.T) {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 }
+
+// On a 3-node cluster: every raft group has exactly one node reporting
+// leader_is_local 1 (what the no-leader alert sums), and leaders report
+// replication timings per follower under the follower's id.
+func TestMetrics_ThreeNodeGroupsAndReplication(t *testing.T) {
+	dc := startDashCluster(t)
+	ids := map[string]bool{}
+	for _, nd := range dc.nodes {
+		ids[nd.ID()] = true
+	}
+	waitFor(t, 15*time.Second, "one leader per group across the nodes", func() bool {
+		leaders := map[string]float64{}
+		groups := 0
+		for _, nd := range dc.nodes {
+			f := scrape(t, nd)["ferry_raft_leader_is_local"]
+			if f == nil {
+				return false
+			}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "group" {
+						leaders[l.GetValue()] += m.GetGauge().GetValue()
+					}
+				}
+			}
+			groups = max(groups, len(f.GetMetric()))
+		}
+		for _, n := range leaders {
+			if n != 1 {
+				return false
+			}
+		}
+		return len(leaders) == 3 && groups == 3 // meta and the 2 partitions of orders, on every node
+	})
+	peers := map[string]bool{}
+	for _, nd := range dc.nodes {
+		fams := scrape(t, nd)
+		assertMetricHygiene(t, fams)
+		for _, m := range fams["ferry_raft_replication_append_seconds"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				peers[l.GetValue()] = true
+			}
+		}
+	}
+	for p := range peers {
+		if !ids[p] {
+			t.Errorf("replication metric for peer %q, not a node id", p)
+		}
+	}
+	if len(peers) < 2 {
+		t.Errorf("replication timings for peers %v, want at least two followers", peers)
+	}
+}
