@@ -164,11 +164,11 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 	if err != nil {
 		return nil, err
 	}
+	n.consumers.saw(r.Queue, r.Partition, r.Consumer, time.Now()) // a partition this node leads: the key is real
 	maxCount := r.Max
 	if maxCount == 0 {
 		maxCount = 1
 	}
-	n.consumers.saw(r.Queue, r.Partition, r.Consumer, time.Now())
 	rc := fsm.ReceiveCmd{Consumer: r.Consumer, Max: maxCount, Visibility: r.Visibility, MaxBytes: receiveAnswerBytesMax}
 	ds, err := p.Receive(ctx, rc, min(r.Wait, wire.ReceiveWaitMax))
 	if err != nil {

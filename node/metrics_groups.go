@@ -20,9 +20,11 @@ const (
 	consumerWindow = time.Minute
 	// consumersPerPartitionMax bounds the consumer ids remembered per
 	// partition; past it, new ids are not counted until old ones age out.
-	consumersPerPartitionMax = 4096
-	// consumerPartitionsMax bounds the partitions tracked.
-	consumerPartitionsMax = 16384
+	consumersPerPartitionMax = 1024
+	// consumerPartitionsMax bounds the partitions tracked. Only
+	// partitions this node leads are recorded, so the key set is real;
+	// with ids of at most fsm.ConsumerBytesMax this bounds the tracker.
+	consumerPartitionsMax = 4096
 )
 
 // consumerTracker remembers which consumer ids received from each

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -241,5 +242,37 @@ func TestMetrics_ThreeNodeGroupsAndReplication(t *testing.T) {
 	}
 	if len(peers) < 2 {
 		t.Errorf("replication timings for peers %v, want at least two followers", peers)
+	}
+}
+
+// The consumer tracker counts distinct ids within the window and stays
+// within its bounds.
+func TestConsumerTracker_WindowAndBounds(t *testing.T) {
+	tr := newConsumerTracker()
+	t0 := time.Unix(1000, 0)
+	tr.saw("q", 0, "a", t0)
+	tr.saw("q", 0, "a", t0.Add(time.Second))
+	tr.saw("q", 0, "b", t0)
+	tr.saw("q", 0, "", t0) // anonymous receivers are not counted
+	if n := tr.count("q", 0, t0.Add(time.Second)); n != 2 {
+		t.Fatalf("count = %d, want 2", n)
+	}
+	if n := tr.count("q", 0, t0.Add(consumerWindow+500*time.Millisecond)); n != 1 {
+		t.Fatalf("after b aged out: %d, want 1", n)
+	}
+	for i := 0; i < consumersPerPartitionMax+10; i++ {
+		tr.saw("q", 1, fmt.Sprintf("c%d", i), t0)
+	}
+	if n := tr.count("q", 1, t0); n != consumersPerPartitionMax {
+		t.Fatalf("%d consumers kept, at most %d", n, consumersPerPartitionMax)
+	}
+	for i := 0; i < consumerPartitionsMax+10; i++ {
+		tr.saw(fmt.Sprintf("q%d", i), 0, "a", t0)
+	}
+	tr.mu.Lock()
+	n := len(tr.seen)
+	tr.mu.Unlock()
+	if n > consumerPartitionsMax {
+		t.Fatalf("%d partitions tracked, at most %d", n, consumerPartitionsMax)
 	}
 }
