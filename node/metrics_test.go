@@ -235,13 +235,15 @@ func TestMetrics_ThreeNodeGroupsAndReplication(t *testing.T) {
 			}
 		}
 	}
-	for p := range peers {
-		if !ids[p] {
-			t.Errorf("replication metric for peer %q, not a node id", p)
+	// raft's metrics are process-wide: earlier tests' nodes may show too.
+	followers := 0
+	for id := range ids {
+		if peers[id] {
+			followers++
 		}
 	}
-	if len(peers) < 2 {
-		t.Errorf("replication timings for peers %v, want at least two followers", peers)
+	if followers < 2 {
+		t.Errorf("replication timings for peers %v, want at least two of this cluster's nodes %v", peers, ids)
 	}
 }
 
