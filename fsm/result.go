@@ -81,9 +81,12 @@ type Stats struct {
 	// OldestEligibleAge is how long the oldest eligible message has waited
 	// since it was enqueued, in nanoseconds (0 when none is eligible).
 	OldestEligibleAge int64
-	Groups            int64
-	LastSeq           uint64
-	Clock             int64 // the FSM's clock, Unix nanoseconds
-	Counters          Counters
-	Config            QueueConfig
+	// OldestDeadAt is when the oldest dead letter was dead-lettered, Unix
+	// nanoseconds of the leader's clock (0 when there is none).
+	OldestDeadAt int64
+	Groups       int64
+	LastSeq      uint64
+	Clock        int64 // the FSM's clock, Unix nanoseconds
+	Counters     Counters
+	Config       QueueConfig
 }

@@ -21,6 +21,9 @@ func (f *FSM) Stats() Stats {
 	if m := f.oldestEligible(); m != nil {
 		s.OldestEligibleAge = f.clock - m.enqueuedAt
 	}
+	if m, ok := f.deadOrder.Min(); ok {
+		s.OldestDeadAt = m.info.deadAt
+	}
 	return s
 }
 

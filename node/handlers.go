@@ -191,6 +191,7 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 	if err != nil {
 		return nil, err
 	}
+	n.consumers.saw(r.Queue, r.Partition, r.Consumer, time.Now()) // a partition this node leads: the key is real
 	maxCount := r.Max
 	if maxCount == 0 {
 		maxCount = 1

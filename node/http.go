@@ -3,11 +3,9 @@ package node
 import (
 	"context"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
-	"sort"
 	"time"
 
 	"github.com/ferrymq/ferry/internal/jsonview"
@@ -79,6 +77,7 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
+	n.dash.Register(mux)
 	if n.cfg.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -122,17 +121,7 @@ func (n *Node) handleQueuesJSON(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (n *Node) handleReplicasJSON(w http.ResponseWriter, _ *http.Request) {
-	out := []jsonview.Replica{}
-	for _, r := range n.replicas.all() {
-		st := r.p.Status()
-		idx, dig := r.p.Digest()
-		s := r.p.Stats()
-		out = append(out, jsonview.Replica{Queue: r.a.Queue, Partition: r.a.Index, Group: r.a.GroupID,
-			Role: jsonview.Enum(st.State), Leader: st.LeaderID, AppliedIndex: idx, Digest: hex.EncodeToString(dig[:]),
-			Ready: s.Ready, InFlight: s.InFlight, Delayed: s.Delayed, Dead: s.Dead})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
-	writeJSON(w, out)
+	writeJSON(w, n.replicaViews())
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -59,7 +59,7 @@ func (n *Node) requireAuth(h http.Handler) http.Handler {
 			http.Error(w, "token "+tok.Name+" lacks the permission for "+r.URL.Path+"\n", http.StatusForbidden)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(withViewerToken(r.Context(), secret)))
 	})
 }
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ferrymq/ferry/wire"
@@ -55,14 +56,45 @@ func newMetrics(n *Node) *metrics {
 		return float64(n.clients.count())
 	})
 	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open)
+	m.registry.MustRegister(processRaftSink(), groupCollector{n})
 	m.registry.MustRegister(m.requests, m.latency, partitionCollector{n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) observe(op wire.Op, code wire.Code, elapsed time.Duration) {
-	m.requests.WithLabelValues(op.String(), code.String()).Inc()
-	m.latency.WithLabelValues(op.String()).Observe(elapsed.Seconds())
+	m.requests.WithLabelValues(opLabel(op), codeLabel(code)).Inc()
+	m.latency.WithLabelValues(opLabel(op)).Observe(elapsed.Seconds())
+}
+
+// Label values of ops and codes: their names in snake case ("not_leader",
+// "create_queue"), computed once.
+var (
+	opLabels   [256]string
+	codeLabels [64]string
+)
+
+func init() {
+	for i := range opLabels {
+		opLabels[i] = snakeLabel(wire.Op(i).String())
+	}
+	for i := range codeLabels {
+		codeLabels[i] = snakeLabel(wire.Code(i).String())
+	}
+}
+
+func opLabel(op wire.Op) string { return opLabels[uint8(op)] }
+
+func codeLabel(c wire.Code) string {
+	if int(c) < len(codeLabels) {
+		return codeLabels[c]
+	}
+	return snakeLabel(c.String())
+}
+
+// snakeLabel is labelValue with '-' and every other separator as '_'.
+func snakeLabel(s string) string {
+	return strings.ReplaceAll(labelValue(s), "-", "_")
 }
 
 func (m *metrics) handler() http.Handler {
@@ -75,12 +107,25 @@ var (
 	gaugeNames  = []string{"ready", "eligible", "delayed", "in_flight", "dead", "bytes", "dead_bytes"}
 	counterDesc = prometheus.NewDesc("ferry_partition_events_total", "Partition events since the queue was created, by kind.",
 		append(partLabels, "event"), nil)
-	ageDesc = prometheus.NewDesc("ferry_partition_oldest_eligible_age_seconds", "Age of the oldest message waiting to be received.", partLabels, nil)
+	ageDesc     = prometheus.NewDesc("ferry_partition_oldest_eligible_age_seconds", "Age of the oldest message waiting to be received.", partLabels, nil)
+	deadAgeDesc = prometheus.NewDesc("ferry_partition_oldest_dead_age_seconds",
+		"Time since the oldest dead letter of the partition was dead-lettered (0 when there is none).", partLabels, nil)
+	consumersDesc = prometheus.NewDesc("ferry_partition_consumers",
+		"Distinct consumer ids that received from the partition in the last minute (counted by its leader).", partLabels, nil)
+	gaugeHelp = map[string]string{
+		"ready":      "Messages visible and not leased, including those waiting behind an earlier message of their group.",
+		"eligible":   "Ready messages a receive could lease right now.",
+		"delayed":    "Messages waiting for their delay or retry backoff to end.",
+		"in_flight":  "Messages leased to a consumer and not yet settled.",
+		"dead":       "Dead letters held by the partition.",
+		"bytes":      "Stored bytes of the messages not acked or dead-lettered.",
+		"dead_bytes": "Stored bytes of the dead letters.",
+	}
 )
 
 func init() {
 	for _, name := range gaugeNames {
-		gaugeDescs[name] = prometheus.NewDesc("ferry_partition_"+name, "Messages (or bytes) in this state, from the partition leader.", partLabels, nil)
+		gaugeDescs[name] = prometheus.NewDesc("ferry_partition_"+name, gaugeHelp[name]+" Reported by the partition leader.", partLabels, nil)
 	}
 }
 
@@ -93,9 +138,12 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- counterDesc
 	ch <- ageDesc
+	ch <- deadAgeDesc
+	ch <- consumersDesc
 }
 
 func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
 	for _, r := range c.n.replicas.all() {
 		if !r.p.IsLeader() {
 			continue
@@ -107,6 +155,9 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(gaugeDescs[name], prometheus.GaugeValue, float64(values[i]), labels...)
 		}
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(st.OldestEligibleAge)/1e9, labels...)
+		ch <- prometheus.MustNewConstMetric(deadAgeDesc, prometheus.GaugeValue, deadAge(st.OldestDeadAt, now), labels...)
+		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue,
+			float64(c.n.consumers.count(r.a.Queue, r.a.Index, now)), labels...)
 		k := st.Counters
 		for event, v := range map[string]uint64{
 			"sent": k.Sent, "duplicate": k.Duplicates, "leased": k.Leased, "acked": k.Acked, "nacked": k.Nacked,
@@ -117,4 +168,13 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(counterDesc, prometheus.CounterValue, float64(v), append(labels, event)...)
 		}
 	}
+}
+
+// deadAge is the age in seconds, at now, of a dead letter dead-lettered at
+// deadAt (Unix nanoseconds); 0 when deadAt is 0.
+func deadAge(deadAt int64, now time.Time) float64 {
+	if deadAt == 0 {
+		return 0
+	}
+	return max(0, now.Sub(time.Unix(0, deadAt)).Seconds())
 }

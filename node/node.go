@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrymq/ferry/dashboard"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/transport"
@@ -30,12 +31,19 @@ type Node struct {
 	members  *membership
 	replicas *replicaSet
 	metrics  *metrics
-	clients  *clientServer
-	http     *http.Server
-	logs     *raftlog.Store    // every partition replica's raft log
-	creates  *tokenBucket      // the queue create rate limit
-	tls      *tlsconf.Material // nil when Config.Insecure
-	auth     tokenStore        // client tokens; off when Config.Tokens is nil
+	// consumers counts recent consumers per partition for /metrics and
+	// the dashboard.
+	consumers *consumerTracker
+	// dash is the web dashboard on the HTTP port, dashSrc its view of
+	// the cluster.
+	dash    *dashboard.Dashboard
+	dashSrc *dashboardSource
+	clients *clientServer
+	http    *http.Server
+	logs    *raftlog.Store    // every partition replica's raft log
+	creates *tokenBucket      // the queue create rate limit
+	tls     *tlsconf.Material // nil when Config.Insecure
+	auth    tokenStore        // client tokens; off when Config.Tokens is nil
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -113,12 +121,15 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	cleanup = append(cleanup, n.members.leave)
 	n.replicas = newReplicaSet(n)
+	n.consumers = newConsumerTracker()
 	n.metrics = newMetrics(n)
 	var clientTLS *tls.Config
 	if n.tls != nil {
 		clientTLS = n.tls.Server()
 	}
 	n.clients = newClientServer(n, clientLn, clientTLS)
+	n.dashSrc = newDashboardSource(n)
+	n.dash = dashboard.New(n.dashSrc, n.logger)
 	n.http = n.httpServer()
 	n.startLoops(httpLn)
 	if err := n.members.join(cfg.Join); err != nil {
@@ -175,6 +186,8 @@ func (n *Node) Close() error {
 		close(n.closing)
 		n.clients.close()
 		n.http.Close()
+		n.dash.Close()
+		n.dashSrc.close()
 		n.loops.Wait()
 		n.replicas.closeAll()
 		n.meta.close()

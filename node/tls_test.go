@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -130,5 +131,37 @@ func TestNode_TLSRaftPortRefusesPlaintextRequestVote(t *testing.T) {
 			t.Fatalf("Stats %+v: the plaintext dialer was not counted as refused", nd.mux.Stats())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Under TLS the dashboard reaches the cluster through the node's own
+// TLS client port and shows the queues.
+func TestNode_DashboardOverTLS(t *testing.T) {
+	nd, pool := startTLSNode(t)
+	createQueueOnTLS(t, nd, pool, "tls-jobs")
+	hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsconf.ClientWithPool(pool)}}
+	waitFor(t, 15*time.Second, "queues page lists tls-jobs", func() bool {
+		resp, err := hc.Get("https://" + nd.HTTPAddr() + "/queues")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `data-queue="tls-jobs"`) &&
+			!strings.Contains(string(b), `class="error"`)
+	})
+}
+
+func createQueueOnTLS(t *testing.T, nd *Node, pool *x509.CertPool, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{nd.ClientAddr()}, client.WithTLS(tlsconf.ClientWithPool(pool)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateQueue(ctx, name); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -49,6 +49,11 @@ func (p *Partition) LeaderTerm() (uint64, bool) {
 	return p.raft.CurrentTerm(), true
 }
 
+// RaftStats returns raft's own counters for the group (commit_index,
+// applied_index, last_log_index, last_contact, term, state, ...), as
+// raft.Raft.Stats formats them.
+func (p *Partition) RaftStats() map[string]string { return p.raft.Stats() }
+
 // IsLeader says whether this replica currently leads its group.
 func (p *Partition) IsLeader() bool { return p.raft.State() == raft.Leader }
 

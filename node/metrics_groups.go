@@ -1,0 +1,209 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferrymq/ferry/meta"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Bounds of the consumer tracker.
+const (
+	// consumerWindow is how recently a consumer must have received from a
+	// partition to count as one of its consumers.
+	consumerWindow = time.Minute
+	// consumersPerPartitionMax bounds the consumer ids remembered per
+	// partition; past it, new ids are not counted until old ones age out.
+	consumersPerPartitionMax = 1024
+	// consumerPartitionsMax bounds the partitions tracked. Only
+	// partitions this node leads are recorded, so the key set is real;
+	// with ids of at most fsm.ConsumerBytesMax this bounds the tracker.
+	consumerPartitionsMax = 4096
+)
+
+// consumerTracker remembers which consumer ids received from each
+// partition through this node in the last consumerWindow. Receives go to
+// a partition's leader, so the leader's count is the partition's.
+type consumerTracker struct {
+	mu   sync.Mutex
+	seen map[partitionKey]map[string]time.Time
+}
+
+type partitionKey struct {
+	queue string
+	index int
+}
+
+func newConsumerTracker() *consumerTracker {
+	return &consumerTracker{seen: map[partitionKey]map[string]time.Time{}}
+}
+
+// saw records a receive by consumer (ignored when empty).
+func (t *consumerTracker) saw(queue string, index int, consumer string, now time.Time) {
+	if consumer == "" {
+		return
+	}
+	k := partitionKey{queue, index}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.seen[k]
+	if m == nil {
+		if len(t.seen) >= consumerPartitionsMax {
+			t.pruneLocked(now)
+			if len(t.seen) >= consumerPartitionsMax {
+				return
+			}
+		}
+		m = map[string]time.Time{}
+		t.seen[k] = m
+	}
+	if _, ok := m[consumer]; !ok && len(m) >= consumersPerPartitionMax {
+		return
+	}
+	m[consumer] = now
+}
+
+// count returns the consumers of a partition seen within the window.
+func (t *consumerTracker) count(queue string, index int, now time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.seen[partitionKey{queue, index}]
+	for id, at := range m {
+		if now.Sub(at) > consumerWindow {
+			delete(m, id)
+		}
+	}
+	if len(m) == 0 {
+		delete(t.seen, partitionKey{queue, index})
+	}
+	return len(m)
+}
+
+func (t *consumerTracker) pruneLocked(now time.Time) {
+	for k, m := range t.seen {
+		for id, at := range m {
+			if now.Sub(at) > consumerWindow {
+				delete(m, id)
+			}
+		}
+		if len(m) == 0 {
+			delete(t.seen, k)
+		}
+	}
+}
+
+var (
+	groupLabels   = []string{"group", "queue", "partition"}
+	groupLeaderD  = prometheus.NewDesc("ferry_raft_leader_is_local", "1 when this node's replica leads the raft group, else 0.", groupLabels, nil)
+	groupTermD    = prometheus.NewDesc("ferry_raft_term", "Current raft term of this node's replica of the group.", groupLabels, nil)
+	groupCommitD  = prometheus.NewDesc("ferry_raft_commit_index", "Highest raft index this replica knows to be committed.", groupLabels, nil)
+	groupAppliedD = prometheus.NewDesc("ferry_raft_applied_index", "Highest raft index this replica applied to its state machine.", groupLabels, nil)
+	groupLagD     = prometheus.NewDesc("ferry_raft_apply_lag_entries", "Committed entries this replica has not applied yet.", groupLabels, nil)
+	groupContactD = prometheus.NewDesc("ferry_raft_last_contact_seconds", "Time since this follower replica last heard from its leader (0 on the leader).", groupLabels, nil)
+	groupSnapD    = prometheus.NewDesc("ferry_raft_snapshot_age_seconds", "Age of this replica's newest local snapshot (absent when it has none).", groupLabels, nil)
+	walDiskD      = prometheus.NewDesc("ferry_wal_disk_bytes", "Size of the node's shared log segments (raft entries of every partition replica, message bodies inside them).", nil, nil)
+	walLiveD      = prometheus.NewDesc("ferry_wal_live_bytes", "Bytes of the shared log that raft or a live message still needs.", nil, nil)
+	walSegmentsD  = prometheus.NewDesc("ferry_wal_segments", "Segment files of the node's shared log.", nil, nil)
+	raftEntriesD  = prometheus.NewDesc("ferry_raft_log_entries", "Raft entries indexed in the shared log, all partition groups together.", nil, nil)
+	metaLogD      = prometheus.NewDesc("ferry_raft_meta_log_bytes", "Size of the meta group's raft log file.", nil, nil)
+)
+
+// groupCollector reports, for every raft group this node hosts (the meta
+// group and each partition replica, led here or not), its role and
+// progress, and the node's storage sizes.
+type groupCollector struct{ n *Node }
+
+// Describe implements prometheus.Collector.
+func (c groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{groupLeaderD, groupTermD, groupCommitD, groupAppliedD, groupLagD, groupContactD,
+		groupSnapD, walDiskD, walLiveD, walSegmentsD, raftEntriesD, metaLogD} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c groupCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	n := c.n
+	if n.meta != nil && n.meta.raft != nil {
+		dir := filepath.Join(n.cfg.DataDir, "meta")
+		collectGroup(ch, n.meta.raft.Stats(), dir, now, meta.MetaGroupID, "", "")
+		if fi, err := os.Stat(filepath.Join(dir, "raft.db")); err == nil {
+			ch <- prometheus.MustNewConstMetric(metaLogD, prometheus.GaugeValue, float64(fi.Size()))
+		}
+	}
+	if n.replicas != nil {
+		for _, r := range n.replicas.all() {
+			collectGroup(ch, r.p.RaftStats(), n.replicas.dir(r.a.GroupID), now, r.a.GroupID, r.a.Queue, itoa(r.a.Index))
+		}
+	}
+	if n.logs != nil {
+		st := n.logs.Stats()
+		ch <- prometheus.MustNewConstMetric(walDiskD, prometheus.GaugeValue, float64(st.DiskBytes))
+		ch <- prometheus.MustNewConstMetric(walLiveD, prometheus.GaugeValue, float64(st.LiveBytes))
+		ch <- prometheus.MustNewConstMetric(walSegmentsD, prometheus.GaugeValue, float64(st.SegmentsLive))
+		ch <- prometheus.MustNewConstMetric(raftEntriesD, prometheus.GaugeValue, float64(st.IndexEntries))
+	}
+}
+
+// collectGroup reports one group from raft's stats and its snapshot
+// directory.
+func collectGroup(ch chan<- prometheus.Metric, st map[string]string, dir string, now time.Time, labels ...string) {
+	labels[0] = labelValue(labels[0])
+	leader := 0.0
+	if st["state"] == raft.Leader.String() {
+		leader = 1
+	}
+	commit, applied := statUint(st, "commit_index"), statUint(st, "applied_index")
+	ch <- prometheus.MustNewConstMetric(groupLeaderD, prometheus.GaugeValue, leader, labels...)
+	ch <- prometheus.MustNewConstMetric(groupTermD, prometheus.GaugeValue, float64(statUint(st, "term")), labels...)
+	ch <- prometheus.MustNewConstMetric(groupCommitD, prometheus.GaugeValue, float64(commit), labels...)
+	ch <- prometheus.MustNewConstMetric(groupAppliedD, prometheus.GaugeValue, float64(applied), labels...)
+	ch <- prometheus.MustNewConstMetric(groupLagD, prometheus.GaugeValue, float64(commit-min(commit, applied)), labels...)
+	if d, err := time.ParseDuration(st["last_contact"]); err == nil && leader == 0 {
+		ch <- prometheus.MustNewConstMetric(groupContactD, prometheus.GaugeValue, d.Seconds(), labels...)
+	} else if leader == 1 {
+		ch <- prometheus.MustNewConstMetric(groupContactD, prometheus.GaugeValue, 0, labels...)
+	}
+	if at, ok := newestSnapshotAt(dir); ok {
+		ch <- prometheus.MustNewConstMetric(groupSnapD, prometheus.GaugeValue, max(0, now.Sub(at).Seconds()), labels...)
+	}
+}
+
+func statUint(st map[string]string, key string) uint64 {
+	v, _ := strconv.ParseUint(st[key], 10, 64)
+	return v
+}
+
+// newestSnapshotAt reads the creation time of the newest snapshot in a
+// raft file snapshot store under dir: raft names each one
+// "<term>-<index>-<unix ms>".
+func newestSnapshotAt(dir string) (time.Time, bool) {
+	entries, err := os.ReadDir(filepath.Join(dir, "snapshots"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	var newest int64
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		parts := strings.Split(e.Name(), "-")
+		if len(parts) != 3 {
+			continue
+		}
+		if ms, err := strconv.ParseInt(parts[2], 10, 64); err == nil && ms > newest {
+			newest = ms
+		}
+	}
+	if newest == 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(newest), true
+}
