@@ -1,0 +1,110 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ferrymq/ferry/sqs"
+)
+
+// sqsCluster is a test cluster with an SQS endpoint on every node, each
+// connected to its own node, and an SDK client per endpoint.
+type sqsCluster struct {
+	*testCluster
+	endpoints []string // https://addr
+	clients   []*awssqs.Client
+}
+
+func startSQSCluster(t *testing.T) *sqsCluster {
+	t.Helper()
+	c := startCluster(t, options{})
+	sc := &sqsCluster{testCluster: c}
+	for i, m := range c.members {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		l, err := sqs.Listen(ctx, sqs.ListenConfig{
+			Addr: "127.0.0.1:0", Seeds: []string{m.cfg.ClientAddr},
+			ClientTLS: c.tls, ServerTLS: m.cfg.TLS.Server(),
+			Server: sqs.Config{MetaTTL: 200 * time.Millisecond},
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("sqs listener on node %d: %v", i, err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ep := "https://" + l.Addr()
+		sc.endpoints = append(sc.endpoints, ep)
+		sc.clients = append(sc.clients, awssqs.New(awssqs.Options{
+			Region:       "us-east-1",
+			BaseEndpoint: aws.String(ep),
+			Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+			HTTPClient:   &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: c.tls}},
+		}))
+	}
+	return sc
+}
+
+func sqsCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// createSQSQueue creates a queue through node i and returns its URL.
+func (c *sqsCluster) createQueue(t *testing.T, i int, name string, attrs map[string]string) string {
+	t.Helper()
+	out, err := c.clients[i].CreateQueue(sqsCtx(t), &awssqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatalf("CreateQueue %s: %v", name, err)
+	}
+	return *out.QueueUrl
+}
+
+// receive long-polls node i for up to max messages, failing on error.
+func (c *sqsCluster) receive(t *testing.T, i int, url string, in awssqs.ReceiveMessageInput) []types.Message {
+	t.Helper()
+	in.QueueUrl = aws.String(url)
+	out, err := c.clients[i].ReceiveMessage(sqsCtx(t), &in)
+	if err != nil {
+		t.Fatalf("ReceiveMessage: %v", err)
+	}
+	return out.Messages
+}
+
+func wantAPIError(t *testing.T, err error, code string) {
+	t.Helper()
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("got %v, want API error %s", err, code)
+	}
+	if ae.ErrorCode() != code && !strings.HasSuffix(fmt.Sprintf("%T", ae), "."+code) {
+		t.Fatalf("got error %s (%T): %v, want %s", ae.ErrorCode(), ae, err, code)
+	}
+}
+
+func TestSQSWithSDK(t *testing.T) {
+	c := startSQSCluster(t)
+	t.Run("QueueLifecycle", func(t *testing.T) { sqsQueueLifecycle(t, c) })
+	t.Run("SendReceiveDelete", func(t *testing.T) { sqsSendReceiveDelete(t, c) })
+	t.Run("LongPoll", func(t *testing.T) { sqsLongPoll(t, c) })
+	t.Run("Visibility", func(t *testing.T) { sqsVisibility(t, c) })
+	t.Run("Redrive", func(t *testing.T) { sqsRedrive(t, c) })
+	t.Run("FIFO", func(t *testing.T) { sqsFIFO(t, c) })
+	t.Run("PurgeAndAttributes", func(t *testing.T) { sqsPurgeAndAttributes(t, c) })
+	t.Run("Errors", func(t *testing.T) { sqsErrors(t, c) })
+	t.Run("BadInput", func(t *testing.T) { sqsBadInput(t, c) })
+}
+
+func sqsMaxRequest() int { return sqs.MaxRequestBytes }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
