@@ -218,7 +218,7 @@ func (s *Server) listQueues(ctx context.Context, r *request) (any, error) {
 		}
 		if len(out.QueueUrls) == limit {
 			if in.MaxResults != nil {
-				out.NextToken = base64.RawURLEncoding.EncodeToString([]byte(nameOfURL0(out.QueueUrls[limit-1])))
+				out.NextToken = base64.RawURLEncoding.EncodeToString([]byte(lastSegment(out.QueueUrls[limit-1])))
 			}
 			break
 		}
@@ -227,7 +227,7 @@ func (s *Server) listQueues(ctx context.Context, r *request) (any, error) {
 	return out, nil
 }
 
-func nameOfURL0(u string) string { return u[strings.LastIndexByte(u, '/')+1:] }
+func lastSegment(u string) string { return u[strings.LastIndexByte(u, '/')+1:] }
 
 func (s *Server) getQueueAttributes(ctx context.Context, r *request) (any, error) {
 	var in struct {

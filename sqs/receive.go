@@ -274,9 +274,7 @@ func (s *Server) settle(ctx context.Context, queueURL string, entries []handleEn
 	errs := make([]error, len(entries))
 	byTimeout := map[int][]int{} // visibility seconds (-1: delete) -> entries
 	for i, e := range entries {
-		r, err := decodeHandle(name, e.ReceiptHandle)
-		_ = r
-		if err != nil {
+		if _, err := decodeHandle(name, e.ReceiptHandle); err != nil {
 			errs[i] = err
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -111,8 +112,11 @@ func sign(r *http.Request, body []byte, sig signature, secret string) string {
 	canon.WriteString(canonicalQuery(r.URL.Query()) + "\n")
 	for _, name := range sig.SignedHeaders {
 		v := r.Header.Values(name)
-		if strings.EqualFold(name, "host") {
+		switch {
+		case strings.EqualFold(name, "host"):
 			v = []string{r.Host}
+		case strings.EqualFold(name, "content-length") && len(v) == 0:
+			v = []string{strconv.FormatInt(r.ContentLength, 10)}
 		}
 		canon.WriteString(strings.ToLower(name) + ":" + strings.Join(trimAll(v), ",") + "\n")
 	}
