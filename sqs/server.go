@@ -143,28 +143,28 @@ const targetPrefix = "AmazonSQS."
 
 // ServeHTTP answers one SQS JSON protocol request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
-	if hr.Method != http.MethodPost {
-		s.writeError(w, fail(ErrInvalidAction, "method %s: the API takes POST requests", hr.Method))
+	if hr.Method != http.MethodPost && hr.Method != http.MethodGet {
+		s.writeError(w, fail(ErrInvalidAction, "method %s: the API takes POST (or query GET) requests", hr.Method))
 		return
 	}
 	target := hr.Header.Get("X-Amz-Target")
+	if target == "" {
+		s.serveQueryRequest(w, hr)
+		return
+	}
 	name, ok := strings.CutPrefix(target, targetPrefix)
 	act := actions[name]
 	if !ok || act == nil {
 		s.writeError(w, fail(ErrInvalidAction, "unknown X-Amz-Target %q (want %s<Action>)", truncate(target, 64), targetPrefix))
 		return
 	}
-	if hr.ContentLength > MaxRequestBytes {
-		s.writeError(w, fail(ErrRequestTooLarge, "request body of %d bytes (at most %d)", hr.ContentLength, MaxRequestBytes))
+	if hr.Method != http.MethodPost {
+		s.writeError(w, fail(ErrInvalidAction, "method %s: the JSON protocol takes POST requests", hr.Method))
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(hr.Body, MaxRequestBytes+1))
+	body, err := readBody(hr)
 	if err != nil {
-		s.writeError(w, fail(ErrSerialization, "reading request body: %v", err))
-		return
-	}
-	if len(body) > MaxRequestBytes {
-		s.writeError(w, fail(ErrRequestTooLarge, "request body over %d bytes", MaxRequestBytes))
+		s.writeError(w, asError(err))
 		return
 	}
 	if err := s.checkSignature(hr, body); err != nil {
@@ -243,4 +243,19 @@ func requestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// readBody reads a request body of at most MaxRequestBytes.
+func readBody(hr *http.Request) ([]byte, error) {
+	if hr.ContentLength > MaxRequestBytes {
+		return nil, fail(ErrRequestTooLarge, "request body of %d bytes (at most %d)", hr.ContentLength, MaxRequestBytes)
+	}
+	body, err := io.ReadAll(io.LimitReader(hr.Body, MaxRequestBytes+1))
+	if err != nil {
+		return nil, fail(ErrSerialization, "reading request body: %v", err)
+	}
+	if len(body) > MaxRequestBytes {
+		return nil, fail(ErrRequestTooLarge, "request body over %d bytes", MaxRequestBytes)
+	}
+	return body, nil
 }
