@@ -144,6 +144,7 @@ func (s *Server) createQueue(ctx context.Context, r *request) (any, error) {
 		return out, s.sameAttributes(v, in.Attributes)
 	}
 	if err != nil {
+		_ = s.meta.drop(ctx, in.QueueName) // no queue: its record goes too
 		return nil, clientError(err, in.QueueName)
 	}
 	return out, nil
