@@ -46,6 +46,7 @@ for i in 1 2 3; do
   fi
   ./bin/ferryd -id "node$i" -data-dir "data/node$i" -ip 127.0.0.1 -port-offset $((i - 1)) \
     -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$keyring" "${tls[@]}" \
+    -sqs-addr "127.0.0.1:$((7400 + i))" \
     > >(sed -u "s/^/[node$i] /") 2>&1 &
   pids+=($!)
 done
@@ -59,7 +60,9 @@ cat <<'TXT'
 
 Ferry is running: node1..node3 serve clients on 127.0.0.1:7101-7103
 (HTTP admin on :7201-7203), over TLS with the CA in data/pki/ca.pem
-(curl --cacert data/pki/ca.pem https://127.0.0.1:7201/v1/cluster).
+(curl --cacert data/pki/ca.pem https://127.0.0.1:7201/v1/cluster), and the
+SQS-compatible API on :7401-7403 (AWS_CA_BUNDLE=data/pki/ca.pem
+aws --endpoint-url https://127.0.0.1:7401 sqs list-queues; docs/sqs.md).
 Try, in another terminal:
 
   ./bin/ferry cluster status
