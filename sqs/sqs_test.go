@@ -9,6 +9,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,6 +208,89 @@ func TestParseAttributes(t *testing.T) {
 	} {
 		if _, err := parseAttributes("q", attrs, true); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestQueryToJSON(t *testing.T) {
+	form := url.Values{
+		"Action":                            {"SendMessageBatch"},
+		"QueueUrl":                          {"https://h/0/q"},
+		"SendMessageBatchRequestEntry.2.Id": {"b"},
+		"SendMessageBatchRequestEntry.2.MessageBody":                          {"two"},
+		"SendMessageBatchRequestEntry.1.Id":                                   {"a"},
+		"SendMessageBatchRequestEntry.1.MessageBody":                          {"one"},
+		"SendMessageBatchRequestEntry.1.DelaySeconds":                         {"5"},
+		"SendMessageBatchRequestEntry.1.MessageAttribute.1.Name":              {"colour"},
+		"SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.DataType":    {"String"},
+		"SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringValue": {"blue"},
+		"SendMessageBatchRequestEntry.1.MessageAttribute.2.Name":              {"bin"},
+		"SendMessageBatchRequestEntry.1.MessageAttribute.2.Value.DataType":    {"Binary"},
+		"SendMessageBatchRequestEntry.1.MessageAttribute.2.Value.BinaryValue": {"AAH/"},
+	}
+	b, err := queryToJSON(form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in struct {
+		QueueUrl string      `json:"QueueUrl"`
+		Entries  []sendEntry `json:"Entries"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if in.QueueUrl != "https://h/0/q" || len(in.Entries) != 2 || in.Entries[0].ID != "a" || in.Entries[1].ID != "b" {
+		t.Fatalf("entries out of order or lost: %s", b)
+	}
+	e := in.Entries[0]
+	if *e.DelaySeconds != 5 || e.MessageAttributes["colour"].StringValue != "blue" || !bytes.Equal(e.MessageAttributes["bin"].BinaryValue, []byte{0, 1, 255}) {
+		t.Fatalf("entry %+v", e)
+	}
+	b, err = queryToJSON(url.Values{"Attribute.1.Name": {"DelaySeconds"}, "Attribute.1.Value": {"3"}, "AttributeName.1": {"All"}, "Tag.1.Key": {"k"}, "Tag.1.Value": {"v"}})
+	if err != nil || !bytes.Contains(b, []byte(`"Attributes":{"DelaySeconds":"3"}`)) || !bytes.Contains(b, []byte(`"AttributeNames":["All"]`)) || !bytes.Contains(b, []byte(`"Tags":{"k":"v"}`)) {
+		t.Fatalf("maps and lists: %s %v", b, err)
+	}
+}
+
+func TestRenderXML(t *testing.T) {
+	var out struct {
+		Messages []message `json:"Messages"`
+	}
+	out.Messages = []message{{MessageID: "m1", ReceiptHandle: "h", MD5OfBody: "d", Body: "a<b",
+		Attributes:        map[string]string{"ApproximateReceiveCount": "2"},
+		MessageAttributes: map[string]attributeValue{"colour": {DataType: "String", StringValue: "blue"}}}}
+	var b bytes.Buffer
+	if err := renderXML(&b, "ReceiveMessage", out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"<Message><Attribute><Name>ApproximateReceiveCount</Name><Value>2</Value></Attribute><Body>a&lt;b</Body>",
+		"<MessageAttribute><Name>colour</Name><Value><DataType>String</DataType><StringValue>blue</StringValue></Value></MessageAttribute>",
+		"<MessageId>m1</MessageId>",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("XML lacks %s:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestQueryErrors: query requests get XML errors with the query codes.
+func TestQueryErrors(t *testing.T) {
+	s := New(Config{})
+	for _, tc := range []struct {
+		body   string
+		status int
+		code   string
+	}{
+		{"Action=FlyToTheMoon", 400, "<Code>InvalidAction</Code>"},
+		{"Action=ListQueues&%zz", 400, "<Code>InvalidParameterValue</Code>"},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.code) || !strings.Contains(rec.Body.String(), "<Type>Sender</Type>") {
+			t.Errorf("%s: %d %s", tc.body, rec.Code, rec.Body)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferrymq/ferry/sqs"
 )
 
 // awsCLIs returns the distinct aws executables to test: the one on PATH
@@ -41,7 +43,7 @@ func TestSQSWithCLI(t *testing.T) {
 	if len(clis) == 0 {
 		t.Skip("SKIPPED: no aws executable on PATH or at /usr/bin/aws (.ci/run installs Debian's awscli); the AWS CLI suite did not run")
 	}
-	c := startSQSCluster(t)
+	c := startSQSCluster(t, sqs.StaticCredentials{"AKIDCLI": sqsSecret})
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(ca, c.ca.CertPEM, 0o600); err != nil {
@@ -56,7 +58,7 @@ func TestSQSWithCLI(t *testing.T) {
 			cmd := exec.CommandContext(ctx, "bash", "testdata/sqs-cli.sh")
 			cmd.Env = append(os.Environ(),
 				"AWS_CLI="+cli, "ENDPOINT="+c.endpoints[i%len(c.endpoints)], "QUEUE=cli-"+string(rune('a'+i)),
-				"AWS_CA_BUNDLE="+ca, "AWS_ACCESS_KEY_ID=AKIDCLI", "AWS_SECRET_ACCESS_KEY=secret",
+				"AWS_CA_BUNDLE="+ca, "AWS_ACCESS_KEY_ID=AKIDCLI", "AWS_SECRET_ACCESS_KEY="+sqsSecret,
 				"AWS_CONFIG_FILE="+filepath.Join(dir, "none"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "none"),
 				"AWS_EC2_METADATA_DISABLED=true", "AWS_PAGER=", "HOME="+dir)
 			out, err := cmd.CombinedOutput()

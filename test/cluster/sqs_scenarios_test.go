@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
@@ -384,6 +387,11 @@ func sqsBadInput(t *testing.T, c *sqsCluster) {
 		}
 		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 		req.Header.Set("X-Amz-Target", target)
+		sum := sha256.Sum256(body)
+		creds := aws.Credentials{AccessKeyID: "AKIDTEST", SecretAccessKey: sqsSecret}
+		if err := v4.NewSigner().SignHTTP(sqsCtx(t), creds, req, hex.EncodeToString(sum[:]), "sqs", "us-east-1", time.Now()); err != nil {
+			t.Fatal(err)
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", target, err)

@@ -26,7 +26,11 @@ type sqsCluster struct {
 	clients   []*awssqs.Client
 }
 
-func startSQSCluster(t *testing.T) *sqsCluster {
+// sqsSecret is the secret of every access key id the test endpoints
+// know: they verify request signatures against it.
+const sqsSecret = "ferry-test-secret"
+
+func startSQSCluster(t *testing.T, creds sqs.StaticCredentials) *sqsCluster {
 	t.Helper()
 	c := startCluster(t, options{})
 	sc := &sqsCluster{testCluster: c}
@@ -35,7 +39,7 @@ func startSQSCluster(t *testing.T) *sqsCluster {
 		l, err := sqs.Listen(ctx, sqs.ListenConfig{
 			Addr: "127.0.0.1:0", Seeds: []string{m.cfg.ClientAddr},
 			ClientTLS: c.tls, ServerTLS: m.cfg.TLS.Server(),
-			Server: sqs.Config{MetaTTL: 200 * time.Millisecond},
+			Server: sqs.Config{MetaTTL: 200 * time.Millisecond, Credentials: creds},
 		})
 		cancel()
 		if err != nil {
@@ -47,7 +51,7 @@ func startSQSCluster(t *testing.T) *sqsCluster {
 		sc.clients = append(sc.clients, awssqs.New(awssqs.Options{
 			Region:       "us-east-1",
 			BaseEndpoint: aws.String(ep),
-			Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+			Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", sqsSecret, ""),
 			HTTPClient:   &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: c.tls}},
 		}))
 	}
@@ -93,7 +97,8 @@ func wantAPIError(t *testing.T, err error, code string) {
 }
 
 func TestSQSWithSDK(t *testing.T) {
-	c := startSQSCluster(t)
+	c := startSQSCluster(t, sqs.StaticCredentials{"AKIDTEST": sqsSecret})
+	t.Run("Signatures", func(t *testing.T) { sqsSignatures(t, c) })
 	t.Run("QueueLifecycle", func(t *testing.T) { sqsQueueLifecycle(t, c) })
 	t.Run("SendReceiveDelete", func(t *testing.T) { sqsSendReceiveDelete(t, c) })
 	t.Run("LongPoll", func(t *testing.T) { sqsLongPoll(t, c) })
@@ -108,3 +113,21 @@ func TestSQSWithSDK(t *testing.T) {
 func sqsMaxRequest() int { return sqs.MaxRequestBytes }
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// sqsSignatures: every call of the suite is signed and verified; a wrong
+// secret or an unknown access key id is refused.
+func sqsSignatures(t *testing.T, c *sqsCluster) {
+	for _, tc := range []struct{ id, secret, code string }{
+		{"AKIDTEST", "wrong", "SignatureDoesNotMatch"},
+		{"AKIDOTHER", sqsSecret, "InvalidClientTokenId"},
+	} {
+		cl := awssqs.New(c.clients[0].Options(), func(o *awssqs.Options) {
+			o.Credentials = credentials.NewStaticCredentialsProvider(tc.id, tc.secret, "")
+		})
+		_, err := cl.ListQueues(sqsCtx(t), &awssqs.ListQueuesInput{})
+		wantAPIError(t, err, tc.code)
+	}
+	if _, err := c.clients[0].ListQueues(sqsCtx(t), &awssqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("signed with the right secret: %v", err)
+	}
+}
