@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -227,10 +228,11 @@ func (v queueView) result(e *sendEntry, res client.SendResult) sendResult {
 	return out
 }
 
-// sequenceNumber is a FIFO message's SequenceNumber: its partition and
-// sequence, as SQS's large decimal numbers.
+// sequenceNumber is a FIFO message's SequenceNumber: a decimal number
+// that grows with the message's sequence in its partition (the partition
+// index, then the sequence number in 20 digits).
 func sequenceNumber(partition int, seq uint64) string {
-	return strconv.Itoa(partition) + strings.Repeat("0", 2) + strconv.FormatUint(seq, 10)
+	return fmt.Sprintf("%d%020d", partition, seq)
 }
 
 func (s *Server) sendMessage(ctx context.Context, r *request) (any, error) {

@@ -32,7 +32,7 @@ func sqsQueueLifecycle(t *testing.T, c *sqsCluster) {
 	}
 	_, err := c.clients[2].CreateQueue(sqsCtx(t), &awssqs.CreateQueueInput{QueueName: aws.String("life-1"),
 		Attributes: map[string]string{"VisibilityTimeout": "46"}})
-	wantAPIError(t, err, "QueueNameExists")
+	wantSQSError(t, err, "QueueNameExists")
 	got, err := c.clients[2].GetQueueUrl(sqsCtx(t), &awssqs.GetQueueUrlInput{QueueName: aws.String("life-1")})
 	if err != nil || !strings.HasSuffix(*got.QueueUrl, "/life-1") {
 		t.Fatalf("GetQueueUrl: %v %v", got, err)
@@ -71,7 +71,7 @@ func sqsQueueLifecycle(t *testing.T, c *sqsCluster) {
 			return err
 		}
 		if len(out.Tags) != 1 || out.Tags["team"] != "billing" {
-			return errorf("tags %v", out.Tags)
+			return sqsErrorf("tags %v", out.Tags)
 		}
 		return nil
 	})
@@ -79,7 +79,7 @@ func sqsQueueLifecycle(t *testing.T, c *sqsCluster) {
 		t.Fatal(err)
 	}
 	_, err = c.clients[0].GetQueueUrl(sqsCtx(t), &awssqs.GetQueueUrlInput{QueueName: aws.String("life-1")})
-	wantAPIError(t, err, "QueueDoesNotExist")
+	wantSQSError(t, err, "QueueDoesNotExist")
 }
 
 func sqsSendReceiveDelete(t *testing.T, c *sqsCluster) {
@@ -195,7 +195,7 @@ func sqsVisibility(t *testing.T, c *sqsCluster) {
 	}
 	// The first handle is stale now.
 	_, err := c.clients[0].DeleteMessage(sqsCtx(t), &awssqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: first[0].ReceiptHandle})
-	wantAPIError(t, err, "ReceiptHandleIsInvalid")
+	wantSQSError(t, err, "ReceiptHandleIsInvalid")
 	// A visibility timeout that ends makes the message visible at once:
 	// no retry backoff on queues created through SQS.
 	expired := time.Now()
@@ -217,7 +217,7 @@ func sqsVisibility(t *testing.T, c *sqsCluster) {
 
 func sqsRedrive(t *testing.T, c *sqsCluster) {
 	dlq := c.createQueue(t, 0, "orders-dlq", nil)
-	dlqArn := getAttr(t, c, 0, dlq, "QueueArn")
+	dlqArn := sqsAttr(t, c, 0, dlq, "QueueArn")
 	policy := `{"deadLetterTargetArn":"` + dlqArn + `","maxReceiveCount":"2"}`
 	src := c.createQueue(t, 1, "orders", map[string]string{"RedrivePolicy": policy})
 	if _, err := c.clients[0].SendMessage(sqsCtx(t), &awssqs.SendMessageInput{QueueUrl: &src, MessageBody: aws.String("poison")}); err != nil {
@@ -239,7 +239,7 @@ func sqsRedrive(t *testing.T, c *sqsCluster) {
 	if err != nil || len(lout.QueueUrls) != 1 || !strings.HasSuffix(lout.QueueUrls[0], "/orders") {
 		t.Fatalf("ListDeadLetterSourceQueues: %+v %v", lout, err)
 	}
-	if got := getAttr(t, c, 1, src, "RedrivePolicy"); got != policy {
+	if got := sqsAttr(t, c, 1, src, "RedrivePolicy"); got != policy {
 		t.Fatalf("RedrivePolicy %s, want %s", got, policy)
 	}
 	task, err := c.clients[1].StartMessageMoveTask(sqsCtx(t), &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqArn)})
@@ -259,9 +259,9 @@ func sqsRedrive(t *testing.T, c *sqsCluster) {
 func sqsFIFO(t *testing.T, c *sqsCluster) {
 	url := c.createQueue(t, 0, "jobs.fifo", map[string]string{"FifoQueue": "true"})
 	_, err := c.clients[0].SendMessage(sqsCtx(t), &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("x")})
-	wantAPIError(t, err, "MissingParameter")
+	wantSQSError(t, err, "MissingParameter")
 	_, err = c.clients[0].SendMessage(sqsCtx(t), &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("x"), MessageGroupId: aws.String("g")})
-	wantAPIError(t, err, "InvalidParameterValue")
+	wantSQSError(t, err, "InvalidParameterValue")
 	var ids []string
 	for i, body := range []string{"g1-a", "g1-b", "g1-a"} {
 		dedup := body // the third repeats the first's deduplication id
@@ -290,7 +290,7 @@ func sqsFIFO(t *testing.T, c *sqsCluster) {
 	}
 }
 
-func getAttr(t *testing.T, c *sqsCluster, i int, url, name string) string {
+func sqsAttr(t *testing.T, c *sqsCluster, i int, url, name string) string {
 	t.Helper()
 	out, err := c.clients[i].GetQueueAttributes(sqsCtx(t), &awssqs.GetQueueAttributesInput{QueueUrl: &url, AttributeNames: []types.QueueAttributeName{types.QueueAttributeName(name)}})
 	if err != nil {
@@ -332,48 +332,48 @@ func sqsPurgeAndAttributes(t *testing.T, c *sqsCluster) {
 		t.Fatal(err)
 	}
 	c.eventually(5*time.Second, "attributes on another node", func() error {
-		if d, v := getAttr(t, c, 2, url, "DelaySeconds"), getAttr(t, c, 2, url, "VisibilityTimeout"); d != "5" || v != "90" {
-			return errorf("DelaySeconds %s VisibilityTimeout %s", d, v)
+		if d, v := sqsAttr(t, c, 2, url, "DelaySeconds"), sqsAttr(t, c, 2, url, "VisibilityTimeout"); d != "5" || v != "90" {
+			return sqsErrorf("DelaySeconds %s VisibilityTimeout %s", d, v)
 		}
 		return nil
 	})
 	if _, err := c.clients[1].PurgeQueue(sqsCtx(t), &awssqs.PurgeQueueInput{QueueUrl: &url}); err != nil {
 		t.Fatal(err)
 	}
-	if n := getAttr(t, c, 0, url, "ApproximateNumberOfMessages"); n != "0" {
+	if n := sqsAttr(t, c, 0, url, "ApproximateNumberOfMessages"); n != "0" {
 		t.Fatalf("after purge: %s messages", n)
 	}
 	_, err = c.clients[0].SetQueueAttributes(sqsCtx(t), &awssqs.SetQueueAttributesInput{QueueUrl: &url, Attributes: map[string]string{"VisibilityTimeout": "99999"}})
-	wantAPIError(t, err, "InvalidAttributeValue")
+	wantSQSError(t, err, "InvalidAttributeValue")
 }
 
 func sqsErrors(t *testing.T, c *sqsCluster) {
 	missing := c.endpoints[0] + "/000000000000/no-such-queue"
 	_, err := c.clients[0].SendMessage(sqsCtx(t), &awssqs.SendMessageInput{QueueUrl: &missing, MessageBody: aws.String("x")})
-	wantAPIError(t, err, "QueueDoesNotExist")
+	wantSQSError(t, err, "QueueDoesNotExist")
 	url := c.createQueue(t, 0, "errs", nil)
 	var entries []types.SendMessageBatchRequestEntry
 	for i := range 11 {
 		entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String("e" + strconv.Itoa(i)), MessageBody: aws.String("b")})
 	}
 	_, err = c.clients[1].SendMessageBatch(sqsCtx(t), &awssqs.SendMessageBatchInput{QueueUrl: &url, Entries: entries})
-	wantAPIError(t, err, "TooManyEntriesInBatchRequest")
+	wantSQSError(t, err, "TooManyEntriesInBatchRequest")
 	_, err = c.clients[1].SendMessageBatch(sqsCtx(t), &awssqs.SendMessageBatchInput{QueueUrl: &url, Entries: entries[:1:1][:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dup := []types.SendMessageBatchRequestEntry{entries[0], entries[0]}
 	_, err = c.clients[1].SendMessageBatch(sqsCtx(t), &awssqs.SendMessageBatchInput{QueueUrl: &url, Entries: dup})
-	wantAPIError(t, err, "BatchEntryIdsNotDistinct")
+	wantSQSError(t, err, "BatchEntryIdsNotDistinct")
 	_, err = c.clients[2].ReceiveMessage(sqsCtx(t), &awssqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 11})
-	wantAPIError(t, err, "InvalidParameterValue")
+	wantSQSError(t, err, "InvalidParameterValue")
 	big := strings.Repeat("x", 256<<10+1)
 	_, err = c.clients[2].SendMessage(sqsCtx(t), &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: &big})
-	wantAPIError(t, err, "InvalidParameterValue")
+	wantSQSError(t, err, "InvalidParameterValue")
 	_, err = c.clients[2].DeleteMessage(sqsCtx(t), &awssqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: aws.String("garbage")})
-	wantAPIError(t, err, "ReceiptHandleIsInvalid")
+	wantSQSError(t, err, "ReceiptHandleIsInvalid")
 	_, err = c.clients[2].AddPermission(sqsCtx(t), &awssqs.AddPermissionInput{QueueUrl: &url, Label: aws.String("l"), AWSAccountIds: []string{"1"}, Actions: []string{"SendMessage"}})
-	wantAPIError(t, err, "UnsupportedOperation")
+	wantSQSError(t, err, "UnsupportedOperation")
 }
 
 // sqsBadInput sends malformed requests over plain HTTP and checks each
@@ -415,7 +415,7 @@ func sqsBadInput(t *testing.T, c *sqsCluster) {
 		{"unknown action", "AmazonSQS.FlyToTheMoon", []byte(`{}`), 400, "InvalidAction"},
 		{"other service", "DynamoDB_20120810.ListTables", []byte(`{}`), 400, "InvalidAction"},
 		{"oversize body", "AmazonSQS.SendMessage", bytes.Repeat([]byte("a"), sqsMaxRequest()+1), 413, "RequestEntityTooLarge"},
-		{"eleven entries", "AmazonSQS.DeleteMessageBatch", elevenEntries(), 400, "TooManyEntriesInBatchRequest"},
+		{"eleven entries", "AmazonSQS.DeleteMessageBatch", sqsElevenEntries(), 400, "TooManyEntriesInBatchRequest"},
 		{"empty batch", "AmazonSQS.DeleteMessageBatch", []byte(`{"QueueUrl":"x","Entries":[]}`), 400, "EmptyBatchRequest"},
 	}
 	for _, tc := range cases {
@@ -429,7 +429,7 @@ func sqsBadInput(t *testing.T, c *sqsCluster) {
 	}
 }
 
-func elevenEntries() []byte {
+func sqsElevenEntries() []byte {
 	var es []map[string]string
 	for i := range 11 {
 		es = append(es, map[string]string{"Id": "e" + strconv.Itoa(i), "ReceiptHandle": "h"})

@@ -85,7 +85,7 @@ func (c *sqsCluster) receive(t *testing.T, i int, url string, in awssqs.ReceiveM
 	return out.Messages
 }
 
-func wantAPIError(t *testing.T, err error, code string) {
+func wantSQSError(t *testing.T, err error, code string) {
 	t.Helper()
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
@@ -112,7 +112,7 @@ func TestSQSWithSDK(t *testing.T) {
 
 func sqsMaxRequest() int { return sqs.MaxRequestBytes }
 
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+func sqsErrorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // sqsSignatures: every call of the suite is signed and verified; a wrong
 // secret or an unknown access key id is refused.
@@ -125,7 +125,7 @@ func sqsSignatures(t *testing.T, c *sqsCluster) {
 			o.Credentials = credentials.NewStaticCredentialsProvider(tc.id, tc.secret, "")
 		})
 		_, err := cl.ListQueues(sqsCtx(t), &awssqs.ListQueuesInput{})
-		wantAPIError(t, err, tc.code)
+		wantSQSError(t, err, tc.code)
 	}
 	if _, err := c.clients[0].ListQueues(sqsCtx(t), &awssqs.ListQueuesInput{}); err != nil {
 		t.Fatalf("signed with the right secret: %v", err)
