@@ -119,8 +119,10 @@ func systemAttributes(v queueView, d *client.Delivery, names []string, now time.
 		"ApproximateFirstReceiveTimestamp": ms(first),
 		"SenderId":                         DefaultAccountID,
 	}
+	if d.Group != "" {
+		all["MessageGroupId"] = d.Group // also for groups of Ferry producers
+	}
 	if v.fifo() {
-		all["MessageGroupId"] = d.Group
 		all["MessageDeduplicationId"] = d.ID
 		all["SequenceNumber"] = sequenceNumber(d.Partition, d.Seq)
 	}
