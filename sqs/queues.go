@@ -68,8 +68,39 @@ func nameOfURL(u string) (string, error) {
 
 func nameOfARN(arn string) string { return arn[strings.LastIndexByte(arn, ':')+1:] }
 
-// view loads a queue's config and record.
+// catalogWait bounds how long view waits for a queue the cluster knows
+// to appear in the listing of the node that answers ListQueues.
+const catalogWait = 2 * time.Second
+
+// view loads a queue's config and record. A queue missing from the
+// listing is looked up once more the way clients route to it (a node whose
+// catalog lags waits for it), so a queue just created through another
+// node is found.
 func (s *Server) view(ctx context.Context, name string) (queueView, error) {
+	v, err := s.quickView(ctx, name)
+	if !errors.Is(err, ErrQueueDoesNotExist) {
+		return v, err
+	}
+	if _, err := s.cl.QueueStats(ctx, name); err != nil {
+		return queueView{}, clientError(err, name)
+	}
+	deadline := time.Now().Add(catalogWait)
+	for {
+		select {
+		case <-ctx.Done():
+			return queueView{}, clientError(ctx.Err(), name)
+		case <-time.After(50 * time.Millisecond):
+		}
+		v, err = s.quickView(ctx, name)
+		if !errors.Is(err, ErrQueueDoesNotExist) || time.Now().After(deadline) {
+			return v, err
+		}
+	}
+}
+
+// quickView is view from one listing: a queue the answering node does not
+// list yet is QueueDoesNotExist.
+func (s *Server) quickView(ctx context.Context, name string) (queueView, error) {
 	qs, err := s.cl.ListQueues(ctx, name)
 	if err != nil {
 		return queueView{}, clientError(err, name)
@@ -120,10 +151,23 @@ func (s *Server) createQueue(ctx context.Context, r *request) (any, error) {
 		return nil, err
 	}
 	out := queueURLOutput{QueueUrl: s.queueURL(r, in.QueueName)}
-	if v, err := s.view(ctx, in.QueueName); err == nil {
+	if v, err := s.quickView(ctx, in.QueueName); err == nil {
 		return out, s.sameAttributes(v, in.Attributes)
 	} else if !errors.Is(err, ErrQueueDoesNotExist) {
 		return nil, err
+	}
+	// A record while this node does not list the queue: the queue may
+	// exist already (this node's catalog lags), so do not overwrite the
+	// record before making sure. A record without a queue is a leftover of
+	// a create that failed half-way, and is replaced.
+	if prev, _, err := s.meta.read(ctx, in.QueueName); err != nil {
+		return nil, clientError(err, in.QueueName)
+	} else if prev != nil {
+		if v, err := s.view(ctx, in.QueueName); err == nil {
+			return out, s.sameAttributes(v, in.Attributes)
+		} else if !errors.Is(err, ErrQueueDoesNotExist) {
+			return nil, err
+		}
 	}
 	now := time.Now().Unix()
 	meta := &queueMeta{Name: in.QueueName, Created: now, Modified: now, Attrs: map[string]string{}, Tags: in.Tags}

@@ -17,6 +17,8 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/ferrymq/ferry/client"
 )
 
 func sqsQueueLifecycle(t *testing.T, c *sqsCluster) {
@@ -78,8 +80,16 @@ func sqsQueueLifecycle(t *testing.T, c *sqsCluster) {
 	if _, err := c.clients[1].DeleteQueue(sqsCtx(t), &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.clients[0].GetQueueUrl(sqsCtx(t), &awssqs.GetQueueUrlInput{QueueName: aws.String("life-1")})
-	wantSQSError(t, err, "QueueDoesNotExist")
+	// Another node's catalog may lag a moment behind the delete (SQS
+	// itself takes up to a minute).
+	c.eventually(5*time.Second, "deleted queue gone on another node", func() error {
+		_, err := c.clients[0].GetQueueUrl(sqsCtx(t), &awssqs.GetQueueUrlInput{QueueName: aws.String("life-1")})
+		if err == nil {
+			return sqsErrorf("life-1 still listed")
+		}
+		wantSQSError(t, err, "QueueDoesNotExist")
+		return nil
+	})
 }
 
 func sqsSendReceiveDelete(t *testing.T, c *sqsCluster) {
@@ -436,4 +446,39 @@ func sqsElevenEntries() []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"QueueUrl": "q", "Entries": es})
 	return b
+}
+
+// sqsFerryInterop: a queue made with the Ferry client is served through
+// SQS, with headers as String attributes and the group reported; a message
+// sent through SQS reaches a Ferry consumer with its attributes as headers.
+func sqsFerryInterop(t *testing.T, c *sqsCluster) {
+	fc := c.dial("interop")
+	ctx := sqsCtx(t)
+	if err := fc.CreateQueue(ctx, "native"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fc.Queue("native").Send(ctx, client.Message{Group: "acct-7", Headers: map[string]string{"trace": "t-1"}, Body: []byte("from ferry")}); err != nil {
+		t.Fatal(err)
+	}
+	url := c.endpoints[2] + "/000000000000/native"
+	ms := c.receive(t, 2, url, awssqs.ReceiveMessageInput{WaitTimeSeconds: 5, MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{"MessageGroupId"}})
+	if len(ms) != 1 || *ms[0].Body != "from ferry" || *ms[0].MessageAttributes["trace"].StringValue != "t-1" || ms[0].Attributes["MessageGroupId"] != "acct-7" {
+		t.Fatalf("Ferry message through SQS: %+v", ms)
+	}
+	if _, err := c.clients[0].DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: ms[0].ReceiptHandle}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.clients[0].SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("from sqs"),
+		MessageAttributes: map[string]types.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("invoice")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := fc.Queue("native").Receive(ctx, client.ReceiveOptions{Wait: 5 * time.Second})
+	if err != nil || len(ds) != 1 || string(ds[0].Body) != "from sqs" || ds[0].Headers["kind"] != "invoice" {
+		t.Fatalf("SQS message through Ferry: %+v %v", ds, err)
+	}
+	if err := ds[0].Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

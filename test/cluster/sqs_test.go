@@ -108,6 +108,7 @@ func TestSQSWithSDK(t *testing.T) {
 	t.Run("PurgeAndAttributes", func(t *testing.T) { sqsPurgeAndAttributes(t, c) })
 	t.Run("Errors", func(t *testing.T) { sqsErrors(t, c) })
 	t.Run("BadInput", func(t *testing.T) { sqsBadInput(t, c) })
+	t.Run("FerryInterop", func(t *testing.T) { sqsFerryInterop(t, c) })
 }
 
 func sqsMaxRequest() int { return sqs.MaxRequestBytes }
