@@ -15,7 +15,11 @@
 // ContentBasedDeduplication, timestamps, tags) are kept in the reserved
 // Ferry queue MetaQueue, one record per SQS queue, so every node sees them.
 //
+// The query protocol (form-encoded Action=... requests answered in XML)
+// is served on the same port for older clients.
+//
 // Signature Version 4 headers are parsed (a malformed Authorization header
-// is refused) but signatures are not verified until the cluster has client
-// credentials: see Credentials. docs/sqs.md lists what is supported.
+// is refused); signatures are verified only when Config.Credentials is
+// set, which ferryd does not do until access keys map to client tokens.
+// docs/sqs.md lists what is supported.
 package sqs
