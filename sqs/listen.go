@@ -61,9 +61,10 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 	if cfg.ClientTLS != nil {
 		opts = append(opts, client.WithTLS(cfg.ClientTLS))
 	}
-	// Client credentials: when the client takes a token (client tokens
-	// and permissions), pass the SQS endpoint's token here, the one place
-	// the endpoint dials the cluster.
+	// Client token: this is the one place the SQS endpoint dials the
+	// cluster. When the client takes a token option, add a Token field to
+	// ListenConfig and append that option here (ferryd then passes the
+	// endpoint's token); every SQS action runs with it.
 	cl, err := client.Dial(ctx, cfg.Seeds, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("sqs: connecting to the cluster: %w", err)
