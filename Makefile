@@ -5,7 +5,7 @@ STATICCHECK   ?= $(shell go env GOPATH)/bin/staticcheck
 STATICCHECK_VERSION := v0.8.2
 PKGS          := ./...
 # Packages with goroutines or shared state run under the race detector.
-RACE_PKGS     := ./wal/... ./transport/... ./wire/... ./partition/... ./client/... ./node/... ./dashboard/... ./ferrytest/... ./examples/...
+RACE_PKGS     := ./wal/... ./transport/... ./wire/... ./partition/... ./client/... ./node/... ./dashboard/... ./sqs/... ./ferrytest/... ./examples/...
 
 .PHONY: help build run test lint bench fuzz tools clean chaos
 
@@ -50,6 +50,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzWAL_DecodeRecord -fuzztime 30s ./wal/
 	$(GO) test -run '^$$' -fuzz FuzzRaftlog_DecodeEntry -fuzztime 30s ./wal/raftlog/
 	$(GO) test -run '^$$' -fuzz FuzzWire_ReadFrame -fuzztime 30s ./wire/
+	$(GO) test -run '^$$' -fuzz FuzzSQS_DecodeInput -fuzztime 30s ./sqs/
 
 # The long chaos suite: real ferryd processes under kill -9, pauses,
 # partitions and restarts (test/chaos). Partition faults need root and

@@ -53,6 +53,7 @@ for i in 1 2 3; do
   fi
   ./bin/ferryd -id "node$i" -data-dir "data/node$i" -ip 127.0.0.1 -port-offset $((i - 1)) \
     -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$keyring" "${tls[@]}" \
+    -sqs-addr "127.0.0.1:$((7400 + i))" \
     > >(sed -u "s/^/[node$i] /") 2>&1 &
   pids+=($!)
 done
@@ -69,6 +70,8 @@ Ferry is running: node1..node3 serve clients on 127.0.0.1:7101-7103
 Clients need a token; ./bin/ferry presents the admin token in
 data/pki/admin.token by itself (curl --cacert data/pki/ca.pem
 -H "Authorization: Bearer $(cat data/pki/admin.token)" https://127.0.0.1:7201/v1/cluster).
+The SQS-compatible API listens on :7401-7403 (AWS_CA_BUNDLE=data/pki/ca.pem
+aws --endpoint-url https://127.0.0.1:7401 sqs list-queues; docs/sqs.md).
 Try, in another terminal:
 
   ./bin/ferry cluster status

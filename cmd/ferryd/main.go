@@ -99,6 +99,7 @@ type options struct {
 	raft                                   raftOptions
 	limits                                 limitOptions
 	conns                                  connOptions
+	sqs                                    sqsOptions
 }
 
 // limitOptions bound queue creation; zero keeps the node's defaults.
@@ -229,6 +230,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	o.raft.register(fs)
 	o.limits.register(fs)
 	o.conns.register(fs)
+	o.sqs.register(fs)
 	if onFlagSet != nil {
 		onFlagSet(fs)
 	}
@@ -387,6 +389,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	sqsAPI, err := startSQS(o, n, logger)
+	if err != nil {
+		return errors.Join(err, n.Close())
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	for {
@@ -397,6 +403,7 @@ func run(args []string) error {
 			continue
 		}
 		logger.Info("shutting down", "signal", s.String())
+		sqsAPI.close()
 		return n.Close()
 	}
 }
