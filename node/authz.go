@@ -1,11 +1,14 @@
 package node
 
 import (
+	"crypto/tls"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 
 	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -56,22 +59,50 @@ func (n *Node) SetTokens(set *auth.Set) error {
 	return nil
 }
 
+// Tokens returns the node's current tokens, nil when auth is off.
+func (n *Node) Tokens() *auth.Set {
+	if cur := n.auth.load(); cur != nil {
+		return cur.set
+	}
+	return nil
+}
+
+// memberToken is the identity of a connection that presented a node
+// certificate of the cluster CA: another member of the cluster (the SQS
+// endpoint beside a node dials its node this way). The raft port trusts
+// the same certificate with the cluster's whole state, so on the client
+// port it carries every right too; users get tokens, never node
+// certificates.
+var memberToken = &auth.Token{Name: "cluster member (node certificate)", ClusterAdmin: true}
+
 // connAuth is the identity of one client connection: the secret it
-// presented and the token it resolved to in the generation it last saw.
-// Only the connection's reader goroutine uses it.
+// presented and the token it resolved to in the generation it last saw,
+// or that it is a cluster member. Only the connection's reader goroutine
+// uses it.
 type connAuth struct {
 	store  *tokenStore
+	nc     net.Conn
 	secret string
 	gen    uint64
 	tok    *auth.Token
+	member bool
 }
 
-// checkHello resolves the hello's token: nil when auth is off or the token
-// is known, a CodeUnauthorized error otherwise.
+// checkHello resolves the hello's token: nil when auth is off, the
+// connection presented a node certificate or the token is known, a
+// CodeUnauthorized error otherwise. The TLS handshake is complete here:
+// the hello was read through it.
 func (c *connAuth) checkHello(h wire.Hello) error {
 	cur := c.store.load()
 	if cur == nil {
 		return nil
+	}
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		if len(st.VerifiedChains) > 0 && tlsconf.IsNodeCert(st.PeerCertificates[0]) {
+			c.member = true
+			return nil
+		}
 	}
 	if h.Token == "" {
 		return wire.Errorf(wire.CodeUnauthorized, "this node requires a token (none given)")
@@ -93,6 +124,9 @@ func (c *connAuth) token() (*auth.Token, error) {
 	cur := c.store.load()
 	if cur == nil {
 		return nil, nil
+	}
+	if c.member {
+		return memberToken, nil
 	}
 	if cur.gen != c.gen {
 		c.gen = cur.gen

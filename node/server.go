@@ -252,7 +252,7 @@ func (s *clientServer) serveConn(nc net.Conn) {
 	r := wire.NewReader(c.br)
 	nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	welcome := wire.Welcome{Version: wire.ProtocolVersion, NodeID: s.n.cfg.ID, Cluster: s.n.cfg.ClusterName, Server: "ferryd"}
-	ca := &connAuth{store: &s.n.auth}
+	ca := &connAuth{store: &s.n.auth, nc: nc}
 	if _, err := wire.ServerHandshakeCheck(nc, r, welcome, ca.checkHello); err != nil {
 		if errors.Is(err, wire.ErrUnauthorized) {
 			s.n.metrics.connsClosed.WithLabelValues("unauthorized").Inc()

@@ -40,9 +40,10 @@ if [[ "${FERRY_INSECURE:-}" =~ ^(1|true)$ ]]; then
 else
   ./bin/ferryd dev-pki -dir data/pki -nodes node1,node2,node3
 fi
-if [[ $scheme == https ]] && [ ! -s data/pki/admin.token ]; then
-  rm -f data/pki/tokens.json
-  ./bin/ferryd token -name admin -cluster admin -file data/pki/tokens.json -secret-file data/pki/admin.token
+if [[ $scheme == https ]] && { [ ! -s data/pki/admin.token ] || [ ! -s data/pki/sqs.env ]; }; then
+  rm -f data/pki/tokens.json data/pki/admin.token data/pki/sqs.env
+  ./bin/ferryd token -name admin -cluster admin -file data/pki/tokens.json -secret-file data/pki/admin.token \
+    -sqs -sqs-env-file data/pki/sqs.env
 fi
 for i in 1 2 3; do
   mkdir -p "data/node$i"
@@ -70,8 +71,9 @@ Ferry is running: node1..node3 serve clients on 127.0.0.1:7101-7103
 Clients need a token; ./bin/ferry presents the admin token in
 data/pki/admin.token by itself (curl --cacert data/pki/ca.pem
 -H "Authorization: Bearer $(cat data/pki/admin.token)" https://127.0.0.1:7201/v1/cluster).
-The SQS-compatible API listens on :7401-7403 (AWS_CA_BUNDLE=data/pki/ca.pem
-aws --endpoint-url https://127.0.0.1:7401 sqs list-queues; docs/sqs.md).
+The SQS-compatible API listens on :7401-7403; the admin token's SQS key is in
+data/pki/sqs.env (set -a; . data/pki/sqs.env; set +a; AWS_CA_BUNDLE=data/pki/ca.pem
+aws --region us-east-1 --endpoint-url https://127.0.0.1:7401 sqs list-queues; docs/sqs.md).
 Try, in another terminal:
 
   ./bin/ferry cluster status

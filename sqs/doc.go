@@ -19,7 +19,8 @@
 // is served on the same port for older clients.
 //
 // Signature Version 4 headers are parsed (a malformed Authorization header
-// is refused); signatures are verified only when Config.Credentials is
-// set, which ferryd does not do until access keys map to client tokens.
+// is refused) and, when Config.Credentials is set (ferryd sets
+// TokenCredentials whenever it has client tokens), verified; the request
+// then runs with the permissions of the access key's token.
 // docs/sqs.md lists what is supported.
 package sqs

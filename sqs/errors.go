@@ -58,6 +58,11 @@ var (
 	ErrIncompleteSignature = newCode("IncompleteSignature", "IncompleteSignature", http.StatusBadRequest)
 	// ErrInvalidClientTokenID: the access key id is not known.
 	ErrInvalidClientTokenID = newCode("InvalidClientTokenId", "InvalidClientTokenId", http.StatusForbidden)
+	// ErrAccessDenied: the access key's token lacks the permission the
+	// action needs on its queue.
+	ErrAccessDenied = newCode("AccessDeniedException", "AccessDenied", http.StatusBadRequest)
+	// ErrRequestExpired: the signature's date is too far from now.
+	ErrRequestExpired = newCode("RequestExpired", "RequestExpired", http.StatusBadRequest)
 	// ErrSignatureDoesNotMatch: the signature does not check.
 	ErrSignatureDoesNotMatch = newCode("SignatureDoesNotMatch", "SignatureDoesNotMatch", http.StatusForbidden)
 	// ErrOverLimit: the cluster refused a queue for its queue limits, or a

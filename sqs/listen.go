@@ -36,6 +36,12 @@ type ListenConfig struct {
 	// ServerTLS, when set, makes the listener serve HTTPS; nil serves
 	// plain HTTP.
 	ServerTLS *tls.Config
+	// Token is the client token of the endpoint's own connection to the
+	// cluster; every SQS action runs with it, after the action was checked
+	// against the caller's permissions (Server.Credentials). ferryd leaves
+	// it empty: its endpoint presents the node's certificate (ClientTLS),
+	// which the cluster's nodes take as a member's identity.
+	Token string
 	// Server configures the API; its Client is set by Listen.
 	Server Config
 	// Logger receives the listener's errors; nil discards them.
@@ -61,10 +67,9 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 	if cfg.ClientTLS != nil {
 		opts = append(opts, client.WithTLS(cfg.ClientTLS))
 	}
-	// Client token: this is the one place the SQS endpoint dials the
-	// cluster. When the client takes a token option, add a Token field to
-	// ListenConfig and append that option here (ferryd then passes the
-	// endpoint's token); every SQS action runs with it.
+	if cfg.Token != "" {
+		opts = append(opts, client.WithToken(cfg.Token))
+	}
 	cl, err := client.Dial(ctx, cfg.Seeds, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("sqs: connecting to the cluster: %w", err)

@@ -156,16 +156,20 @@ func (s *Server) serveQuery(w http.ResponseWriter, hr *http.Request, form url.Va
 		s.writeQueryError(w, fail(ErrInvalidAction, "the action %q is not valid for this endpoint", truncate(name, 64)))
 		return
 	}
-	if err := s.checkSignature(hr, body); err != nil {
-		s.writeQueryError(w, asError(err))
-		return
-	}
-	in, err := queryToJSON(form)
+	tok, err := s.checkSignature(hr, body)
 	if err != nil {
 		s.writeQueryError(w, asError(err))
 		return
 	}
-	out, err := act(s, hr.Context(), &request{body: in, host: hr.Host, tls: hr.TLS != nil})
+	in, err := queryToJSON(form)
+	if err == nil {
+		err = authorize(tok, name, in)
+	}
+	if err != nil {
+		s.writeQueryError(w, asError(err))
+		return
+	}
+	out, err := act(s, hr.Context(), &request{body: in, host: hr.Host, tls: hr.TLS != nil, tok: tok})
 	if err != nil {
 		e := asError(err)
 		if !e.sender() {

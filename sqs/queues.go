@@ -258,7 +258,7 @@ func (s *Server) listQueues(ctx context.Context, r *request) (any, error) {
 		NextToken string   `json:"NextToken,omitempty"`
 	}
 	for _, q := range qs {
-		if q.Name == MetaQueue || q.Name <= after {
+		if q.Name == MetaQueue || q.Name <= after || (r.tok != nil && !r.tok.Sees(q.Name)) {
 			continue
 		}
 		if len(out.QueueUrls) == limit {

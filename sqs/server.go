@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/auth"
 )
 
 // Limits of the API.
@@ -93,6 +94,7 @@ type request struct {
 	body []byte
 	host string // for queue URLs
 	tls  bool
+	tok  *auth.Token // the caller's permissions; nil: every permission
 }
 
 // decode unmarshals the request body into v, refusing unknown shapes.
@@ -167,11 +169,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		s.writeError(w, asError(err))
 		return
 	}
-	if err := s.checkSignature(hr, body); err != nil {
+	tok, err := s.checkSignature(hr, body)
+	if err == nil {
+		err = authorize(tok, name, body)
+	}
+	if err != nil {
 		s.writeError(w, asError(err))
 		return
 	}
-	out, err := act(s, hr.Context(), &request{body: body, host: hr.Host, tls: hr.TLS != nil})
+	out, err := act(s, hr.Context(), &request{body: body, host: hr.Host, tls: hr.TLS != nil, tok: tok})
 	if err != nil {
 		e := asError(err)
 		if !e.sender() {

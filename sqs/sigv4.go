@@ -9,24 +9,46 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/ferrymq/ferry/internal/auth"
 )
 
-// Credentials finds the secret of an access key id. When the cluster has
-// client tokens, an implementation maps each access key id to a Ferry
-// token and its secret; until then Config.Credentials is nil and
-// signatures are parsed but not verified.
+// Credentials finds the secret of an access key id and what its holder
+// may do. ferryd maps each access key id to the Ferry client token of that
+// name (its sqs_secret_key); with Config.Credentials nil, signatures are
+// parsed but not verified and every request may do everything.
 type Credentials interface {
-	// Secret returns the secret access key of id, and whether id is known.
-	Secret(accessKeyID string) (secret string, ok bool)
+	// Secret returns the secret access key of id, the token whose
+	// permissions its requests have (nil: every permission), and whether
+	// id is known.
+	Secret(accessKeyID string) (secret string, tok *auth.Token, ok bool)
 }
 
-// StaticCredentials is a fixed map of access key ids to secrets.
+// StaticCredentials is a fixed map of access key ids to secrets, each
+// with every permission.
 type StaticCredentials map[string]string
 
 // Secret returns the secret of id.
-func (c StaticCredentials) Secret(id string) (string, bool) {
+func (c StaticCredentials) Secret(id string) (string, *auth.Token, bool) {
 	s, ok := c[id]
-	return s, ok
+	return s, nil, ok
+}
+
+// TokenCredentials verifies signatures against the client tokens the
+// function returns (a node's current set, so a reload applies to the
+// next request): the access key id is a token's name, the secret access
+// key its sqs_secret_key, and the request gets that token's permissions.
+// A token without an SQS key cannot sign.
+type TokenCredentials func() *auth.Set
+
+// Secret implements Credentials.
+func (f TokenCredentials) Secret(id string) (string, *auth.Token, bool) {
+	tok, ok := f().ByName(id)
+	if !ok || tok.SQSSecretKey == "" {
+		return "", nil, false
+	}
+	return tok.SQSSecretKey, tok, true
 }
 
 const sigV4Algorithm = "AWS4-HMAC-SHA256"
@@ -75,27 +97,48 @@ func parseAuthorization(h string) (signature, error) {
 }
 
 // checkSignature parses the request's signature, and verifies it when the
-// server has Credentials. A request without an Authorization header is
-// accepted only while there are no Credentials.
-func (s *Server) checkSignature(r *http.Request, body []byte) error {
+// server has Credentials, returning the token whose permissions the
+// request has (nil: every permission). A request without an
+// Authorization header is accepted only while there are no Credentials.
+func (s *Server) checkSignature(r *http.Request, body []byte) (*auth.Token, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		if s.cfg.Credentials != nil {
-			return fail(ErrIncompleteSignature, "request is not signed")
+			return nil, fail(ErrIncompleteSignature, "request is not signed")
 		}
-		return nil
+		return nil, nil
 	}
 	sig, err := parseAuthorization(h)
 	if err != nil || s.cfg.Credentials == nil {
-		return err
+		return nil, err
 	}
-	secret, ok := s.cfg.Credentials.Secret(sig.AccessKeyID)
+	secret, tok, ok := s.cfg.Credentials.Secret(sig.AccessKeyID)
 	if !ok {
-		return fail(ErrInvalidClientTokenID, "unknown access key id %q", truncate(sig.AccessKeyID, 64))
+		return nil, fail(ErrInvalidClientTokenID, "unknown access key id %q", truncate(sig.AccessKeyID, 64))
+	}
+	if err := checkFresh(r.Header.Get("X-Amz-Date"), time.Now()); err != nil {
+		return nil, err
 	}
 	want := sign(r, body, sig, secret)
 	if !hmac.Equal([]byte(want), []byte(sig.Signature)) {
-		return fail(ErrSignatureDoesNotMatch, "signature does not match")
+		return nil, fail(ErrSignatureDoesNotMatch, "signature does not match")
+	}
+	return tok, nil
+}
+
+// signatureAgeMax is how far a signed request's X-Amz-Date may lie from
+// the server's clock, either way, as SQS allows.
+const signatureAgeMax = 15 * time.Minute
+
+// checkFresh refuses a signature dated more than signatureAgeMax from now,
+// so that a captured request cannot be replayed later.
+func checkFresh(amzDate string, now time.Time) error {
+	at, err := time.Parse("20060102T150405Z", amzDate)
+	if err != nil {
+		return fail(ErrIncompleteSignature, "X-Amz-Date %q is not a basic ISO 8601 UTC time", truncate(amzDate, 32))
+	}
+	if d := now.Sub(at); d > signatureAgeMax || d < -signatureAgeMax {
+		return fail(ErrRequestExpired, "signature dated %s, more than %s from the server's time", amzDate, signatureAgeMax)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/auth"
 )
 
 // TestMD5OfAttributesKnownValue checks the attribute digest against a value
@@ -129,8 +130,13 @@ func TestValidQueueName(t *testing.T) {
 
 // signedRequest returns a ListQueues request signed by the SDK's signer.
 func signedRequest(t *testing.T, secret string, body []byte) *http.Request {
+	return signedRequestFor(t, "ListQueues", secret, body)
+}
+
+// signedRequestFor signs a JSON protocol request for action.
+func signedRequestFor(t *testing.T, action, secret string, body []byte) *http.Request {
 	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:9324/", bytes.NewReader(body))
-	req.Header.Set("X-Amz-Target", "AmazonSQS.ListQueues")
+	req.Header.Set("X-Amz-Target", "AmazonSQS."+action)
 	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 	sum := sha256.Sum256(body)
 	creds := aws.Credentials{AccessKeyID: "AKIDFERRY", SecretAccessKey: secret}
@@ -155,7 +161,7 @@ func errorType(t *testing.T, rec *httptest.ResponseRecorder) string {
 func TestSignatureVerification(t *testing.T) {
 	s := New(Config{Credentials: StaticCredentials{"AKIDFERRY": "right"}})
 	body := []byte(`{}`)
-	if err := s.checkSignature(signedRequest(t, "right", body), body); err != nil {
+	if _, err := s.checkSignature(signedRequest(t, "right", body), body); err != nil {
 		t.Fatalf("good signature refused: %v", err)
 	}
 	rec := httptest.NewRecorder()
@@ -163,11 +169,11 @@ func TestSignatureVerification(t *testing.T) {
 	if rec.Code != http.StatusForbidden || errorType(t, rec) != "com.amazonaws.sqs#SignatureDoesNotMatch" {
 		t.Fatalf("bad signature: %d %s", rec.Code, rec.Body)
 	}
-	if err := s.checkSignature(signedRequest(t, "right", body), []byte(`{"tampered":1}`)); !errors.Is(err, ErrSignatureDoesNotMatch) {
+	if _, err := s.checkSignature(signedRequest(t, "right", body), []byte(`{"tampered":1}`)); !errors.Is(err, ErrSignatureDoesNotMatch) {
 		t.Fatalf("changed body: %v", err)
 	}
 	unsigned := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-	if err := s.checkSignature(unsigned, body); !errors.Is(err, ErrIncompleteSignature) {
+	if _, err := s.checkSignature(unsigned, body); !errors.Is(err, ErrIncompleteSignature) {
 		t.Fatalf("unsigned request with credentials configured: %v", err)
 	}
 }
@@ -177,12 +183,12 @@ func TestSignatureVerification(t *testing.T) {
 func TestSignatureParsedNotVerified(t *testing.T) {
 	s := New(Config{})
 	body := []byte(`{}`)
-	if err := s.checkSignature(signedRequest(t, "anything", body), body); err != nil {
+	if _, err := s.checkSignature(signedRequest(t, "anything", body), body); err != nil {
 		t.Fatalf("signature refused without credentials: %v", err)
 	}
 	req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=broken")
-	if err := s.checkSignature(req, body); !errors.Is(err, ErrIncompleteSignature) {
+	if _, err := s.checkSignature(req, body); !errors.Is(err, ErrIncompleteSignature) {
 		t.Fatalf("malformed header: %v", err)
 	}
 	sig, err := parseAuthorization("AWS4-HMAC-SHA256 Credential=AK/20260101/eu-west-1/sqs/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc")
@@ -292,5 +298,75 @@ func TestQueryErrors(t *testing.T) {
 		if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.code) || !strings.Contains(rec.Body.String(), "<Type>Sender</Type>") {
 			t.Errorf("%s: %d %s", tc.body, rec.Code, rec.Body)
 		}
+	}
+}
+
+// tokenCredentials gives each access key the permissions of a token.
+type tokenCredentials map[string]*auth.Token
+
+func (c tokenCredentials) Secret(id string) (string, *auth.Token, bool) {
+	tok, ok := c[id]
+	return id + "-secret", tok, ok
+}
+
+// TestAuthorize_ActionsNeedTheTokensPermission: a signed request runs only
+// with the permission its action needs on the queue it names; listings
+// show only the queues the key sees.
+func TestAuthorize_ActionsNeedTheTokensPermission(t *testing.T) {
+	f := auth.File{Tokens: []auth.FileToken{{Name: "sender", SHA256: auth.HashSecret("sender-token-secret"),
+		Permissions: []auth.FilePermission{{Queues: []string{"orders.*"}, Actions: []string{"send"}}}}}}
+	data, _ := json.Marshal(f)
+	set, err := auth.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sender, _ := set.ByName("sender")
+	for _, tc := range []struct {
+		action, body string
+		ok           bool
+	}{
+		{"SendMessage", `{"QueueUrl":"https://h/000000000000/orders.eu","MessageBody":"x"}`, true},
+		{"SendMessageBatch", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, true},
+		{"SendMessage", `{"QueueUrl":"https://h/000000000000/billing","MessageBody":"x"}`, false},
+		{"ReceiveMessage", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, false},
+		{"DeleteMessage", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, false},
+		{"PurgeQueue", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, false},
+		{"CreateQueue", `{"QueueName":"orders.us"}`, false},
+		{"GetQueueUrl", `{"QueueName":"orders.us"}`, true},
+		{"GetQueueUrl", `{"QueueName":"billing"}`, false},
+		{"StartMessageMoveTask", `{"SourceArn":"arn:aws:sqs:us-east-1:0:orders.eu"}`, false},
+		{"ListQueues", `{}`, true},
+	} {
+		err := authorize(sender, tc.action, []byte(tc.body))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s %s: err %v, want allowed=%v", tc.action, tc.body, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrAccessDenied) {
+			t.Errorf("%s: %v is not ErrAccessDenied", tc.action, err)
+		}
+	}
+	s := New(Config{Credentials: tokenCredentials{"AKIDFERRY": sender}})
+	body := []byte(`{"QueueUrl":"https://h/000000000000/billing","MessageBody":"x"}`)
+	req := signedRequestFor(t, "SendMessage", "AKIDFERRY-secret", body)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest || errorType(t, rec) != "com.amazonaws.sqs#AccessDeniedException" {
+		t.Fatalf("send to a queue the key may not send to: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestCheckFresh_RefusesOldAndFutureSignatures(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for date, ok := range map[string]bool{
+		"20261130T120000Z": true, "20261130T114600Z": true, "20261130T121400Z": true,
+		"20261130T114400Z": false, "20261130T121600Z": false, "yesterday": false,
+	} {
+		err := checkFresh(date, now)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v, want ok=%v", date, err, ok)
+		}
+	}
+	if err := checkFresh("20261130T100000Z", now); !errors.Is(err, ErrRequestExpired) {
+		t.Fatalf("two hours old: %v, want ErrRequestExpired", err)
 	}
 }

@@ -43,6 +43,9 @@ func startSQS(o options, n *node.Node, logger *slog.Logger) (*sqsEndpoint, error
 		Addr: o.sqs.addr, Seeds: []string{n.ClientAddr()}, Logger: logger.With("component", "sqs"),
 		Server: sqs.Config{Region: o.sqs.region},
 	}
+	if o.tokens != "" {
+		cfg.Server.Credentials = sqs.TokenCredentials(n.Tokens)
+	}
 	if !o.tls.insecure {
 		m, err := tlsconf.Load(o.tls.cert, o.tls.key, o.tls.ca)
 		if err != nil {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net"
@@ -13,15 +16,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
 )
 
 // TestFerryd_SQSAddrServesTheAPIOverTLS starts a one-node cluster the way
-// ferryd does, with FERRY_SQS_ADDR set, and calls the SQS API over HTTPS
-// with the cluster CA.
+// ferryd does, with FERRY_SQS_ADDR set and a tokens file, and calls the
+// SQS API over HTTPS with the cluster CA: requests are signed with a
+// token's SQS key and get that token's permissions.
 func TestFerryd_SQSAddrServesTheAPIOverTLS(t *testing.T) {
 	pki := t.TempDir()
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	const sqsKey = "app-sqs-secret-access-key"
+	if err := auth.AddToFile(tokens, auth.FileToken{Name: "app", SHA256: auth.HashSecret("app-token-secret"),
+		Permissions: []auth.FilePermission{{Queues: []string{"tls-*"}, Actions: []string{"send", "admin"}}}, SQSSecretKey: sqsKey}); err != nil {
+		t.Fatal(err)
+	}
 	if err := runDevPKI([]string{"-dir", pki, "-nodes", "a"}, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +49,7 @@ func TestFerryd_SQSAddrServesTheAPIOverTLS(t *testing.T) {
 	o, err := parseFlags([]string{"-id", "a", "-data-dir", t.TempDir(), "-bootstrap-expect", "1", "-fast-gossip",
 		"-raft-addr", "127.0.0.1:0", "-client-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-gossip-addr", gossip,
 		"-tls-cert", filepath.Join(pki, "a.pem"), "-tls-key", filepath.Join(pki, "a-key.pem"), "-tls-ca", filepath.Join(pki, "ca.pem"),
-		"-gossip-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}, io.Discard)
+		"-gossip-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "-tokens", tokens}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +60,9 @@ func TestFerryd_SQSAddrServesTheAPIOverTLS(t *testing.T) {
 	keys, _ := o.gossipKeys()
 	cfg := o.config(logger)
 	cfg.GossipKeys = keys
+	if cfg.Tokens, err = auth.LoadFile(tokens); err != nil {
+		t.Fatal(err)
+	}
 	n, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -76,17 +93,44 @@ func TestFerryd_SQSAddrServesTheAPIOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/", bytes.NewReader([]byte(`{"QueueName":"tls-check"}`)))
-	req.Header.Set("X-Amz-Target", "AmazonSQS.CreateQueue")
-	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("HTTPS call: %v", err)
+	call := func(key, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/", bytes.NewReader([]byte(body)))
+		req.Header.Set("X-Amz-Target", "AmazonSQS.CreateQueue")
+		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+		if key != "" {
+			sum := sha256.Sum256([]byte(body))
+			creds := aws.Credentials{AccessKeyID: "app", SecretAccessKey: key}
+			if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "sqs", "us-east-1", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("HTTPS call: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "/tls-check") {
-		t.Fatalf("CreateQueue over HTTPS: %s %s", resp.Status, body)
+	var code int
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, body = call(sqsKey, `{"QueueName":"tls-check"}`)
+		if code == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != http.StatusOK || !strings.Contains(body, "/tls-check") {
+		t.Fatalf("CreateQueue over HTTPS: %d %s", code, body)
+	}
+	if code, body := call("", `{"QueueName":"tls-unsigned"}`); code == http.StatusOK || !strings.Contains(body, "IncompleteSignature") {
+		t.Fatalf("unsigned request on a node with tokens: %d %s", code, body)
+	}
+	if code, body := call("wrong-key-0123456789", `{"QueueName":"tls-wrong"}`); code != http.StatusForbidden || !strings.Contains(body, "SignatureDoesNotMatch") {
+		t.Fatalf("request signed with a wrong key: %d %s", code, body)
+	}
+	if code, body := call(sqsKey, `{"QueueName":"other"}`); code != http.StatusBadRequest || !strings.Contains(body, "AccessDenied") {
+		t.Fatalf("create outside the token's patterns: %d %s", code, body)
 	}
 	// Plain HTTP gets the TLS server's refusal, never an SQS answer.
 	if resp, err := http.Post("http://"+addr+"/", "application/x-amz-json-1.0", nil); err == nil {

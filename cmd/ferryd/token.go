@@ -47,6 +47,8 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&allow, "allow", "queue permission QUEUES:ACTIONS, e.g. 'orders.*,billing:send,receive' (repeatable; actions: send, receive, admin)")
 	file := fs.String("file", "", "tokens file to append the entry to (created when missing); without it the entry is printed")
 	secretFile := fs.String("secret-file", "", "write the secret to this file (mode 0600, must not exist) instead of printing it")
+	withSQS := fs.Bool("sqs", false, "also make an SQS secret access key (stored as is in the file; the access key id is the token's name)")
+	sqsEnvFile := fs.String("sqs-env-file", "", "with -sqs: write AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to this file (mode 0600, must not exist) instead of printing the key")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: ferryd token -name NAME [-cluster admin,metrics] [-allow QUEUES:ACTIONS]... [-file FILE]\n\n"+
 			"Makes a new client token: a random secret, shown once, and its entry for the tokens file\n"+
@@ -67,6 +69,18 @@ func runToken(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	entry := auth.FileToken{Name: *name, SHA256: auth.HashSecret(secret), Cluster: splitList(*cluster), Permissions: allow}
+	if *withSQS {
+		if entry.SQSSecretKey, err = auth.NewSecret(); err != nil {
+			return err
+		}
+		if *sqsEnvFile == "" {
+			fmt.Fprintf(stderr, "SQS access key id %q, secret access key %s (kept in the tokens file)\n", *name, entry.SQSSecretKey)
+		} else if err := writeNew(*sqsEnvFile, "AWS_ACCESS_KEY_ID="+*name+"\nAWS_SECRET_ACCESS_KEY="+entry.SQSSecretKey+"\n"); err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+	} else if *sqsEnvFile != "" {
+		return &usageError{errors.New("token: -sqs-env-file needs -sqs")}
+	}
 	one, err := json.MarshalIndent(auth.File{Tokens: []auth.FileToken{entry}}, "", "  ")
 	if err != nil {
 		return err

@@ -75,6 +75,8 @@ const (
 	// SecretPrefix starts every generated secret, so that a token is
 	// recognisable in a config or a leak scan.
 	SecretPrefix = "ferry_"
+	// SQSKeyBytesMin and SQSKeyBytesMax bound an SQS secret access key.
+	SQSKeyBytesMin, SQSKeyBytesMax = 16, 128
 )
 
 // Action is something a token may do to a queue.
@@ -114,6 +116,10 @@ type Token struct {
 	Metrics bool
 	// Grants are the queue permissions.
 	Grants []Grant
+	// SQSSecretKey is the secret access key that signs SQS requests made
+	// with the token's name as access key id; empty when the token has
+	// none.
+	SQSSecretKey string
 
 	hash [sha256.Size]byte
 }
@@ -166,6 +172,21 @@ func match(pattern, queue string) bool {
 // Set is a parsed tokens file. The zero Set has no tokens.
 type Set struct {
 	tokens []Token
+}
+
+// ByName returns the token of that name (names are not secret: use it
+// only where the caller proves knowledge of a secret another way, as an
+// SQS signature does).
+func (s *Set) ByName(name string) (*Token, bool) {
+	if s == nil {
+		return nil, false
+	}
+	for i := range s.tokens {
+		if s.tokens[i].Name == name {
+			return &s.tokens[i], true
+		}
+	}
+	return nil, false
 }
 
 // Len returns the number of tokens.
@@ -223,6 +244,13 @@ type FileToken struct {
 	Cluster []string `json:"cluster,omitempty"`
 	// Permissions list queue permissions.
 	Permissions []FilePermission `json:"permissions,omitempty"`
+	// SQSSecretKey, when set, lets the token sign requests to the
+	// SQS-compatible API: the access key id is the token's name and this
+	// is the secret access key (SQSKeyBytesMin..SQSKeyBytesMax printable
+	// bytes). Signature Version 4 is a shared-secret scheme, so unlike the
+	// token's own secret this key is kept as is: keep the file readable
+	// by ferryd only.
+	SQSSecretKey string `json:"sqs_secret_key,omitempty"`
 }
 
 // FilePermission is the JSON form of one queue permission.
@@ -302,6 +330,12 @@ func parseToken(ft FileToken) (Token, error) {
 			return t, fmt.Errorf("permission %d: %v", j, err)
 		}
 		t.Grants = append(t.Grants, g)
+	}
+	if ft.SQSSecretKey != "" {
+		if n := len(ft.SQSSecretKey); n < SQSKeyBytesMin || n > SQSKeyBytesMax || !printable(ft.SQSSecretKey) {
+			return t, fmt.Errorf("sqs_secret_key: want %d..%d printable bytes", SQSKeyBytesMin, SQSKeyBytesMax)
+		}
+		t.SQSSecretKey = ft.SQSSecretKey
 	}
 	if !t.ClusterAdmin && !t.Metrics && len(t.Grants) == 0 {
 		return t, errors.New("no permission at all")

@@ -134,3 +134,22 @@ func TestParse_DocumentedExample(t *testing.T) {
 		t.Fatalf("documented example: %v", err)
 	}
 }
+
+func TestParse_SQSSecretKeyAndByName(t *testing.T) {
+	ok := `{"tokens":[{"name":"app","sha256":"` + HashSecret("app-secret") + `","permissions":[{"queues":["orders"],"actions":["send"]}],"sqs_secret_key":"0123456789abcdef0123"}]}`
+	set, err := Parse([]byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, found := set.ByName("app")
+	if !found || tok.SQSSecretKey != "0123456789abcdef0123" || !tok.Can(Send, "orders") {
+		t.Fatalf("ByName(app) = %+v, %v", tok, found)
+	}
+	if _, found := set.ByName("nobody"); found {
+		t.Fatal("ByName found a token that is not in the file")
+	}
+	short := `{"tokens":[{"name":"app","sha256":"` + HashSecret("app-secret") + `","cluster":["admin"],"sqs_secret_key":"short"}]}`
+	if _, err := Parse([]byte(short)); !errors.Is(err, ErrInvalidFile) {
+		t.Fatalf("a 5-byte SQS key was accepted: %v", err)
+	}
+}

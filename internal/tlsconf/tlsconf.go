@@ -138,6 +138,11 @@ func checkNodeUsage(c *x509.Certificate) error {
 	return nil
 }
 
+// IsNodeCert reports whether c, already verified against the cluster CA,
+// is a node certificate (valid for server and client authentication),
+// the identity the raft port requires of its peers.
+func IsNodeCert(c *x509.Certificate) bool { return checkNodeUsage(c) == nil }
+
 // base returns a config with the version and cipher policy.
 func base() *tls.Config {
 	return &tls.Config{MinVersion: MinVersion, CipherSuites: cipherSuites}

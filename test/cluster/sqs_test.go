@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/sqs"
 )
 
@@ -30,15 +31,18 @@ type sqsCluster struct {
 // know: they verify request signatures against it.
 const sqsSecret = "ferry-test-secret"
 
-func startSQSCluster(t *testing.T, creds sqs.StaticCredentials) *sqsCluster {
+func startSQSCluster(t *testing.T, creds sqs.Credentials) *sqsCluster {
 	t.Helper()
 	c := startCluster(t, options{})
+	if creds == nil { // the nodes' own tokens, as ferryd does
+		creds = sqs.TokenCredentials(c.members[0].n.Tokens)
+	}
 	sc := &sqsCluster{testCluster: c}
 	for i, m := range c.members {
 		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 		l, err := sqs.Listen(ctx, sqs.ListenConfig{
 			Addr: "127.0.0.1:0", Seeds: []string{m.cfg.ClientAddr},
-			ClientTLS: c.tls, ServerTLS: m.cfg.TLS.Server(),
+			ClientTLS: c.tls, ServerTLS: m.cfg.TLS.Server(), Token: c.admin,
 			Server: sqs.Config{MetaTTL: 200 * time.Millisecond, Credentials: creds},
 		})
 		cancel()
@@ -130,5 +134,66 @@ func sqsSignatures(t *testing.T, c *sqsCluster) {
 	}
 	if _, err := c.clients[0].ListQueues(sqsCtx(t), &awssqs.ListQueuesInput{}); err != nil {
 		t.Fatalf("signed with the right secret: %v", err)
+	}
+}
+
+// TestSQSWithTokens: with the nodes' tokens as SQS credentials, a request
+// signed with a token's SQS key has exactly that token's permissions;
+// listings show only the queues it may see.
+func TestSQSWithTokens(t *testing.T) {
+	c := startSQSCluster(t, nil)
+	perm := func(actions ...string) []auth.FilePermission {
+		return []auth.FilePermission{{Queues: []string{"sqsauth-*"}, Actions: actions}}
+	}
+	c.setTokens(
+		auth.FileToken{Name: "app", SHA256: auth.HashSecret("app-token"), Permissions: perm("send", "receive", "admin"), SQSSecretKey: "app-sqs-key-0123456789"},
+		auth.FileToken{Name: "sender", SHA256: auth.HashSecret("sender-token"), Permissions: perm("send"), SQSSecretKey: "sender-sqs-key-0123456789"},
+		auth.FileToken{Name: "nokey", SHA256: auth.HashSecret("nokey-token"), Permissions: perm("send")},
+	)
+	as := func(id, key string) *awssqs.Client {
+		return awssqs.New(c.clients[0].Options(), func(o *awssqs.Options) {
+			o.Credentials = credentials.NewStaticCredentialsProvider(id, key, "")
+		})
+	}
+	app, sender := as("app", "app-sqs-key-0123456789"), as("sender", "sender-sqs-key-0123456789")
+	ctx := sqsCtx(t)
+	if err := c.dial("setup").CreateQueue(ctx, "billing"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := app.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("sqsauth-orders")})
+	if err != nil {
+		t.Fatalf("app creates a queue it administers: %v", err)
+	}
+	url := out.QueueUrl
+	if _, err := sender.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String("hi")}); err != nil {
+		t.Fatalf("sender sends: %v", err)
+	}
+	_, err = sender.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url})
+	wantSQSError(t, err, "AccessDenied")
+	_, err = sender.PurgeQueue(ctx, &awssqs.PurgeQueueInput{QueueUrl: url})
+	wantSQSError(t, err, "AccessDenied")
+	_, err = app.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("billing-2")})
+	wantSQSError(t, err, "AccessDenied")
+	billing := strings.Replace(*url, "sqsauth-orders", "billing", 1)
+	_, err = app.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &billing, MessageBody: aws.String("x")})
+	wantSQSError(t, err, "AccessDenied")
+	_, err = as("nokey", "anything-0123456789").ListQueues(ctx, &awssqs.ListQueuesInput{})
+	wantSQSError(t, err, "InvalidClientTokenId")
+	got, err := app.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url, WaitTimeSeconds: 5})
+	if err != nil || len(got.Messages) != 1 || *got.Messages[0].Body != "hi" {
+		t.Fatalf("app receives the sender's message: %+v %v", got, err)
+	}
+	list, err := app.ListQueues(ctx, &awssqs.ListQueuesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range list.QueueUrls {
+		if !strings.Contains(u, "/sqsauth-") {
+			t.Fatalf("app lists a queue it has no permission on: %s", u)
+		}
+	}
+	st, err := c.dial("check").QueueStats(ctx, "billing")
+	if err != nil || st.Total().Ready != 0 {
+		t.Fatalf("a refused send reached billing: %+v %v", st.Total(), err)
 	}
 }
