@@ -156,23 +156,17 @@ func (fm *frozenMessage) record() snapMessage {
 	return sm
 }
 
-// frozenDedup is the dedup window at freeze time: ids in acceptance order,
-// the seq each was accepted as, and the acceptance marks (24 bytes per id).
+// frozenDedup is the dedup window at freeze time: the table's ring of ids
+// and seqs in acceptance order (shared with the table, not copied) and the
+// acceptance marks.
 type frozenDedup struct {
-	ids   []idKey
-	seqs  []uint64
-	first uint64 // absolute index of ids[0]
+	ring  frozenDedupRing
+	first uint64 // absolute position of the ring's oldest entry
 	marks []dedupMark
 }
 
 func (f *FSM) freezeDedup() frozenDedup {
-	n := f.dedupIDs.len()
-	d := frozenDedup{ids: make([]idKey, n), seqs: make([]uint64, n), first: f.dedupAt,
-		marks: make([]dedupMark, f.marks.len())}
-	for i := range n {
-		id := f.dedupIDs.at(i)
-		d.ids[i], d.seqs[i] = id, f.dedup[id]
-	}
+	d := frozenDedup{ring: f.dedup.freeze(), first: f.dedup.front(), marks: make([]dedupMark, f.marks.len())}
 	for i := range d.marks {
 		d.marks[i] = f.marks.at(i)
 	}
@@ -182,13 +176,14 @@ func (f *FSM) freezeDedup() frozenDedup {
 // each calls fn with every entry in acceptance order.
 func (d *frozenDedup) each(fn func(*snapDedup) error) error {
 	mark := 0
-	for i := range d.ids {
+	for i := range d.ring.n {
 		abs := d.first + uint64(i)
 		for mark+1 < len(d.marks) && d.marks[mark+1].index <= abs {
 			mark++
 		}
-		e := snapDedup{ID: d.ids[i], Seq: d.seqs[i], At: d.marks[mark].at}
-		if err := fn(&e); err != nil {
+		e := d.ring.at(i)
+		e2 := snapDedup{ID: e.key, Seq: e.seq, At: d.marks[mark].at}
+		if err := fn(&e2); err != nil {
 			return err
 		}
 	}
@@ -264,7 +259,7 @@ func (f *FSM) Snapshot() *Snapshot {
 	}
 	f.eachMessage(func(m *message) { s.messages = append(s.messages, freeze(m)) })
 	s.dedup = f.freezeDedup()
-	s.header.Messages, s.header.Dedup = len(s.messages), len(s.dedup.ids)
+	s.header.Messages, s.header.Dedup = len(s.messages), s.dedup.ring.n
 	return s
 }
 
@@ -286,15 +281,15 @@ func (f *FSM) eachMessage(fn func(*message)) {
 }
 
 func (f *FSM) dedupEntries() []snapDedup {
-	out := make([]snapDedup, 0, f.dedupIDs.len())
+	out := make([]snapDedup, 0, f.dedup.len())
 	mark := 0
-	for i := range f.dedupIDs.len() {
-		abs := f.dedupAt + uint64(i)
+	for i := range f.dedup.len() {
+		abs := f.dedup.front() + uint64(i)
 		for mark+1 < f.marks.len() && f.marks.at(mark+1).index <= abs {
 			mark++
 		}
-		id := f.dedupIDs.at(i)
-		out = append(out, snapDedup{ID: id, Seq: f.dedup[id], At: f.marks.at(mark).at})
+		e := f.dedup.at(i)
+		out = append(out, snapDedup{ID: e.key, Seq: e.seq, At: f.marks.at(mark).at})
 	}
 	return out
 }
@@ -401,7 +396,9 @@ func (f *FSM) restore(r io.Reader) error {
 		if err := rd.dedup(&d); err != nil {
 			return fmt.Errorf("%w: dedup entry %d of %d: %w", ErrSnapshotFormat, i, h.Dedup, err)
 		}
-		f.rememberAt(d.ID, d.Seq, d.At)
+		if err := f.restoreDedup(&d); err != nil {
+			return fmt.Errorf("%w: dedup entry %d of %d: %w", ErrSnapshotFormat, i, h.Dedup, err)
+		}
 	}
 	return nil
 }
