@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -101,33 +100,27 @@ type Snapshot struct {
 	release  func()
 }
 
-// frozenMessage is what a Snapshot keeps of one message: the fields that
-// change after the freeze are copied, the immutable ones shared. It takes
-// 80 bytes and allocates nothing of its own unless the message has
-// delivery info.
+// frozenMessage is what a Snapshot keeps of one message: a copy of the
+// fields that change after a message is created, and the message itself
+// for the rest (seq, id, enqueue time, stored size and checksum), which
+// nothing writes once it is in the table, so Persist may read them while
+// the FSM changes the other fields. It takes 56 bytes and allocates
+// nothing of its own unless the message has delivery info.
 type frozenMessage struct {
-	seq        uint64
-	idData     *byte  // the bytes of the message's immutable id string
-	group      *group // nil, or the group at freeze time: only its name is read, which never changes
-	enqueuedAt int64
-	visibleAt  int64
+	m         *message // for its immutable fields only
+	group     *group   // nil, or the group at freeze time: only its name is read, which never changes
+	visibleAt int64
 	// info is a copy of the message's delivery info (fields of which
 	// change in place); the history slice is shared, since it is never
 	// modified in place (see deliveryInfo.addEvent).
 	info     *deliveryInfo
-	pos      Loc
-	stored   uint32
-	crc      uint32
+	pos      Loc // a relocation changes it
 	attempts uint32
-	idLen    uint16
 	state    msgState
 }
 
 func freeze(m *message) frozenMessage {
-	fm := frozenMessage{
-		seq: m.seq, idData: m.idData, group: m.group, enqueuedAt: m.enqueuedAt, visibleAt: m.visibleAt,
-		pos: m.pos, stored: m.stored, crc: m.crc, attempts: m.attempts, idLen: m.idLen, state: m.state,
-	}
+	fm := frozenMessage{m: m, group: m.group, visibleAt: m.visibleAt, pos: m.pos, attempts: m.attempts, state: m.state}
 	if m.info != nil {
 		in := *m.info
 		fm.info = &in
@@ -137,9 +130,10 @@ func freeze(m *message) frozenMessage {
 
 // record returns the record fm persists as, without payload.
 func (fm *frozenMessage) record() snapMessage {
+	m := fm.m
 	sm := snapMessage{
-		Seq: fm.seq, ID: unsafe.String(fm.idData, int(fm.idLen)), EnqueuedAt: fm.enqueuedAt,
-		VisibleAt: fm.visibleAt, Attempts: fm.attempts, State: fm.state, Stored: fm.stored, CRC: fm.crc,
+		Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt,
+		VisibleAt: fm.visibleAt, Attempts: fm.attempts, State: fm.state, Stored: m.stored, CRC: m.crc,
 		LocA: fm.pos.A, LocB: fm.pos.B, LocC: fm.pos.C,
 	}
 	if fm.group != nil {
