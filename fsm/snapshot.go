@@ -128,11 +128,12 @@ func freeze(m *message) frozenMessage {
 	return fm
 }
 
-// record returns the record fm persists as, without payload.
-func (fm *frozenMessage) record() snapMessage {
+// record returns the record fm persists as, without payload. Its ID may
+// share buf's memory (see message.idInto).
+func (fm *frozenMessage) record(buf *[ulidLen]byte) snapMessage {
 	m := fm.m
 	sm := snapMessage{
-		Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt,
+		Seq: m.seq, ID: m.idInto(buf), EnqueuedAt: m.enqueuedAt,
 		VisibleAt: fm.visibleAt, Attempts: fm.attempts, State: fm.state, Stored: m.stored, CRC: m.crc,
 		LocA: fm.pos.A, LocB: fm.pos.B, LocC: fm.pos.C,
 	}
@@ -306,8 +307,9 @@ func (s *Snapshot) persist(w io.Writer, form snapForm) error {
 		return fmt.Errorf("persist snapshot header: %w", err)
 	}
 	var c snapCodec
+	var idBuf [ulidLen]byte
 	for i := range s.messages {
-		sm := s.messages[i].record()
+		sm := s.messages[i].record(&idBuf)
 		if form == formFull {
 			_, payload, err := s.store.Read(sm.loc())
 			if err != nil {
