@@ -95,6 +95,7 @@ var ErrSnapshotFormat = errors.New("bad snapshot")
 type Snapshot struct {
 	header   snapHeader
 	messages []frozenMessage
+	extras   []frozenExtra // for the messages with a group or delivery info, in order
 	dedup    frozenDedup
 	store    BodyStore
 	release  func()
@@ -104,43 +105,58 @@ type Snapshot struct {
 // fields that change after a message is created, and the message itself
 // for the rest (seq, id, enqueue time, stored size and checksum), which
 // nothing writes once it is in the table, so Persist may read them while
-// the FSM changes the other fields. It takes 56 bytes and allocates
-// nothing of its own unless the message has delivery info.
+// the FSM changes the other fields. Its group and delivery info, which
+// most queued messages lack, are kept apart (frozenExtra). It takes 40
+// bytes.
 type frozenMessage struct {
 	m         *message // for its immutable fields only
-	group     *group   // nil, or the group at freeze time: only its name is read, which never changes
 	visibleAt int64
+	pos       Loc // a relocation or compaction changes it
+	attempts  uint32
+	state     msgState
+}
+
+// frozenExtra is the group and delivery info of frozen message i.
+type frozenExtra struct {
+	i     int
+	group *group // nil, or the group at freeze time: only its name is read, which never changes
 	// info is a copy of the message's delivery info (fields of which
 	// change in place); the history slice is shared, since it is never
 	// modified in place (see deliveryInfo.addEvent).
-	info     *deliveryInfo
-	pos      Loc // a relocation changes it
-	attempts uint32
-	state    msgState
+	info *deliveryInfo
 }
 
-func freeze(m *message) frozenMessage {
-	fm := frozenMessage{m: m, group: m.group, visibleAt: m.visibleAt, pos: m.pos, attempts: m.attempts, state: m.state}
+// freeze appends m's frozen record to s.
+func (s *Snapshot) freeze(m *message) {
+	s.messages = append(s.messages, frozenMessage{m: m, visibleAt: m.visibleAt, pos: m.pos, attempts: m.attempts, state: m.state})
+	if m.group == nil && m.info == nil {
+		return
+	}
+	x := frozenExtra{i: len(s.messages) - 1, group: m.group}
 	if m.info != nil {
 		in := *m.info
-		fm.info = &in
+		x.info = &in
 	}
-	return fm
+	s.extras = append(s.extras, x)
 }
 
-// record returns the record fm persists as, without payload. Its ID may
-// share buf's memory (see message.idInto).
-func (fm *frozenMessage) record(buf *[ulidLen]byte) snapMessage {
+// record returns the record fm persists as, without payload, given its
+// extra (nil if it has none). Its ID may share buf's memory (see
+// message.idInto).
+func (fm *frozenMessage) record(x *frozenExtra, buf *[ulidLen]byte) snapMessage {
 	m := fm.m
 	sm := snapMessage{
 		Seq: m.seq, ID: m.idInto(buf), EnqueuedAt: m.enqueuedAt,
 		VisibleAt: fm.visibleAt, Attempts: fm.attempts, State: fm.state, Stored: m.stored, CRC: m.crc,
 		LocA: fm.pos.A, LocB: fm.pos.B, LocC: fm.pos.C,
 	}
-	if fm.group != nil {
-		sm.Group = fm.group.name
+	if x == nil {
+		return sm
 	}
-	if in := fm.info; in != nil {
+	if x.group != nil {
+		sm.Group = x.group.name
+	}
+	if in := x.info; in != nil {
 		sm.HasInfo = true
 		sm.Info = snapInfo{
 			Consumer: in.consumer, FirstEnqueuedAt: in.firstEnqueuedAt,
@@ -252,7 +268,7 @@ func (f *FSM) Snapshot() *Snapshot {
 		store:    f.store,
 		release:  f.store.Pin(),
 	}
-	f.eachMessage(func(m *message) { s.messages = append(s.messages, freeze(m)) })
+	f.eachMessage(s.freeze)
 	s.dedup = f.freezeDedup()
 	s.header.Messages, s.header.Dedup = len(s.messages), s.dedup.ring.n
 	return s
@@ -308,8 +324,13 @@ func (s *Snapshot) persist(w io.Writer, form snapForm) error {
 	}
 	var c snapCodec
 	var idBuf [ulidLen]byte
+	extras := s.extras
 	for i := range s.messages {
-		sm := s.messages[i].record(&idBuf)
+		var x *frozenExtra
+		if len(extras) > 0 && extras[0].i == i {
+			x, extras = &extras[0], extras[1:]
+		}
+		sm := s.messages[i].record(x, &idBuf)
 		if form == formFull {
 			_, payload, err := s.store.Read(sm.loc())
 			if err != nil {
