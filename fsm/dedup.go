@@ -33,13 +33,11 @@ const (
 	dedupIndexMin = 16
 )
 
-// Index slot tags: a slot's tag is 0 when it is empty, 1 when its entry
-// was removed (a tombstone that probes pass over), otherwise 8 bits of the
-// key's hash (2..255) that spare most key comparisons.
-const (
-	tagEmpty   = 0
-	tagDeleted = 1
-)
+// Index slot tags: a slot's tag is 0 when it is empty, otherwise 8 bits of
+// the key's hash (1..255) that spare most key comparisons. Removal shifts
+// later slots of the probe run back (no tombstones), so the index never
+// needs rebuilding while the window slides at a steady size.
+const tagEmpty = 0
 
 // dedupEntry is one remembered id: its key and the seq it was accepted as.
 type dedupEntry struct {
@@ -66,10 +64,9 @@ type dedupTable struct {
 
 	// The index: tags and slots are parallel arrays of a power-of-two
 	// length; slots[i] is the absolute ring position (mod 2^32) of the
-	// entry whose tag is tags[i]. used counts live and deleted slots.
+	// entry whose tag is tags[i]. Linear probing.
 	tags  []uint8
 	slots []uint32
-	used  int
 	shift uint8 // 64 - log2(len(tags))
 	seed  maphash.Seed
 }
@@ -99,10 +96,10 @@ func (t *dedupTable) entryAt(i int) *dedupEntry {
 func (t *dedupTable) hash(k idKey) uint64 { return maphash.Comparable(t.seed, k) }
 
 func tagOf(h uint64) uint8 {
-	if tag := uint8(h); tag > tagDeleted {
+	if tag := uint8(h); tag != tagEmpty {
 		return tag
 	}
-	return uint8(h>>8) | 2 // any live tag
+	return uint8(h>>8) | 1 // any live tag
 }
 
 // find returns the index slot of k, or -1.
@@ -148,26 +145,40 @@ func (t *dedupTable) push(k idKey, seq uint64) {
 	// A shared last chunk needs no copy: no snapshot reads past its end.
 	t.chunks[end/dedupChunkLen].entries[end%dedupChunkLen] = dedupEntry{key: k, seq: seq}
 	t.n++
-	if 4*(t.used+1) > 3*len(t.tags) {
+	if 4*t.n > 3*len(t.tags) {
 		t.rebuild()
 		return // rebuild indexed the new entry
 	}
 	t.insertSlot(k, uint32(t.first+uint64(t.n-1)))
 }
 
-// insertSlot puts position pos of key k into the first free or deleted
-// slot of its probe sequence.
+// insertSlot puts position pos of key k into the first free slot of its
+// probe sequence.
 func (t *dedupTable) insertSlot(k idKey, pos uint32) {
 	h := t.hash(k)
 	mask := len(t.tags) - 1
 	i := t.home(h)
-	for t.tags[i] > tagDeleted {
+	for t.tags[i] != tagEmpty {
 		i = (i + 1) & mask
 	}
-	if t.tags[i] == tagEmpty {
-		t.used++
-	}
 	t.tags[i], t.slots[i] = tagOf(h), pos
+}
+
+// removeSlot empties slot i and moves back the later slots of its probe
+// run that may take its place, so that every remaining key is still
+// reached from its home slot without passing an empty one.
+func (t *dedupTable) removeSlot(i int) {
+	mask := len(t.tags) - 1
+	for j := (i + 1) & mask; t.tags[j] != tagEmpty; j = (j + 1) & mask {
+		home := t.home(t.hash(t.entryAt(int(t.slots[j] - uint32(t.first))).key))
+		// The key at j may move to i unless its home lies cyclically in
+		// (i, j]: then i comes before it on its probe sequence.
+		if (j-home)&mask >= (j-i)&mask {
+			t.tags[i], t.slots[i] = t.tags[j], t.slots[j]
+			i = j
+		}
+	}
+	t.tags[i] = tagEmpty
 }
 
 // pop removes the oldest entry and returns its key.
@@ -183,13 +194,13 @@ func (t *dedupTable) pop() idKey {
 		}
 		i = (i + 1) & mask
 	}
-	t.tags[i] = tagDeleted
+	t.removeSlot(i)
 	t.head++
 	t.n--
 	t.first++
 	if t.n == 0 {
 		t.chunks, t.head = nil, 0
-		t.tags, t.slots, t.used = nil, nil, 0
+		t.tags, t.slots = nil, nil
 		return e.key
 	}
 	if t.head == dedupChunkLen {
@@ -229,7 +240,7 @@ func (t *dedupTable) rebuild() {
 	for size < 2*t.n {
 		size *= 2
 	}
-	t.tags, t.slots, t.used = make([]uint8, size), make([]uint32, size), 0
+	t.tags, t.slots = make([]uint8, size), make([]uint32, size)
 	t.shift = uint8(64 - bits.TrailingZeros(uint(size)))
 	for i := range t.n {
 		t.insertSlot(t.entryAt(i).key, uint32(t.first+uint64(i)))
@@ -263,7 +274,7 @@ func (r *frozenDedupRing) at(i int) dedupEntry {
 func (t *dedupTable) check() error {
 	live := 0
 	for i, tag := range t.tags {
-		if tag <= tagDeleted {
+		if tag == tagEmpty {
 			continue
 		}
 		live++

@@ -195,3 +195,31 @@ func TestFSM_RestoreRefusesBadDedupWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupTable_SlidingWindowNeverRebuildsItsIndex pushes and pops at a
+// steady size: removal shifts slots back instead of leaving tombstones, so
+// the index is never rebuilt (a rebuild of a million ids stalls the FSM
+// for a few hundred milliseconds).
+func TestDedupTable_SlidingWindowNeverRebuildsItsIndex(t *testing.T) {
+	tb := newDedupTable()
+	const size = 5000
+	for i := range size {
+		tb.push(keyOf(fmt.Sprint(i)), uint64(i))
+	}
+	index := &tb.tags[0]
+	for i := size; i < 30*size; i++ {
+		tb.push(keyOf(fmt.Sprint(i)), uint64(i))
+		tb.pop()
+		if &tb.tags[0] != index {
+			t.Fatalf("index rebuilt after %d pushes at a steady %d ids", i-size+1, tb.len())
+		}
+	}
+	if err := tb.check(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 30*size - size; i < 30*size; i++ {
+		if seq, ok := tb.get(keyOf(fmt.Sprint(i))); !ok || seq != uint64(i) {
+			t.Fatalf("id %d: %d %v", i, seq, ok)
+		}
+	}
+}
