@@ -83,8 +83,8 @@ func TestFSM_DedupWindowStopsAtIDCap(t *testing.T) {
 	h.send("b", "", "x")
 	h.send("c", "", "x") // "a" leaves the window early
 	st := h.stats()
-	if st.Counters.DedupEvicted != 1 || h.f.dedupIDs.len() != 2 {
-		t.Fatalf("evicted %d, %d ids; want 1, 2", st.Counters.DedupEvicted, h.f.dedupIDs.len())
+	if st.Counters.DedupEvicted != 1 || h.f.dedup.len() != 2 {
+		t.Fatalf("evicted %d, %d ids; want 1, 2", st.Counters.DedupEvicted, h.f.dedup.len())
 	}
 	out := h.sendMsgs(NewMessage{ID: "b", Body: []byte("x")})
 	if !out[0].Duplicate {
@@ -100,8 +100,8 @@ func TestFSM_DedupWindowStopsAtIDCap(t *testing.T) {
 	// The window still slides by time after evictions.
 	h.advance(5 * time.Minute)
 	h.tick()
-	if h.f.dedupIDs.len() != 0 || h.f.marks.len() != 0 {
-		t.Fatalf("%d ids and %d marks left after the window", h.f.dedupIDs.len(), h.f.marks.len())
+	if h.f.dedup.len() != 0 || h.f.marks.len() != 0 {
+		t.Fatalf("%d ids and %d marks left after the window", h.f.dedup.len(), h.f.marks.len())
 	}
 }
 

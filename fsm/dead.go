@@ -204,9 +204,7 @@ func (f *FSM) redriveOne(old *message) {
 	if old.group != nil {
 		m.group = f.joinGroup(old.group.name, m)
 	}
-	if key := keyOf(m.id()); f.dedup[key] == old.seq {
-		f.dedup[key] = m.seq
-	}
+	f.dedup.setSeq(keyOf(m.id()), old.seq, m.seq)
 	f.schedule(m, f.clock, true)
 	f.counters.Redriven++
 }

@@ -66,7 +66,7 @@ func (m *message) deliveryBytes() int64 {
 	if m.group != nil {
 		groupBytes = len(m.group.name)
 	}
-	return DeliveryBytes(int(m.stored), len(m.id()), groupBytes)
+	return DeliveryBytes(int(m.stored), m.idBytes(), groupBytes)
 }
 
 // delivery reads m's body and builds what the consumer gets. A body that
@@ -231,7 +231,8 @@ func (f *FSM) backoff(m *message) time.Duration {
 	}
 	d = min(d, ceiling)
 	top := max(d, min(ceiling, d+d/4))
-	return d + time.Duration(jitterHash(m.id(), m.attempts)%uint64(top-d+1))
+	var buf [ulidLen]byte
+	return d + time.Duration(jitterHash(m.idInto(&buf), m.attempts)%uint64(top-d+1))
 }
 
 func jitterHash(id string, attempt uint32) uint64 {

@@ -33,7 +33,8 @@ type digester struct{ *digest.Writer }
 func (d *digester) message(m *message) {
 	d.Ints(int64(m.seq), m.enqueuedAt, m.visibleAt, int64(m.stored), int64(m.crc),
 		int64(m.attempts), int64(m.state))
-	d.Str(m.id())
+	var buf [ulidLen]byte
+	d.Str(m.idInto(&buf))
 	if m.group != nil {
 		d.Str(m.group.name)
 	} else {

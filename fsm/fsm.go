@@ -28,10 +28,8 @@ type FSM struct {
 	returned  *btree.BTreeG[*message] // other eligible messages by seq
 	timers    *btree.BTreeG[*message] // delayed and in-flight messages by (visibleAt, seq)
 	groups    map[string]*group       // groups with unfinished messages
-	dedup     map[idKey]uint64        // id -> seq, for ids inside the dedup window
-	dedupIDs  fifo[idKey]             // accepted ids in acceptance order
-	marks     fifo[dedupMark]         // acceptance times of dedupIDs
-	dedupAt   uint64                  // absolute index of dedupIDs' front
+	dedup     dedupTable              // ids inside the dedup window -> seq, in acceptance order
+	marks     fifo[dedupMark]         // acceptance times of dedup's entries
 	lastMark  int64                   // time of the newest mark
 	counters  Counters
 	gauges    gauges
@@ -46,8 +44,8 @@ type gauges struct {
 	bytes, deadBytes                         int64
 }
 
-// dedupMark says that dedupIDs from absolute index `index` on were accepted
-// at time at (until the next mark).
+// dedupMark says that the dedup entries from absolute position `index` on
+// were accepted at time at (until the next mark).
 type dedupMark struct {
 	index uint64
 	at    int64
@@ -90,10 +88,9 @@ func (f *FSM) reset() {
 	f.returned = btree.NewG(btreeDegree, bySeq)
 	f.timers = btree.NewG(btreeDegree, byTime)
 	f.groups = make(map[string]*group)
-	f.dedup = make(map[idKey]uint64)
-	f.dedupIDs.reset()
+	f.dedup = newDedupTable()
 	f.marks.reset()
-	f.dedupAt, f.lastMark = 0, 0
+	f.lastMark = 0
 	f.counters = Counters{}
 	f.gauges = gauges{}
 }

@@ -80,13 +80,10 @@ func (f *FSM) checkInvariants() error {
 	if err := f.checkGroups(); err != nil {
 		return err
 	}
-	if (f.dedupIDs.len() == 0) != (f.marks.len() == 0) {
-		return fmt.Errorf("fsm invariant: %d dedup ids, %d marks", f.dedupIDs.len(), f.marks.len())
+	if (f.dedup.len() == 0) != (f.marks.len() == 0) {
+		return fmt.Errorf("fsm invariant: %d dedup ids, %d marks", f.dedup.len(), f.marks.len())
 	}
-	if len(f.dedup) != f.dedupIDs.len() {
-		return fmt.Errorf("fsm invariant: %d dedup entries, %d ids", len(f.dedup), f.dedupIDs.len())
-	}
-	return nil
+	return f.dedup.check()
 }
 
 func (f *FSM) checkGroups() error {

@@ -1,6 +1,9 @@
 package fsm
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // msgState is where a message is in its life.
 type msgState uint8
@@ -28,7 +31,7 @@ const (
 // allocation class; a field more spills it into the 96-byte one.
 type message struct {
 	seq        uint64
-	idData     *byte // the id's bytes; see id
+	idData     *byte // the id's bytes, or its 16 packed bytes; see id
 	group      *group
 	enqueuedAt int64
 	visibleAt  int64 // delayed: when it becomes ready; in flight: the deadline
@@ -36,21 +39,106 @@ type message struct {
 	stored     uint32 // bytes in the body store
 	crc        uint32 // CRC-32C of the stored bytes, for digests
 	attempts   uint32
-	idLen      uint16 // the id's length (at most IDBytesMax)
+	idLen      uint16 // the id's length (at most IDBytesMax), or idPacked|26
 	state      msgState
 	eligible   eligibility
 	info       *deliveryInfo // nil until first delivery
 }
 
-// id returns the message id. The id is held as a pointer to the bytes of
-// an immutable string and a length rather than as a string header, which
-// saves the 6 bytes that keep the struct in the 80-byte class.
-func (m *message) id() string { return unsafe.String(m.idData, int(m.idLen)) }
+// Ids in the layout the Ferry client makes (a ULID: 26 characters of
+// Crockford base32, upper case, carrying 128 bits) are held as those 16
+// bytes, in the 16-byte allocation class instead of the 32-byte one that
+// the string takes; idLen then has idPacked set. Any other id is held as
+// the bytes of its string.
+const (
+	idPacked   = 1 << 15
+	ulidLen    = 26
+	ulidBytes  = 16
+	ulidDigits = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+)
 
-// setID sets the message id; id must be at most IDBytesMax bytes.
+// ulidValue maps a byte to its value as an upper-case Crockford digit, or
+// 0xff.
+var ulidValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for v, c := range []byte(ulidDigits) {
+		t[c] = byte(v)
+	}
+	return t
+}()
+
+// packULID returns the 128 bits that id spells, if id is exactly how
+// unpackULID would spell them.
+func packULID(id string) (b [ulidBytes]byte, ok bool) {
+	if len(id) != ulidLen || ulidValue[id[0]] > 7 { // the first digit holds 3 bits
+		return b, false
+	}
+	var hi, lo uint64
+	for i := 0; i < ulidLen; i++ {
+		v := ulidValue[id[i]]
+		if v == 0xff {
+			return b, false
+		}
+		hi = hi<<5 | lo>>59
+		lo = lo<<5 | uint64(v)
+	}
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
+	return b, true
+}
+
+// unpackULID writes the 26 digits of b into out.
+func unpackULID(b *[ulidBytes]byte, out *[ulidLen]byte) {
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	for i := ulidLen - 1; i >= 0; i-- {
+		out[i] = ulidDigits[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+}
+
+// id returns the message id. A packed id is spelled out into a new string.
+func (m *message) id() string {
+	if m.idLen&idPacked == 0 {
+		return unsafe.String(m.idData, int(m.idLen))
+	}
+	var buf [ulidLen]byte
+	return string(m.idInto(&buf))
+}
+
+// idInto returns the message id without allocating: a packed id is spelled
+// into buf, and the string returned then shares buf's memory, so it is
+// valid only while buf is neither changed nor gone.
+func (m *message) idInto(buf *[ulidLen]byte) string {
+	if m.idLen&idPacked == 0 {
+		return unsafe.String(m.idData, int(m.idLen))
+	}
+	unpackULID((*[ulidBytes]byte)(unsafe.Pointer(m.idData)), buf)
+	return unsafe.String(&buf[0], ulidLen)
+}
+
+// idBytes returns the length of the message id.
+func (m *message) idBytes() int {
+	if m.idLen&idPacked != 0 {
+		return ulidLen
+	}
+	return int(m.idLen)
+}
+
+// setID sets the message id; id must be at most IDBytesMax bytes. The id
+// is held as a pointer and a length rather than as a string header, which
+// saves the 6 bytes that keep the struct in the 80-byte class.
 func (m *message) setID(id string) {
 	if len(id) > IDBytesMax {
 		panic("fsm: message id longer than IDBytesMax")
+	}
+	if b, ok := packULID(id); ok {
+		p := new([ulidBytes]byte)
+		*p = b
+		m.idData, m.idLen = &p[0], idPacked|ulidLen
+		return
 	}
 	m.idData, m.idLen = unsafe.StringData(id), uint16(len(id))
 }

@@ -77,7 +77,7 @@ func (f *FSM) sendOne(nm *NewMessage, index uint64) SendOutcome {
 	if err := f.validateNew(nm); err != nil {
 		return SendOutcome{Err: err}
 	}
-	if seq, ok := f.dedup[keyOf(nm.ID)]; ok {
+	if seq, ok := f.dedup.get(keyOf(nm.ID)); ok {
 		f.counters.Duplicates++
 		return SendOutcome{Seq: seq, Duplicate: true}
 	}
@@ -170,48 +170,46 @@ func (f *FSM) remember(id string, seq uint64) {
 	}
 }
 
-// evictDedup makes room for one more id under DedupMaxIDs: the oldest ids
-// leave the window early, counted in DedupEvicted.
+// evictDedup makes room for one more id under DedupMaxIDs (or the table's
+// own bound, dedupIDsMax, when there is no cap): the oldest ids leave the
+// window early, counted in DedupEvicted.
 func (f *FSM) evictDedup() {
 	limit := f.cfg.DedupMaxIDs
-	if limit <= 0 {
-		return
+	if limit <= 0 || limit > dedupIDsMax {
+		limit = dedupIDsMax
 	}
-	for int64(f.dedupIDs.len()) >= limit {
-		delete(f.dedup, f.dedupIDs.pop())
-		f.dedupAt++
+	for int64(f.dedup.len()) >= limit {
+		f.dedup.pop()
 		f.counters.DedupEvicted++
 	}
-	for f.marks.len() > 1 && f.marks.at(1).index <= f.dedupAt {
+	for f.marks.len() > 1 && f.marks.at(1).index <= f.dedup.front() {
 		f.marks.pop() // its ids are all gone
 	}
-	if f.dedupIDs.len() == 0 {
+	if f.dedup.len() == 0 {
 		f.marks.reset()
 	}
 }
 
-// rememberAt records id as accepted at time at, which must not be earlier
-// than the newest mark.
+// rememberAt records id, which the window must not hold, as accepted at
+// time at, which must not be earlier than the newest mark.
 func (f *FSM) rememberAt(id idKey, seq uint64, at int64) {
-	f.dedup[id] = seq
 	if f.marks.len() == 0 || f.lastMark != at {
-		f.marks.push(dedupMark{index: f.dedupAt + uint64(f.dedupIDs.len()), at: at})
+		f.marks.push(dedupMark{index: f.dedup.front() + uint64(f.dedup.len()), at: at})
 		f.lastMark = at
 	}
-	f.dedupIDs.push(id)
+	f.dedup.push(id, seq)
 }
 
 // pruneDedup forgets ids accepted DedupWindow or longer ago.
 func (f *FSM) pruneDedup() {
 	for f.marks.len() > 0 && f.marks.front().at+int64(f.cfg.DedupWindow) <= f.clock {
 		f.marks.pop()
-		end := f.dedupAt + uint64(f.dedupIDs.len())
+		end := f.dedup.front() + uint64(f.dedup.len())
 		if f.marks.len() > 0 {
 			end = f.marks.front().index
 		}
-		for f.dedupAt < end {
-			delete(f.dedup, f.dedupIDs.pop())
-			f.dedupAt++
+		for f.dedup.front() < end {
+			f.dedup.pop()
 		}
 	}
 }

@@ -102,10 +102,10 @@ func TestFSM_SnapshotRecordsRoundTrip(t *testing.T) {
 
 // TestFSM_LocalSnapshotTakesFewBytesPerMessage guards the size of the
 // local form: at most 60 bytes for a queued 1 KiB message with a
-// 26-character id and no group, and 80 bytes frozen in RAM.
+// 26-character id and no group, and 40 bytes frozen in RAM.
 func TestFSM_LocalSnapshotTakesFewBytesPerMessage(t *testing.T) {
-	if n := unsafe.Sizeof(frozenMessage{}); n > 80 {
-		t.Fatalf("frozenMessage is %d bytes, more than 80", n)
+	if n := unsafe.Sizeof(frozenMessage{}); n > 40 {
+		t.Fatalf("frozenMessage is %d bytes, more than 40", n)
 	}
 	const count = 5000
 	cfg := DefaultQueueConfig()

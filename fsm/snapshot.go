@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -96,56 +95,68 @@ var ErrSnapshotFormat = errors.New("bad snapshot")
 type Snapshot struct {
 	header   snapHeader
 	messages []frozenMessage
+	extras   []frozenExtra // for the messages with a group or delivery info, in order
 	dedup    frozenDedup
 	store    BodyStore
 	release  func()
 }
 
-// frozenMessage is what a Snapshot keeps of one message: the fields that
-// change after the freeze are copied, the immutable ones shared. It takes
-// 80 bytes and allocates nothing of its own unless the message has
-// delivery info.
+// frozenMessage is what a Snapshot keeps of one message: a copy of the
+// fields that change after a message is created, and the message itself
+// for the rest (seq, id, enqueue time, stored size and checksum), which
+// nothing writes once it is in the table, so Persist may read them while
+// the FSM changes the other fields. Its group and delivery info, which
+// most queued messages lack, are kept apart (frozenExtra). It takes 40
+// bytes.
 type frozenMessage struct {
-	seq        uint64
-	idData     *byte  // the bytes of the message's immutable id string
-	group      *group // nil, or the group at freeze time: only its name is read, which never changes
-	enqueuedAt int64
-	visibleAt  int64
+	m         *message // for its immutable fields only
+	visibleAt int64
+	pos       Loc // a relocation or compaction changes it
+	attempts  uint32
+	state     msgState
+}
+
+// frozenExtra is the group and delivery info of frozen message i.
+type frozenExtra struct {
+	i     int
+	group *group // nil, or the group at freeze time: only its name is read, which never changes
 	// info is a copy of the message's delivery info (fields of which
 	// change in place); the history slice is shared, since it is never
 	// modified in place (see deliveryInfo.addEvent).
-	info     *deliveryInfo
-	pos      Loc
-	stored   uint32
-	crc      uint32
-	attempts uint32
-	idLen    uint16
-	state    msgState
+	info *deliveryInfo
 }
 
-func freeze(m *message) frozenMessage {
-	fm := frozenMessage{
-		seq: m.seq, idData: m.idData, group: m.group, enqueuedAt: m.enqueuedAt, visibleAt: m.visibleAt,
-		pos: m.pos, stored: m.stored, crc: m.crc, attempts: m.attempts, idLen: m.idLen, state: m.state,
+// freeze appends m's frozen record to s.
+func (s *Snapshot) freeze(m *message) {
+	s.messages = append(s.messages, frozenMessage{m: m, visibleAt: m.visibleAt, pos: m.pos, attempts: m.attempts, state: m.state})
+	if m.group == nil && m.info == nil {
+		return
 	}
+	x := frozenExtra{i: len(s.messages) - 1, group: m.group}
 	if m.info != nil {
 		in := *m.info
-		fm.info = &in
+		x.info = &in
 	}
-	return fm
+	s.extras = append(s.extras, x)
 }
 
-// record returns the record fm persists as, without payload.
-func (fm *frozenMessage) record() snapMessage {
+// record returns the record fm persists as, without payload, given its
+// extra (nil if it has none). Its ID may share buf's memory (see
+// message.idInto).
+func (fm *frozenMessage) record(x *frozenExtra, buf *[ulidLen]byte) snapMessage {
+	m := fm.m
 	sm := snapMessage{
-		Seq: fm.seq, ID: unsafe.String(fm.idData, int(fm.idLen)), EnqueuedAt: fm.enqueuedAt,
-		VisibleAt: fm.visibleAt, Attempts: fm.attempts, State: fm.state, Stored: fm.stored, CRC: fm.crc,
+		Seq: m.seq, ID: m.idInto(buf), EnqueuedAt: m.enqueuedAt,
+		VisibleAt: fm.visibleAt, Attempts: fm.attempts, State: fm.state, Stored: m.stored, CRC: m.crc,
 		LocA: fm.pos.A, LocB: fm.pos.B, LocC: fm.pos.C,
 	}
-	if fm.group != nil {
-		sm.Group = fm.group.name
+	if x == nil {
+		return sm
 	}
-	if in := fm.info; in != nil {
+	if x.group != nil {
+		sm.Group = x.group.name
+	}
+	if in := x.info; in != nil {
 		sm.HasInfo = true
 		sm.Info = snapInfo{
 			Consumer: in.consumer, FirstEnqueuedAt: in.firstEnqueuedAt,
@@ -156,23 +167,17 @@ func (fm *frozenMessage) record() snapMessage {
 	return sm
 }
 
-// frozenDedup is the dedup window at freeze time: ids in acceptance order,
-// the seq each was accepted as, and the acceptance marks (24 bytes per id).
+// frozenDedup is the dedup window at freeze time: the table's ring of ids
+// and seqs in acceptance order (shared with the table, not copied) and the
+// acceptance marks.
 type frozenDedup struct {
-	ids   []idKey
-	seqs  []uint64
-	first uint64 // absolute index of ids[0]
+	ring  frozenDedupRing
+	first uint64 // absolute position of the ring's oldest entry
 	marks []dedupMark
 }
 
 func (f *FSM) freezeDedup() frozenDedup {
-	n := f.dedupIDs.len()
-	d := frozenDedup{ids: make([]idKey, n), seqs: make([]uint64, n), first: f.dedupAt,
-		marks: make([]dedupMark, f.marks.len())}
-	for i := range n {
-		id := f.dedupIDs.at(i)
-		d.ids[i], d.seqs[i] = id, f.dedup[id]
-	}
+	d := frozenDedup{ring: f.dedup.freeze(), first: f.dedup.front(), marks: make([]dedupMark, f.marks.len())}
 	for i := range d.marks {
 		d.marks[i] = f.marks.at(i)
 	}
@@ -182,13 +187,14 @@ func (f *FSM) freezeDedup() frozenDedup {
 // each calls fn with every entry in acceptance order.
 func (d *frozenDedup) each(fn func(*snapDedup) error) error {
 	mark := 0
-	for i := range d.ids {
+	for i := range d.ring.n {
 		abs := d.first + uint64(i)
 		for mark+1 < len(d.marks) && d.marks[mark+1].index <= abs {
 			mark++
 		}
-		e := snapDedup{ID: d.ids[i], Seq: d.seqs[i], At: d.marks[mark].at}
-		if err := fn(&e); err != nil {
+		e := d.ring.at(i)
+		e2 := snapDedup{ID: e.key, Seq: e.seq, At: d.marks[mark].at}
+		if err := fn(&e2); err != nil {
 			return err
 		}
 	}
@@ -262,9 +268,9 @@ func (f *FSM) Snapshot() *Snapshot {
 		store:    f.store,
 		release:  f.store.Pin(),
 	}
-	f.eachMessage(func(m *message) { s.messages = append(s.messages, freeze(m)) })
+	f.eachMessage(s.freeze)
 	s.dedup = f.freezeDedup()
-	s.header.Messages, s.header.Dedup = len(s.messages), len(s.dedup.ids)
+	s.header.Messages, s.header.Dedup = len(s.messages), s.dedup.ring.n
 	return s
 }
 
@@ -286,15 +292,15 @@ func (f *FSM) eachMessage(fn func(*message)) {
 }
 
 func (f *FSM) dedupEntries() []snapDedup {
-	out := make([]snapDedup, 0, f.dedupIDs.len())
+	out := make([]snapDedup, 0, f.dedup.len())
 	mark := 0
-	for i := range f.dedupIDs.len() {
-		abs := f.dedupAt + uint64(i)
+	for i := range f.dedup.len() {
+		abs := f.dedup.front() + uint64(i)
 		for mark+1 < f.marks.len() && f.marks.at(mark+1).index <= abs {
 			mark++
 		}
-		id := f.dedupIDs.at(i)
-		out = append(out, snapDedup{ID: id, Seq: f.dedup[id], At: f.marks.at(mark).at})
+		e := f.dedup.at(i)
+		out = append(out, snapDedup{ID: e.key, Seq: e.seq, At: f.marks.at(mark).at})
 	}
 	return out
 }
@@ -317,8 +323,14 @@ func (s *Snapshot) persist(w io.Writer, form snapForm) error {
 		return fmt.Errorf("persist snapshot header: %w", err)
 	}
 	var c snapCodec
+	var idBuf [ulidLen]byte
+	extras := s.extras
 	for i := range s.messages {
-		sm := s.messages[i].record()
+		var x *frozenExtra
+		if len(extras) > 0 && extras[0].i == i {
+			x, extras = &extras[0], extras[1:]
+		}
+		sm := s.messages[i].record(x, &idBuf)
 		if form == formFull {
 			_, payload, err := s.store.Read(sm.loc())
 			if err != nil {
@@ -401,7 +413,9 @@ func (f *FSM) restore(r io.Reader) error {
 		if err := rd.dedup(&d); err != nil {
 			return fmt.Errorf("%w: dedup entry %d of %d: %w", ErrSnapshotFormat, i, h.Dedup, err)
 		}
-		f.rememberAt(d.ID, d.Seq, d.At)
+		if err := f.restoreDedup(&d); err != nil {
+			return fmt.Errorf("%w: dedup entry %d of %d: %w", ErrSnapshotFormat, i, h.Dedup, err)
+		}
 	}
 	return nil
 }

@@ -6,7 +6,8 @@
 #   - kill -9 of one node and of all three, and the time from the restart
 #     until the queue serves a receive again.
 # Ports 7041-7043, 7141-7143, 7241-7243, 7341-7343; data in a temporary
-# directory that is removed at the end (KEEP=1 keeps it).
+# directory that is removed at the end (KEEP=1 keeps it). The cluster runs in
+# plaintext (-insecure): what is measured is storage, not TLS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000000}
@@ -21,7 +22,7 @@ gossip_key=$(head -c 32 /dev/urandom | base64)
 start() {
   local i=$1
   ./bin/ferryd -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((39 + i)) \
-    -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-key "$gossip_key" -pprof >>"$dir/node$i.log" 2>&1 &
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-key "$gossip_key" -insecure -pprof >>"$dir/node$i.log" 2>&1 &
   pid[$i]=$!
 }
 cleanup() {
@@ -30,7 +31,7 @@ cleanup() {
   [ "${KEEP:-}" = 1 ] && echo "data kept in $dir" || rm -rf "$dir"
 }
 trap cleanup EXIT
-ferry() { ./bin/ferry -s "$servers" "$@"; }
+ferry() { ./bin/ferry --insecure -s "$servers" "$@"; }
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
 written() { awk '/^write_bytes/ {print $2}' "/proc/$1/io"; }
 # served_after prints how long until a receive (without ack) returns a message.

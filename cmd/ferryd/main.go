@@ -91,6 +91,7 @@ type options struct {
 	raftAddr, clientAddr, httpAddr, gossip string
 	join, cluster, logLevel                string
 	configFile, logFormat                  string
+	memoryLimit                            string
 	portOffset, bootstrapExpect, gcPercent int
 	fastGossip, pprof                      bool
 	tls                                    tlsOptions
@@ -220,6 +221,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent,
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "",
+		"soft limit on the Go heap and runtime, e.g. 256MiB or 2GiB: the collector works harder near it (GOMEMLIMIT, if set, wins; empty or 0: none)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ on the HTTP port")
 	o.tls.register(fs)
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "gossip encryption key: base64 of 16, 24 or 32 random bytes, the same on every node")
@@ -363,6 +366,9 @@ func run(args []string) error {
 			return &usageError{fmt.Errorf("-gc-percent %d: want 10 or more", o.gcPercent)}
 		}
 		debug.SetGCPercent(o.gcPercent)
+	}
+	if err := applyMemoryLimit(o.memoryLimit); err != nil {
+		return err
 	}
 	keys, err := o.gossipKeys()
 	if err != nil {
