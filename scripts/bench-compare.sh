@@ -72,6 +72,7 @@ out=$(nats bench js pub sync ferrycmp.s "${stream[@]}" --purge --clients 16 --ms
 nats_stats "publish sync, 16 clients" "$out"
 out=$(nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 80000)")
 nats_stats "publish pipelined, 4 x 64" "$out"
+nats_stats "publish async, 4 x 64" "$out" # the same run: nats publishes async
 nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 50000)" >/dev/null
 out=$(nats bench js fetch --stream ferrycmp --no-progress --clients 4 --batch 100 --msgs "$(n 50000)")
 nats_stats "drain, receive 100 + ack" "$out"
@@ -110,6 +111,7 @@ ferry_stats() {
 ferry_stats "publish sync, 1 client" "$("${ferry[@]}" pub --sync -c 1 -n "$(n 3000)")"
 ferry_stats "publish sync, 16 clients" "$("${ferry[@]}" pub --sync -c 16 -n "$(n 16000)")"
 ferry_stats "publish pipelined, 4 x 64" "$("${ferry[@]}" pub -c 4 -w 64 -n "$(n 80000)")"
+ferry_stats "publish async, 4 x 64" "$("${ferry[@]}" pub -c 4 -w 64 --async -n "$(n 80000)")"
 ferry_stats "drain, receive 100 + ack" "$("${ferry[@]}" consume -c 4 --batch 100 -n "$(n 50000)")"
 ferry_stats "drain, Consume 4 x 8 / 32" "$("${ferry[@]}" consume -c 4 --handlers 8 --prefetch 32 -n "$(n 50000)")"
 stop_all

@@ -24,7 +24,7 @@ func queueArg(args []string) string {
 }
 
 func benchPubCmd(g *globals, f *benchFlags) *cobra.Command {
-	var sync bool
+	var sync, async bool
 	var inflight, batch int
 	cmd := &cobra.Command{
 		Use:   "pub [QUEUE]",
@@ -43,8 +43,11 @@ func benchPubCmd(g *globals, f *benchFlags) *cobra.Command {
 			}
 			defer e.close()
 			mode := "pub pipelined"
-			if sync {
+			switch {
+			case sync:
 				mode = "pub sync"
+			case async:
+				return e.publishAsync(inflight).print(g.json)
 			}
 			r := e.publish(e.ctx, mode, inflight, batch, f.msgs)
 			return r.print(g.json)
@@ -53,7 +56,69 @@ func benchPubCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&sync, "sync", false, "one message per call, one call in flight per client")
 	cmd.Flags().IntVarP(&inflight, "inflight", "w", 64, "calls in flight per client")
 	cmd.Flags().IntVar(&batch, "batch", 1, "messages per call")
+	cmd.Flags().BoolVar(&async, "async", false, "through the client's asynchronous Publisher, --inflight messages in flight per client")
 	return cmd
+}
+
+// publishAsync publishes through one Publisher per client with up to
+// inflight messages in flight each; latency is from Publish to confirm.
+func (e *benchEnv) publishAsync(inflight int) benchResult {
+	ctx, cancel := runUntil(e.ctx, e.f)
+	defer cancel()
+	var t tally
+	p := startProgress("pub async", int64(e.f.msgs), e.f.quiet || e.g.json)
+	body := benchBody(e.f.size)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range e.clients {
+		pub, err := c.Queue(e.queue).Publisher(client.PublisherOptions{MaxInFlightMessages: inflight})
+		if err != nil {
+			t.failed(err)
+			continue
+		}
+		type sent struct {
+			f  *client.PublishFuture
+			at time.Time
+		}
+		futures := make(chan sent, inflight)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			defer close(futures)
+			for ctx.Err() == nil && t.claim(1, e.f.msgs) == 1 {
+				at := time.Now()
+				f, err := pub.Publish(ctx, client.Message{Body: body})
+				if err != nil {
+					if ctx.Err() == nil {
+						t.failed(err)
+					}
+					continue
+				}
+				futures <- sent{f, at}
+			}
+			closeCtx, cancel := context.WithTimeout(context.Background(), e.g.timeout)
+			defer cancel()
+			_ = pub.Close(closeCtx)
+		}()
+		go func() {
+			defer wg.Done()
+			h := t.hist()
+			for s := range futures {
+				<-s.f.Done()
+				if _, err := s.f.Wait(context.Background()); err != nil {
+					t.failed(err)
+					continue
+				}
+				h.record(time.Since(s.at))
+				t.msgs.Add(1)
+				p.add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	p.end()
+	return t.result(benchResult{Mode: "pub async", Clients: len(e.clients), Workers: inflight, Size: e.f.size}, elapsed)
 }
 
 // publish runs inflight senders per client until total messages are sent

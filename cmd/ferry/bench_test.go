@@ -52,6 +52,7 @@ func TestBench_ModesCountEveryMessageAndDeleteTheirQueue(t *testing.T) {
 	}{
 		{"pub sync", []string{"pub", "b1", "--sync", "-c", "2", "-n", "40"}, 40},
 		{"pub pipelined", []string{"pub", "b2", "-c", "2", "-w", "8", "--batch", "3", "-n", "90"}, 90},
+		{"pub async", []string{"pub", "b6", "-c", "2", "--async", "-w", "16", "-n", "100"}, 100},
 		{"consume batched", []string{"consume", "b3", "-c", "2", "--batch", "10", "-n", "120"}, 120},
 		{"consume handlers", []string{"consume", "b4", "-c", "2", "--handlers", "3", "--prefetch", "6", "-n", "120"}, 120},
 		{"e2e", []string{"e2e", "b5", "-c", "1", "--rate", "200", "-n", "60"}, 60},
