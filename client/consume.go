@@ -90,13 +90,15 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 	slots := make(chan struct{}, opts.Prefetch) // one token per lease held or asked for
 	work := make(chan *Delivery, opts.Prefetch)
 	var workers, pollers sync.WaitGroup
+	acks := newAcker(ctx, q, opts.Prefetch, func() { <-slots })
 	for range opts.Concurrency {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
 			for d := range work {
-				q.handle(ctx, d, handler, opts)
-				<-slots
+				if !q.handle(ctx, d, handler, opts, acks) {
+					<-slots
+				}
 			}
 		}()
 	}
@@ -114,6 +116,7 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 	pollers.Wait()
 	close(work)
 	workers.Wait()
+	acks.close()
 	return fatal
 }
 
@@ -221,12 +224,15 @@ func (q *Queue) giveBack(ds []*Delivery) {
 	q.releaseWait(ds, releaseTimeout)
 }
 
-// handle runs the handler on one delivery and settles it. A delivery
-// taken after ctx is done is given back without running the handler.
-func (q *Queue) handle(ctx context.Context, d *Delivery, handler func(context.Context, *Delivery) error, opts ConsumeOptions) {
+// handle runs the handler on one delivery and settles it: a success goes
+// to acks, which then holds d's prefetch slot (handle reports true); a
+// failure is nacked or rejected here. A delivery taken after ctx is done
+// is given back without running the handler.
+func (q *Queue) handle(ctx context.Context, d *Delivery, handler func(context.Context, *Delivery) error, opts ConsumeOptions,
+	acks *acker) (acking bool) {
 	if ctx.Err() != nil {
 		q.giveBack([]*Delivery{d})
-		return
+		return false
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
 	stop := func() {}
@@ -237,13 +243,15 @@ func (q *Queue) handle(ctx context.Context, d *Delivery, handler func(context.Co
 	stop()
 	cancel(nil)
 
+	if err == nil {
+		acks.add(d)
+		return true
+	}
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer scancel()
 	var rej *rejectError
 	var serr error
 	switch {
-	case err == nil:
-		serr = d.Ack(sctx)
 	case errors.As(err, &rej):
 		serr = d.Reject(sctx, truncate(rej.reason(), maxReasonBytes))
 	default:
@@ -252,6 +260,7 @@ func (q *Queue) handle(ctx context.Context, d *Delivery, handler func(context.Co
 	if serr != nil {
 		q.c.log.Warn("ferry: consume: settle failed", "queue", q.name, "id", d.ID, "err", serr)
 	}
+	return false
 }
 
 // runHandler calls the handler, turning a panic into an error.
