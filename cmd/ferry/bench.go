@@ -141,6 +141,7 @@ type benchResult struct {
 	FirstError string
 	Elapsed    time.Duration
 	Latency    latencySummary  // per call: confirm, or receive + ack
+	MaxStall   time.Duration   // the longest time without a completed call
 	EndToEnd   *latencySummary // send to handler, e2e only
 }
 
@@ -157,7 +158,7 @@ func (r benchResult) view() map[string]any {
 	v := map[string]any{
 		"mode": r.Mode, "clients": r.Clients, "workers_per_client": r.Workers, "size": r.Size,
 		"messages": r.Messages, "errors": r.Errors, "elapsed_s": r.Elapsed.Seconds(),
-		"msgs_per_s": r.perSecond(), "latency": r.Latency.view(),
+		"msgs_per_s": r.perSecond(), "latency": r.Latency.view(), "max_stall_ms": millis(r.MaxStall),
 	}
 	if r.FirstError != "" {
 		v["first_error"] = r.FirstError
@@ -181,6 +182,9 @@ func (r benchResult) print(json bool) error {
 	}
 	if r.Latency.Count > 0 {
 		fmt.Printf("latency  %v\n", r.Latency)
+		if r.MaxStall > 0 {
+			fmt.Printf("longest time without a completed call %v\n", roundLatency(r.MaxStall))
+		}
 	}
 	if r.EndToEnd != nil {
 		fmt.Printf("end to end  %v\n", *r.EndToEnd)
@@ -196,6 +200,22 @@ type tally struct {
 	first  string
 	hists  []*latencies
 	claims atomic.Int64 // messages handed to workers so far (count-bound runs)
+	start  time.Time    // when the run began
+	last   atomic.Int64 // when a call last completed, in nanoseconds since start
+	stall  atomic.Int64 // the longest gap between completed calls, in nanoseconds
+}
+
+// completed notes a call that completed now, for the longest stall (a
+// failover shows as one).
+func (t *tally) completed() {
+	now := int64(time.Since(t.start))
+	prev := t.last.Swap(now)
+	for gap := now - prev; ; {
+		old := t.stall.Load()
+		if gap <= old || t.stall.CompareAndSwap(old, gap) {
+			return
+		}
+	}
 }
 
 // failed counts an error, keeping the first one's text.
@@ -235,6 +255,7 @@ func (t *tally) result(r benchResult, elapsed time.Duration) benchResult {
 	r.FirstError = t.first
 	t.mu.Unlock()
 	r.Messages, r.Errors, r.Elapsed, r.Latency = t.msgs.Load(), t.errs.Load(), elapsed, all.summary()
+	r.MaxStall = time.Duration(t.stall.Load())
 	return r
 }
 

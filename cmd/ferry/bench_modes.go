@@ -126,10 +126,10 @@ func (e *benchEnv) publishAsync(inflight int) benchResult {
 func (e *benchEnv) publish(parent context.Context, mode string, inflight, batch, total int) benchResult {
 	ctx, cancel := runUntil(parent, e.f)
 	defer cancel()
-	var t tally
+	t := tally{start: time.Now()}
 	p := startProgress(mode, int64(total), e.f.quiet || e.g.json)
 	body := benchBody(e.f.size)
-	start := time.Now()
+	start := t.start
 	var wg sync.WaitGroup
 	for _, c := range e.clients {
 		q := c.Queue(e.queue)
@@ -168,6 +168,7 @@ func pubWorker(ctx context.Context, q *client.Queue, body []byte, batch, total i
 			continue
 		}
 		h.record(time.Since(t0))
+		t.completed()
 		t.msgs.Add(int64(n))
 		p.add(n)
 	}
