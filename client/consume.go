@@ -145,7 +145,7 @@ func (o *ConsumeOptions) normalize(c *Client) error {
 func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, work chan<- *Delivery, opts ConsumeOptions) error {
 	share := min(MaxReceive, (cap(slots)+n-1)/n)
 	for attempt := 0; ; {
-		k := acquire(ctx, slots, share)
+		k := acquireRefill(ctx, slots, max(1, share/2), share)
 		if k == 0 {
 			return nil
 		}
@@ -176,26 +176,6 @@ func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, wor
 		}
 		attempt++
 	}
-}
-
-// acquire takes one slot (waiting for it) and then up to most-1 more that
-// are free at once; it returns how many it took, 0 when ctx is done.
-func acquire(ctx context.Context, slots chan struct{}, most int) int {
-	select {
-	case slots <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	k := 1
-	for k < most {
-		select {
-		case slots <- struct{}{}:
-			k++
-		default:
-			return k
-		}
-	}
-	return k
 }
 
 // pollOnce long-polls one partition for up to k leases. An answer that

@@ -90,3 +90,34 @@ func (a *acker) close() {
 	<-a.ran
 	a.wg.Wait()
 }
+
+// acquireRefill takes the prefetch slots of a partition's next receive:
+// it waits for least slots (freed by handled and acked deliveries), then
+// takes up to most that are free at once. Waiting for a refill of half a
+// share, rather than for one slot, keeps receives large when acks come
+// back in a trickle: each receive is a raft round, whatever its size. It
+// returns how many it took, 0 when ctx is done (the slots taken then are
+// given back).
+func acquireRefill(ctx context.Context, slots chan struct{}, least, most int) int {
+	k := 0
+	for k < least {
+		select {
+		case slots <- struct{}{}:
+			k++
+		case <-ctx.Done():
+			for range k {
+				<-slots
+			}
+			return 0
+		}
+	}
+	for k < most {
+		select {
+		case slots <- struct{}{}:
+			k++
+		default:
+			return k
+		}
+	}
+	return k
+}
