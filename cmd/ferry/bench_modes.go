@@ -230,25 +230,7 @@ func (e *benchEnv) drainBatched(batch, workers, total int) benchResult {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				h := t.hist()
-				for t.msgs.Load() < int64(total) && ctx.Err() == nil {
-					t0 := time.Now()
-					ds, err := q.Receive(ctx, client.ReceiveOptions{Max: batch, Wait: 200 * time.Millisecond})
-					if err != nil && ctx.Err() == nil {
-						t.failed(err)
-					}
-					if len(ds) == 0 {
-						continue
-					}
-					for _, err := range q.AckBatch(ctx, ds) {
-						if err != nil {
-							t.failed(err)
-						}
-					}
-					h.record(time.Since(t0))
-					t.msgs.Add(int64(len(ds)))
-					p.add(len(ds))
-				}
+				batchedWorker(ctx, q, batch, total, &t, p)
 			}()
 		}
 	}
@@ -292,6 +274,42 @@ func (e *benchEnv) drainConsume(handlers, prefetch, total int) benchResult {
 	}
 	p.end()
 	return t.result(benchResult{Mode: "consume handlers", Clients: len(e.clients), Workers: handlers, Size: e.f.size}, elapsed)
+}
+
+// batchedWorker receives up to batch messages at a time and acks each
+// batch while it receives the next (one ack in flight), until total
+// messages are acked. Latency is per receive.
+func batchedWorker(ctx context.Context, q *client.Queue, batch, total int, t *tally, p *progress) {
+	h := t.hist()
+	acked := make(chan struct{})
+	close(acked) // no ack in flight yet
+	defer func() { <-acked }()
+	// claims counts the messages received so far, so that no worker waits
+	// in one more receive while the last acks are on their way.
+	for t.claims.Load() < int64(total) && ctx.Err() == nil {
+		t0 := time.Now()
+		ds, err := q.Receive(ctx, client.ReceiveOptions{Max: batch, Wait: 200 * time.Millisecond})
+		if err != nil && ctx.Err() == nil {
+			t.failed(err)
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		h.record(time.Since(t0))
+		t.claims.Add(int64(len(ds)))
+		<-acked
+		acked = make(chan struct{})
+		go func(done chan struct{}) {
+			defer close(done)
+			for _, err := range q.AckBatch(ctx, ds) {
+				if err != nil {
+					t.failed(err)
+				}
+			}
+			t.msgs.Add(int64(len(ds)))
+			p.add(len(ds))
+		}(acked)
+	}
 }
 
 func benchE2ECmd(g *globals, f *benchFlags) *cobra.Command {
