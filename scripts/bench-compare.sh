@@ -66,6 +66,7 @@ nats_stats() {
 }
 
 echo "== NATS JetStream" >&2
+exec 3>&2 2>>"$work/nats-bench.log" # the nats CLI narrates on stderr
 out=$(nats bench js pub sync ferrycmp.s "${stream[@]}" --create --purge --clients 1 --msgs "$(n 3000)")
 nats_stats "publish sync, 1 client" "$out"
 out=$(nats bench js pub sync ferrycmp.s "${stream[@]}" --purge --clients 16 --msgs "$(n 16000)")
@@ -80,6 +81,7 @@ nats consumer rm ferrycmp nats-bench -f >/dev/null 2>&1 || true
 nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 50000)" >/dev/null
 out=$(nats bench js consume --stream ferrycmp --no-progress --clients 4 --batch 32 --msgs "$(n 50000)")
 nats_stats "drain, Consume 4 x 8 / 32" "$out"
+exec 2>&3 3>&-
 stop_all
 }
 
@@ -120,6 +122,8 @@ stop_all
 [ "$only" = ferry ] || run_nats
 [ "$only" = nats ] || run_ferry
 
+# Latencies: per call for the publish rows; in the drain rows NATS reports
+# per message and Ferry per receive of up to 100, so only rates compare.
 python3 - "$results" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
