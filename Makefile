@@ -7,7 +7,7 @@ PKGS          := ./...
 # Packages with goroutines or shared state run under the race detector.
 RACE_PKGS     := ./wal/... ./transport/... ./wire/... ./partition/... ./client/... ./node/... ./dashboard/... ./sqs/... ./ferrytest/... ./examples/...
 
-.PHONY: help build run test lint bench fuzz tools clean chaos
+.PHONY: help build run test lint bench bench-compare fuzz tools clean chaos
 
 help:
 	@echo "make run     - build and start a local three-node cluster (Ctrl-C stops it)"
@@ -15,6 +15,7 @@ help:
 	@echo "make test    - run the whole test suite (race detector where there is concurrency)"
 	@echo "make lint    - gofmt, go vet, staticcheck"
 	@echo "make bench   - run the benchmarks"
+	@echo "make bench-compare - NATS JetStream vs Ferry, same shapes, one table (minutes; not in test/CI)"
 	@echo "make fuzz    - short fuzzing of the decoders"
 	@echo "make chaos   - long chaos suite (as root, with iptables): FERRY_CHAOS_DURATION (10m),"
 	@echo "               FERRY_CHAOS_SEED (random), FERRY_CHAOS_NODES (5); 'make test' runs a bounded one"
@@ -45,6 +46,11 @@ tools:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# Starts NATS JetStream and then a Ferry cluster on loopback and prints one
+# table of ratios (scripts/bench-compare.sh). Not part of test or CI.
+bench-compare: build
+	./scripts/bench-compare.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzWAL_DecodeRecord -fuzztime 30s ./wal/

@@ -114,13 +114,15 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 	slots := make(chan struct{}, opts.Prefetch) // one token per lease held or asked for
 	work := make(chan *Delivery, opts.Prefetch)
 	var workers, pollers sync.WaitGroup
+	acks := newAcker(s.work, q, opts.Prefetch, func() { <-slots }, opts.report)
 	for range opts.Concurrency {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
 			for d := range work {
-				q.handle(s, d, handler, opts)
-				<-slots
+				if !q.handle(s, d, handler, opts, acks) {
+					<-slots
+				}
 			}
 		}()
 	}
@@ -140,6 +142,7 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 	pollers.Wait()
 	close(work)
 	workers.Wait()
+	acks.close()
 	return fatal
 }
 
@@ -171,7 +174,7 @@ func (o *ConsumeOptions) normalize(c *Client) error {
 func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, work chan<- *Delivery, opts ConsumeOptions) error {
 	share := min(MaxReceive, (cap(slots)+n-1)/n)
 	for attempt := 0; ; {
-		k := acquire(ctx, slots, share)
+		k := acquireRefill(ctx, slots, max(1, share/2), share)
 		if k == 0 {
 			return nil
 		}
@@ -204,26 +207,6 @@ func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, wor
 	}
 }
 
-// acquire takes one slot (waiting for it) and then up to most-1 more that
-// are free at once; it returns how many it took, 0 when ctx is done.
-func acquire(ctx context.Context, slots chan struct{}, most int) int {
-	select {
-	case slots <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	k := 1
-	for k < most {
-		select {
-		case slots <- struct{}{}:
-			k++
-		default:
-			return k
-		}
-	}
-	return k
-}
-
 // pollOnce long-polls one partition for up to k leases. An answer that
 // arrives after ctx is done is given back.
 func (q *Queue) pollOnce(ctx context.Context, p, k int, opts ConsumeOptions) ([]*Delivery, class, error) {
@@ -250,13 +233,17 @@ func (q *Queue) giveBack(ds []*Delivery) {
 	q.releaseWait(ds, releaseTimeout)
 }
 
-// handle runs the handler on one delivery and settles it. A delivery
+// handle runs the handler on one delivery and settles it: a success goes
+// to acks, which then holds d's prefetch slot and reports the outcome
+// (handle reports true); a failure is nacked, rejected or, when a soft
+// stop's grace period cut the handler short, released here. A delivery
 // taken after receiving stopped is given back without running the
 // handler.
-func (q *Queue) handle(s *stopper, d *Delivery, handler func(context.Context, *Delivery) error, opts ConsumeOptions) {
+func (q *Queue) handle(s *stopper, d *Delivery, handler func(context.Context, *Delivery) error, opts ConsumeOptions,
+	acks *acker) (acking bool) {
 	if s.recv.Err() != nil {
 		q.giveBack([]*Delivery{d})
-		return
+		return false
 	}
 	hctx, cancel := context.WithCancelCause(s.work)
 	stop := func() {}
@@ -267,13 +254,15 @@ func (q *Queue) handle(s *stopper, d *Delivery, handler func(context.Context, *D
 	stop()
 	cancel(nil)
 
+	if err == nil {
+		acks.add(d)
+		return true
+	}
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(s.work), settleTimeout)
 	defer scancel()
 	out := SettleOutcome{Delivery: d, HandlerErr: err}
 	var rej *rejectError
 	switch {
-	case err == nil:
-		out.Action, out.Err = SettleAck, d.Ack(sctx)
 	case s.cutShort():
 		out.Action = SettleRelease
 		q.giveBack([]*Delivery{d})
@@ -286,6 +275,7 @@ func (q *Queue) handle(s *stopper, d *Delivery, handler func(context.Context, *D
 		q.c.log.Warn("ferry: consume: settle failed", "queue", q.name, "id", d.ID, "action", string(out.Action), "err", out.Err)
 	}
 	opts.report(out)
+	return false
 }
 
 // runHandler calls the handler, turning a panic into an error.

@@ -66,7 +66,7 @@ func TestClient_ConsumeSettlesByHandlerResult(t *testing.T) {
 	}, client.ConsumeOptions{Concurrency: 2, Wait: 50 * time.Millisecond})
 
 	waitFor(t, 5*time.Second, "two acks and a reject", func() bool {
-		return len(fc.requests(wire.OpAck)) == 2 && len(fc.requests(wire.OpReject)) == 1
+		return ackedReceipts(fc) == 2 && len(fc.requests(wire.OpReject)) == 1
 	})
 	if err := stop(); err != nil {
 		t.Fatalf("Consume: %v", err)
@@ -125,7 +125,7 @@ func TestClient_ConsumeRespectsPrefetch(t *testing.T) {
 	if _, high := fc.leases(); high > prefetch {
 		t.Fatalf("%d leases held at once, prefetch %d", high, prefetch)
 	}
-	waitFor(t, 5*time.Second, "all acks", func() bool { return len(fc.requests(wire.OpAck)) == 20 })
+	waitFor(t, 5*time.Second, "all acks", func() bool { return ackedReceipts(fc) == 20 })
 }
 
 func TestClient_ConsumePrefetchBoundsLongPolls(t *testing.T) {

@@ -79,3 +79,12 @@ func receiveAll(t *testing.T, q *client.Queue, n int) []*client.Delivery {
 	}
 	return out
 }
+
+// ackedReceipts counts the receipts of every recorded ack request.
+func ackedReceipts(fc *fakeCluster) int {
+	n := 0
+	for _, r := range fc.requests(wire.OpAck) {
+		n += len(r.body.(*wire.AckRequest).Receipts)
+	}
+	return n
+}

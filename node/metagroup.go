@@ -175,6 +175,13 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, e
 // not be applied here yet: a missing queue is looked for again after each
 // catalog apply for up to catalogLagMax before it is reported missing.
 func (g *metaGroup) queue(ctx context.Context, name string) (meta.Queue, bool) {
+	// The common case, a known queue, answers from memory without a timer.
+	g.mu.Lock()
+	q, ok := g.fsm.Queue(name)
+	g.mu.Unlock()
+	if ok {
+		return q, true
+	}
 	deadline := time.NewTimer(catalogLagMax)
 	defer deadline.Stop()
 	for {

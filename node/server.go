@@ -242,13 +242,15 @@ type serverConn struct {
 	inflight int
 	waiting  bool // the reader waits for the first byte of a frame
 
-	wmu sync.Mutex // serializes response writes (one write deadline each)
+	wmu     sync.Mutex    // serializes response writes (one write deadline each)
+	bw      *bufio.Writer // buffers responses; under wmu
+	writers atomic.Int32  // responses waiting for or holding wmu
 }
 
 func (s *clientServer) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	defer s.forget(nc)
-	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), bw: bufio.NewWriterSize(nc, 64<<10)}
 	r := wire.NewReader(c.br)
 	nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	welcome := wire.Welcome{Version: wire.ProtocolVersion, NodeID: s.n.cfg.ID, Cluster: s.n.cfg.ClusterName, Server: "ferryd"}
@@ -263,9 +265,11 @@ func (s *clientServer) serveConn(nc net.Conn) {
 	nc.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sem := make(chan struct{}, connRequestsMax)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
+	w := newRequestWorkers(func(cr connRequest) {
+		c.write(s.n.handle(ctx, cr.req, cr.tok, cr.authErr))
+		c.finished()
+	})
+	defer w.close()
 	for {
 		req, err := c.readRequest(r)
 		if err != nil {
@@ -273,13 +277,8 @@ func (s *clientServer) serveConn(nc net.Conn) {
 			return
 		}
 		tok, authErr := ca.token()
-		sem <- struct{}{}
 		c.started()
-		inflight.Add(1)
-		go func() {
-			defer func() { c.finished(); <-sem; inflight.Done() }()
-			c.write(s.n.handle(ctx, req, tok, authErr))
-		}()
+		w.run(connRequest{req: req, tok: tok, authErr: authErr})
 	}
 }
 
@@ -328,12 +327,20 @@ func (c *serverConn) finished() {
 }
 
 // write sends one frame under the frame deadline; a client that does not
-// read its answers is disconnected when it passes.
+// read its answers is disconnected when it passes. Frames go through a
+// buffer that the last of the writers queued on wmu flushes, so answers
+// finished together leave in one write.
 func (c *serverConn) write(v any) {
+	c.writers.Add(1)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	last := c.writers.Add(-1) == 0
 	c.nc.SetWriteDeadline(time.Now().Add(c.s.n.cfg.FrameTimeout))
-	if err := wire.WriteFrame(c.nc, v); err != nil {
+	err := wire.WriteFrame(c.bw, v)
+	if err == nil && last {
+		err = c.bw.Flush()
+	}
+	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			c.s.n.metrics.connsClosed.WithLabelValues("write_timeout").Inc()
 			c.s.n.logger.Debug("client connection cut: answers not read", "remote", c.nc.RemoteAddr())

@@ -81,6 +81,8 @@ func decode(data []byte, v any) (err error) {
 		return malformed(parseRequest(data, env))
 	case *Response:
 		return malformed(parseResponse(data, env))
+	case *SendRequest:
+		return malformed(parseSendRequest(data, env))
 	}
 	d := decoderPool.Get().(*decoder)
 	d.src.Reset(data)

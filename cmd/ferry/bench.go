@@ -4,182 +4,270 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
-	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/spf13/cobra"
 )
 
+// benchFlags are the settings every bench mode shares.
+type benchFlags struct {
+	clients    int
+	size       int
+	partitions int
+	msgs       int
+	duration   time.Duration
+	keep       bool
+	quiet      bool
+}
+
+// benchCmd is `ferry bench`: workloads shaped like the ones other brokers
+// are measured with, run against a queue the bench creates and deletes.
 func benchCmd(g *globals) *cobra.Command {
-	var producers, consumers, size, batch, partitions, count int
-	var duration time.Duration
+	f := &benchFlags{}
 	cmd := &cobra.Command{
-		Use:   "bench QUEUE",
-		Short: "Measure confirmed sends per second and confirm latency",
-		Long: "Runs concurrent producers against QUEUE (created if missing) for --duration (or until\n" +
-			"--count messages are confirmed) and reports confirmed messages per second and the\n" +
-			"p50/p99/max latency of a confirm.",
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if count < 0 {
-				return fmt.Errorf("--count %d: want 0 (no count) or more", count)
-			}
-			if count > 0 && !cmd.Flags().Changed("duration") {
-				duration = time.Hour // the count ends the run
-			}
-			c, _, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ctx, cancel := context.WithTimeout(cmd.Context(), duration+g.timeout)
-			defer cancel()
-			err = c.CreateQueue(ctx, args[0], client.Partitions(partitions))
-			if err != nil && !errors.Is(err, client.ErrQueueExists) {
-				return err
-			}
-			q := c.Queue(args[0])
-			consumed := startConsumers(ctx, q, consumers, duration)
-			r := runBench(ctx, q, benchLoad{producers, size, batch, count}, duration)
-			r.Acked = consumed()
-			r.AckedPerSecond = float64(r.Acked) / r.Elapsed.Seconds()
-			if g.json {
-				return printJSON(r.view())
-			}
-			fmt.Printf("producers %d, batch %d, %d B bodies, %v\n", producers, batch, size, r.Elapsed.Round(time.Millisecond))
-			fmt.Printf("confirmed %d messages (%d errors): %.0f msgs/s\n", r.Confirmed, r.Errors, r.PerSecond)
-			if r.FirstError != "" {
-				fmt.Printf("first error: %s\n", r.FirstError)
-			}
-			fmt.Printf("confirm latency p50 %v  p99 %v  max %v\n", r.P50, r.P99, r.Max)
-			if consumers > 0 {
-				fmt.Printf("consumers %d consumed %d messages (received, handled, acked): %.0f msgs/s\n", consumers, r.Acked, r.AckedPerSecond)
-			}
-			return nil
-		},
+		Use:   "bench",
+		Short: "Measure publish, consume and end-to-end throughput and latency",
+		Long: "Each mode creates its queue (it must not exist), runs --clients connections against it,\n" +
+			"prints msgs/s and latency percentiles (p50/p90/p99/p99.9/max) and deletes the queue\n" +
+			"(unless --keep). A run ends after --msgs messages, or after --duration when --msgs is 0.",
 	}
-	cmd.Flags().IntVarP(&producers, "producers", "p", 16, "concurrent producers")
-	cmd.Flags().IntVarP(&consumers, "consumers", "c", 0, "concurrent consumers receiving and acking during the run")
-	cmd.Flags().IntVar(&size, "size", 256, "body bytes")
-	cmd.Flags().IntVar(&batch, "batch", 1, "messages per send call")
-	cmd.Flags().IntVar(&partitions, "partitions", 1, "partitions when the queue is created")
-	cmd.Flags().DurationVarP(&duration, "duration", "d", 10*time.Second, "how long to send")
-	cmd.Flags().IntVar(&count, "count", 0, "stop once this many messages are sent (0: run for --duration)")
+	pf := cmd.PersistentFlags()
+	pf.IntVarP(&f.clients, "clients", "c", 1, "client connections, each with its own workers")
+	pf.IntVar(&f.size, "size", 256, "body bytes")
+	pf.IntVar(&f.partitions, "partitions", 1, "partitions of the queue")
+	pf.IntVarP(&f.msgs, "msgs", "n", 0, "messages in all (0: run for --duration)")
+	pf.DurationVarP(&f.duration, "duration", "d", 10*time.Second, "how long to run when --msgs is 0")
+	pf.BoolVar(&f.keep, "keep", false, "leave the queue in place afterwards")
+	pf.BoolVar(&f.quiet, "no-progress", false, "no live progress on the terminal")
+	cmd.AddCommand(benchPubCmd(g, f), benchConsumeCmd(g, f), benchE2ECmd(g, f))
 	return cmd
 }
 
-// benchResult is what a bench run measured.
-type benchResult struct {
-	Confirmed, Errors int
-	FirstError        string
-	Elapsed           time.Duration
-	PerSecond         float64
-	Acked             int64
-	AckedPerSecond    float64
-	P50, P99, Max     time.Duration
+// benchEnv is one run's clients and queue.
+type benchEnv struct {
+	g       *globals
+	f       *benchFlags
+	queue   string
+	admin   *client.Client
+	clients []*client.Client
+	ctx     context.Context
+	done    []func() // closes admin, then each client
 }
 
-// view is the result in the JSON conventions of jsonview.
-func (r benchResult) view() any {
-	return struct {
-		Confirmed      int               `json:"confirmed"`
-		Errors         int               `json:"errors"`
-		FirstError     string            `json:"first_error,omitempty"`
-		Elapsed        jsonview.Duration `json:"elapsed"`
-		PerSecond      float64           `json:"per_second"`
-		Acked          int64             `json:"acked"`
-		AckedPerSecond float64           `json:"acked_per_second"`
-		P50            jsonview.Duration `json:"p50"`
-		P99            jsonview.Duration `json:"p99"`
-		Max            jsonview.Duration `json:"max"`
-	}{r.Confirmed, r.Errors, r.FirstError, jsonview.Duration(r.Elapsed), r.PerSecond, r.Acked, r.AckedPerSecond,
-		jsonview.Duration(r.P50), jsonview.Duration(r.P99), jsonview.Duration(r.Max)}
+// setupBench checks the flags, creates the queue and dials the clients.
+func setupBench(cmd *cobra.Command, g *globals, f *benchFlags, queue string) (*benchEnv, error) {
+	switch {
+	case f.clients < 1 || f.clients > 1024:
+		return nil, fmt.Errorf("--clients %d: want 1..1024", f.clients)
+	case f.size < 0 || f.size > 1<<20:
+		return nil, fmt.Errorf("--size %d: want 0..1048576", f.size)
+	case f.msgs < 0:
+		return nil, fmt.Errorf("--msgs %d: want 0 or more", f.msgs)
+	case f.msgs == 0 && f.duration <= 0:
+		return nil, fmt.Errorf("--duration %v: want more than 0 when --msgs is 0", f.duration)
+	}
+	admin, ctx, done, err := g.connect(cmd)
+	if err != nil {
+		return nil, err
+	}
+	e := &benchEnv{g: g, f: f, queue: queue, admin: admin, ctx: cmd.Context(), done: []func(){done}}
+	if err := admin.CreateQueue(ctx, queue, client.Partitions(f.partitions)); err != nil {
+		done()
+		if errors.Is(err, client.ErrQueueExists) {
+			return nil, fmt.Errorf("the bench makes its own queue and deletes it after; name another or remove it first: %w", err)
+		}
+		return nil, err
+	}
+	for range f.clients {
+		c, _, done, err := g.connect(cmd)
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.clients = append(e.clients, c)
+		e.done = append(e.done, done)
+	}
+	if err := e.warmUp(ctx); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
 }
 
-// benchLoad is what the producers send: count messages in all (0: no
-// count), in batches of batch bodies of size bytes.
-type benchLoad struct {
-	producers, size, batch, count int
-}
-
-func runBench(ctx context.Context, q *client.Queue, load benchLoad, d time.Duration) benchResult {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var r benchResult
-	body := make([]byte, load.size)
-	start := time.Now()
-	until := start.Add(d)
-	var wg sync.WaitGroup
-	var claimed atomic.Int64
-	batch := load.batch
-	for range load.producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(until) && ctx.Err() == nil {
-				n := batch
-				if load.count > 0 {
-					left := int64(load.count) - claimed.Add(int64(batch)) + int64(batch)
-					if left <= 0 {
-						return
-					}
-					n = int(min(int64(batch), left))
-				}
-				msgs := make([]client.Message, n)
-				for i := range msgs {
-					msgs[i] = client.Message{Body: body}
-				}
-				t0 := time.Now()
-				_, err := q.SendBatch(ctx, msgs)
-				el := time.Since(t0)
-				mu.Lock()
-				if err != nil {
-					r.Errors++
-					if r.FirstError == "" {
-						r.FirstError = err.Error()
-					}
-				} else {
-					r.Confirmed += n
-					lat = append(lat, el)
-				}
-				mu.Unlock()
+// warmUp sends one message from every client, so that the partitions have
+// leaders and the clients know them before the clock starts, then purges.
+func (e *benchEnv) warmUp(ctx context.Context) error {
+	for _, c := range e.clients {
+		// Messages are spread over the partitions by their ids: a few
+		// per partition reach each with high probability.
+		for range 4 * e.f.partitions {
+			if _, err := c.Queue(e.queue).Send(ctx, client.Message{}); err != nil {
+				return fmt.Errorf("warm-up send: %w", err)
 			}
-		}()
+		}
 	}
-	wg.Wait()
-	r.Elapsed = time.Since(start)
-	r.PerSecond = float64(r.Confirmed) / r.Elapsed.Seconds()
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		r.P50, r.P99, r.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+	_, err := e.admin.Purge(ctx, e.queue)
+	return err
+}
+
+// close deletes the queue (unless --keep) and closes the clients.
+func (e *benchEnv) close() {
+	for _, done := range e.done[1:] {
+		done()
 	}
+	if !e.f.keep {
+		ctx, cancel := context.WithTimeout(context.Background(), e.g.timeout)
+		if err := e.admin.DeleteQueue(ctx, e.queue); err != nil {
+			fmt.Fprintf(os.Stderr, "ferry: bench: queue %s not deleted: %v\n", e.queue, err)
+		}
+		cancel()
+	}
+	e.done[0]()
+}
+
+// benchResult is what one run measured.
+type benchResult struct {
+	Mode       string
+	Clients    int
+	Workers    int // per client
+	Size       int
+	Messages   int64
+	Errors     int64
+	FirstError string
+	Elapsed    time.Duration
+	Latency    latencySummary  // per call: confirm, or receive + ack
+	MaxStall   time.Duration   // the longest time without a completed call
+	EndToEnd   *latencySummary // send to handler, e2e only
+}
+
+// perSecond is the run's throughput.
+func (r benchResult) perSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Messages) / r.Elapsed.Seconds()
+}
+
+// view is the result in JSON form (latencies in milliseconds).
+func (r benchResult) view() map[string]any {
+	v := map[string]any{
+		"mode": r.Mode, "clients": r.Clients, "workers_per_client": r.Workers, "size": r.Size,
+		"messages": r.Messages, "errors": r.Errors, "elapsed_s": r.Elapsed.Seconds(),
+		"msgs_per_s": r.perSecond(), "latency": r.Latency.view(), "max_stall_ms": millis(r.MaxStall),
+	}
+	if r.FirstError != "" {
+		v["first_error"] = r.FirstError
+	}
+	if r.EndToEnd != nil {
+		v["end_to_end"] = r.EndToEnd.view()
+	}
+	return v
+}
+
+// print writes the result as text, or JSON with --json.
+func (r benchResult) print(json bool) error {
+	if json {
+		return printJSON(r.view())
+	}
+	fmt.Printf("%s: %d clients x %d workers, %d B bodies, %v\n", r.Mode, r.Clients, r.Workers, r.Size,
+		r.Elapsed.Round(time.Millisecond))
+	fmt.Printf("%d messages (%d errors): %.0f msgs/s\n", r.Messages, r.Errors, r.perSecond())
+	if r.FirstError != "" {
+		fmt.Printf("first error: %s\n", r.FirstError)
+	}
+	if r.Latency.Count > 0 {
+		fmt.Printf("latency  %v\n", r.Latency)
+		if r.MaxStall > 0 {
+			fmt.Printf("longest time without a completed call %v\n", roundLatency(r.MaxStall))
+		}
+	}
+	if r.EndToEnd != nil {
+		fmt.Printf("end to end  %v\n", *r.EndToEnd)
+	}
+	return nil
+}
+
+// tally collects the outcome of a run's workers.
+type tally struct {
+	msgs   atomic.Int64
+	errs   atomic.Int64
+	mu     sync.Mutex
+	first  string
+	hists  []*latencies
+	claims atomic.Int64 // messages handed to workers so far (count-bound runs)
+	start  time.Time    // when the run began
+	last   atomic.Int64 // when a call last completed, in nanoseconds since start
+	stall  atomic.Int64 // the longest gap between completed calls, in nanoseconds
+}
+
+// completed notes a call that completed now, for the longest stall (a
+// failover shows as one).
+func (t *tally) completed() {
+	now := int64(time.Since(t.start))
+	prev := t.last.Swap(now)
+	for gap := now - prev; ; {
+		old := t.stall.Load()
+		if gap <= old || t.stall.CompareAndSwap(old, gap) {
+			return
+		}
+	}
+}
+
+// failed counts an error, keeping the first one's text.
+func (t *tally) failed(err error) {
+	if t.errs.Add(1) == 1 {
+		t.mu.Lock()
+		t.first = err.Error()
+		t.mu.Unlock()
+	}
+}
+
+// hist returns a new worker histogram, merged into the result later.
+func (t *tally) hist() *latencies {
+	h := newLatencies()
+	t.mu.Lock()
+	t.hists = append(t.hists, h)
+	t.mu.Unlock()
+	return h
+}
+
+// claim hands out up to n messages of a count-bound run (total > 0); it
+// returns 0 once all are handed out.
+func (t *tally) claim(n, total int) int {
+	if total <= 0 {
+		return n
+	}
+	after := t.claims.Add(int64(n))
+	left := int64(total) - (after - int64(n))
+	return int(max(0, min(int64(n), left)))
+}
+
+// result fills in r from the tally.
+func (t *tally) result(r benchResult, elapsed time.Duration) benchResult {
+	all := newLatencies()
+	t.mu.Lock()
+	all.merge(t.hists...)
+	r.FirstError = t.first
+	t.mu.Unlock()
+	r.Messages, r.Errors, r.Elapsed, r.Latency = t.msgs.Load(), t.errs.Load(), elapsed, all.summary()
+	r.MaxStall = time.Duration(t.stall.Load())
 	return r
 }
 
-// startConsumers runs a Consume loop with n concurrent handlers that ack
-// every message, until the send window ends; the returned function stops it
-// and says how many messages the handlers took (each then acked).
-func startConsumers(ctx context.Context, q *client.Queue, n int, d time.Duration) func() int64 {
-	if n == 0 {
-		return func() int64 { return 0 }
+// body returns a body of size bytes.
+func benchBody(size int) []byte {
+	return []byte(strings.Repeat("x", size))
+}
+
+// runUntil is the context of a run: done after d unless msgs bounds it.
+func runUntil(parent context.Context, f *benchFlags) (context.Context, context.CancelFunc) {
+	if f.msgs > 0 {
+		return context.WithCancel(parent)
 	}
-	var acked atomic.Int64
-	cctx, cancel := context.WithTimeout(ctx, d)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		q.Consume(cctx, func(context.Context, *client.Delivery) error {
-			acked.Add(1)
-			return nil
-		}, client.ConsumeOptions{Concurrency: n, Prefetch: 4 * n, Wait: time.Second})
-	}()
-	return func() int64 {
-		<-done
-		cancel()
-		return acked.Load()
-	}
+	return context.WithTimeout(parent, f.duration)
 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+)
+
+// benchJSON runs one bench mode with --json and decodes its result.
+func benchJSON(t *testing.T, cl *cluster, args ...string) map[string]any {
+	t.Helper()
+	r := ferry(t, cl.addrs, append([]string{"--json", "bench"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("bench %v: exit %d: %s", args, r.code, r.stderr)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("bench output %q: %v", r.stdout, err)
+	}
+	return out
+}
+
+// queueGone polls until the bench's queue is deleted.
+func queueGone(t *testing.T, cl *cluster, name string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := cl.c.QueueStats(ctx, name)
+		cancel()
+		if errors.Is(err, client.ErrQueueNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s still there after the bench: %v", name, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestBench_ModesCountEveryMessageAndDeleteTheirQueue(t *testing.T) {
+	cl := startCluster(t)
+	cl.createQueue(t, "ready") // waits for the cluster to take queue creates
+	for _, tc := range []struct {
+		name string
+		args []string
+		want float64
+	}{
+		{"pub sync", []string{"pub", "b1", "--sync", "-c", "2", "-n", "40"}, 40},
+		{"pub pipelined", []string{"pub", "b2", "-c", "2", "-w", "8", "--batch", "3", "-n", "90"}, 90},
+		{"pub async", []string{"pub", "b6", "-c", "2", "--async", "-w", "16", "-n", "100"}, 100},
+		{"consume batched", []string{"consume", "b3", "-c", "2", "--batch", "10", "-n", "120"}, 120},
+		{"consume handlers", []string{"consume", "b4", "-c", "2", "--handlers", "3", "--prefetch", "6", "-n", "120"}, 120},
+		{"e2e", []string{"e2e", "b5", "-c", "1", "--rate", "200", "-n", "60"}, 60},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := benchJSON(t, cl, tc.args...)
+			if out["messages"] != tc.want || out["errors"] != 0.0 {
+				t.Fatalf("messages %v errors %v, want %v and 0: %v", out["messages"], out["errors"], tc.want, out)
+			}
+			if out["msgs_per_s"].(float64) <= 0 {
+				t.Fatalf("msgs_per_s %v", out["msgs_per_s"])
+			}
+			if tc.name != "consume handlers" {
+				lat := out["latency"].(map[string]any)
+				if lat["count"].(float64) < 1 || lat["p50_ms"].(float64) <= 0 || lat["max_ms"].(float64) < lat["p99_ms"].(float64) {
+					t.Fatalf("latency %v", lat)
+				}
+			}
+			if tc.name == "e2e" {
+				e2e := out["end_to_end"].(map[string]any)
+				if e2e["count"] != tc.want {
+					t.Fatalf("end to end %v", e2e)
+				}
+			}
+			queueGone(t, cl, tc.args[1])
+		})
+	}
+}
+
+func TestBench_RefusesAQueueThatExists(t *testing.T) {
+	cl := startCluster(t)
+	cl.createQueue(t, "mine")
+	r := ferry(t, cl.addrs, "bench", "pub", "mine", "--sync", "-n", "1")
+	if r.code == 0 {
+		t.Fatal("bench ran on a queue it did not make")
+	}
+	if st := cl.stats(t, "mine"); st.Ready != 0 {
+		t.Fatalf("the bench touched the queue: %+v", st)
+	}
+}
+
+func TestLatencies_PercentilesAreBoundedAndOrdered(t *testing.T) {
+	l := newLatencies()
+	for i := 1; i <= 1000; i++ {
+		l.record(time.Duration(i) * time.Millisecond)
+	}
+	l.record(time.Hour) // past the range: counted as the maximum
+	s := l.summary()
+	if s.Count != 1001 {
+		t.Fatalf("count %d", s.Count)
+	}
+	if s.P50 < 495*time.Millisecond || s.P50 > 505*time.Millisecond {
+		t.Fatalf("p50 %v", s.P50)
+	}
+	if !(s.P50 <= s.P90 && s.P90 <= s.P99 && s.P99 <= s.P999 && s.P999 <= s.Max) {
+		t.Fatalf("not ordered: %v", s)
+	}
+	if s.Max < 4*time.Minute {
+		t.Fatalf("max %v, want the range's top", s.Max)
+	}
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Runs the same shapes of work against NATS JetStream (3 nodes, R3, file
+# storage) and then a Ferry cluster (3 nodes, R3, TLS on as `make run`
+# starts it), one after the other on loopback with data in temporary
+# directories, and prints one table with the ratio Ferry / NATS.
+#
+# Needs nats-server and the nats CLI on PATH or in $(go env GOPATH)/bin:
+#   go install github.com/nats-io/nats-server/v2@v2.15.2
+#   go install github.com/nats-io/natscli/nats@v0.5.0
+# BENCH_SCALE (percent, default 100) scales every message count; BENCH_SIZE is the
+# body size (256); BENCH_ONLY=ferry or nats runs one side. Not part of `make test`: it loads the machine for minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:$(go env GOPATH)/bin"
+scale=${BENCH_SCALE:-100}
+size=${BENCH_SIZE:-256}
+n() { echo $(($1 * scale / 100)); }
+
+only=${BENCH_ONLY:-}
+for tool in nats-server nats; do
+  [ "$only" = ferry ] && break
+  command -v "$tool" >/dev/null || { echo "bench-compare: $tool not found (see the top of $0)" >&2; exit 1; }
+done
+make -s build >/dev/null
+
+work=$(mktemp -d /tmp/ferry-bench.XXXXXX)
+pids=()
+stop_all() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pids=()
+}
+trap 'stop_all; rm -rf "$work"' EXIT
+results="$work/results.tsv"
+: > "$results"
+
+# record SYSTEM SHAPE MSGS_PER_S P50_MS
+record() { printf '%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
+
+run_nats() {
+nats_port=24222
+for i in 1 2 3; do
+  cat > "$work/nats$i.conf" <<EOF
+server_name: n$i
+listen: 127.0.0.1:$((nats_port + i - 1))
+jetstream { store_dir: "$work/nats$i" }
+cluster { name: bench, listen: 127.0.0.1:$((26221 + i)), routes: [nats://127.0.0.1:26222, nats://127.0.0.1:26223, nats://127.0.0.1:26224] }
+EOF
+  nats-server -c "$work/nats$i.conf" > "$work/nats$i.log" 2>&1 &
+  pids+=($!)
+done
+export NATS_URL="nats://127.0.0.1:$nats_port"
+for _ in $(seq 1 100); do
+  nats server check jetstream >/dev/null 2>&1 && nats stream ls >/dev/null 2>&1 && break
+  sleep 0.2
+done
+stream=(--stream ferrycmp --replicas 3 --storage file --size "$size" --no-progress)
+
+# nats_stats SHAPE OUTPUT: the aggregated (or only) stats line's rate and P50.
+nats_stats() {
+  local line rate p50
+  line=$(grep -E 'stats: [0-9,]+ msgs/sec' <<<"$2" | tail -1)
+  rate=$(sed -E 's/.*stats: ([0-9,]+) msgs\/sec.*/\1/' <<<"$line" | tr -d ,)
+  p50=$( (grep -E 'P50[: ]+[0-9,.]+us' <<<"$2" || true) | tail -1 | sed -E 's/.*P50:? ([0-9,.]+)us.*/\1/' | tr -d ,)
+  record nats "$1" "${rate:-0}" "$(awk -v u="${p50:-0}" 'BEGIN{printf "%.3f", u/1000}')"
+}
+
+echo "== NATS JetStream" >&2
+exec 3>&2 2>>"$work/nats-bench.log" # the nats CLI narrates on stderr
+out=$(nats bench js pub sync ferrycmp.s "${stream[@]}" --create --purge --clients 1 --msgs "$(n 3000)")
+nats_stats "publish sync, 1 client" "$out"
+out=$(nats bench js pub sync ferrycmp.s "${stream[@]}" --purge --clients 16 --msgs "$(n 16000)")
+nats_stats "publish sync, 16 clients" "$out"
+out=$(nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 80000)")
+nats_stats "publish pipelined, 4 x 64" "$out"
+nats_stats "publish async, 4 x 64" "$out" # the same run: nats publishes async
+nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 50000)" >/dev/null
+out=$(nats bench js fetch --stream ferrycmp --no-progress --clients 4 --batch 100 --msgs "$(n 50000)")
+nats_stats "drain, receive 100 + ack" "$out"
+nats consumer rm ferrycmp nats-bench -f >/dev/null 2>&1 || true
+nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 50000)" >/dev/null
+out=$(nats bench js consume --stream ferrycmp --no-progress --clients 4 --batch 32 --msgs "$(n 50000)")
+nats_stats "drain, Consume 4 x 8 / 32" "$out"
+exec 2>&3 3>&-
+stop_all
+}
+
+run_ferry() {
+echo "== Ferry" >&2
+pki="$work/pki"
+(umask 077; mkdir -p "$pki"; head -c 32 /dev/urandom | base64 > "$pki/gossip.key")
+./bin/ferryd dev-pki -dir "$pki" -nodes node1,node2,node3 >/dev/null
+offset=2000 # clients on 9101-9103, away from `make run`'s ports
+seeds="127.0.0.1:$((7301 + offset)),127.0.0.1:$((7302 + offset)),127.0.0.1:$((7303 + offset))"
+for i in 1 2 3; do
+  ./bin/ferryd -id "node$i" -data-dir "$work/node$i" -ip 127.0.0.1 -port-offset $((offset + i - 1)) \
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$pki/gossip.key" \
+    -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" \
+    > "$work/ferry$i.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 1 150); do
+  curl -sf --cacert "$pki/ca.pem" "https://127.0.0.1:$((7201 + offset))/readyz" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+ferry=(./bin/ferry --servers "127.0.0.1:$((7101 + offset)),127.0.0.1:$((7102 + offset)),127.0.0.1:$((7103 + offset))"
+  --ca "$pki/ca.pem" --json bench --size "$size" --no-progress)
+
+# ferry_stats SHAPE JSON
+ferry_stats() {
+  record ferry "$1" "$(jq -r '.msgs_per_s | floor' <<<"$2")" "$(jq -r '.latency.p50_ms' <<<"$2")"
+}
+ferry_stats "publish sync, 1 client" "$("${ferry[@]}" pub --sync -c 1 -n "$(n 3000)")"
+ferry_stats "publish sync, 16 clients" "$("${ferry[@]}" pub --sync -c 16 -n "$(n 16000)")"
+ferry_stats "publish pipelined, 4 x 64" "$("${ferry[@]}" pub -c 4 -w 64 -n "$(n 80000)")"
+ferry_stats "publish async, 4 x 64" "$("${ferry[@]}" pub -c 4 -w 64 --async -n "$(n 80000)")"
+ferry_stats "drain, receive 100 + ack" "$("${ferry[@]}" consume -c 4 --batch 100 -n "$(n 50000)")"
+ferry_stats "drain, Consume 4 x 8 / 32" "$("${ferry[@]}" consume -c 4 --handlers 8 --prefetch 32 -n "$(n 50000)")"
+stop_all
+}
+
+[ "$only" = ferry ] || run_nats
+[ "$only" = nats ] || run_ferry
+
+# Latencies: per call for the publish rows; in the drain rows NATS reports
+# per message and Ferry per receive of up to 100, so only rates compare.
+python3 - "$results" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+shapes, got = [], {}
+for system, shape, rate, p50 in rows:
+    if shape not in shapes:
+        shapes.append(shape)
+    got[(system, shape)] = (float(rate), float(p50))
+print(f"{'workload':28} {'NATS msg/s':>11} {'p50 ms':>7} {'Ferry msg/s':>12} {'p50 ms':>7} {'ratio':>6}")
+for s in shapes:
+    n, f = got.get(("nats", s), (0, 0)), got.get(("ferry", s), (0, 0))
+    ratio = f[0] / n[0] if n[0] else 0
+    print(f"{s:28} {n[0]:>11,.0f} {n[1]:>7.2f} {f[0]:>12,.0f} {f[1]:>7.2f} {ratio:>6.2f}")
+PY

@@ -1,0 +1,222 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// The send request is the hottest payload: it is parsed from the bytes
+// without the reflection of a msgpack decoder, with the same meaning
+// (unknown keys skipped, nil as the zero value, the last of repeated keys
+// wins).
+
+// parseSendRequest decodes a SendRequest from one checked msgpack value.
+func parseSendRequest(data []byte, r *SendRequest) error {
+	*r = SendRequest{}
+	c := &checker{data: data}
+	if c.nilNext() {
+		return c.end()
+	}
+	err := c.fields(func(key string) error {
+		var err error
+		switch key {
+		case "queue":
+			r.Queue, err = c.str()
+		case "partition":
+			var v int64
+			v, err = c.int()
+			r.Partition = int(v)
+		case "messages":
+			r.Messages, err = c.messages()
+		default:
+			err = c.value(1)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.end()
+}
+
+// messages reads an array of Message; nil reads as nil.
+func (c *checker) messages() ([]Message, error) {
+	if c.nilNext() {
+		return nil, nil
+	}
+	n, err := c.arrayLen()
+	if err != nil {
+		return nil, err
+	}
+	ms := make([]Message, n)
+	for i := range ms {
+		if err := c.message(&ms[i]); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	return ms, nil
+}
+
+// message reads one Message; nil reads as the zero Message.
+func (c *checker) message(m *Message) error {
+	if c.nilNext() {
+		return nil
+	}
+	return c.fields(func(key string) error {
+		var err error
+		switch key {
+		case "id":
+			m.ID, err = c.str()
+		case "group":
+			m.Group, err = c.str()
+		case "headers":
+			m.Headers, err = c.strMap()
+		case "body":
+			m.Body, err = c.bin()
+		case "delay":
+			var v int64
+			v, err = c.int()
+			m.Delay = time.Duration(v)
+		default:
+			err = c.value(1)
+		}
+		return err
+	})
+}
+
+// fields walks a map with string keys, calling field for each key to
+// consume its value.
+func (c *checker) fields(field func(key string) error) error {
+	n, err := c.mapLen()
+	if err != nil {
+		return err
+	}
+	for range n {
+		key, err := c.str()
+		if err != nil {
+			return fmt.Errorf("key: %w", err)
+		}
+		if err := field(key); err != nil {
+			return fmt.Errorf("field %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// end fails unless the whole value was consumed.
+func (c *checker) end() error {
+	if c.pos != len(c.data) {
+		return fmt.Errorf("%d trailing bytes after the value", len(c.data)-c.pos)
+	}
+	return nil
+}
+
+// nilNext consumes a nil and reports true if one is next.
+func (c *checker) nilNext() bool {
+	if c.left() > 0 && c.data[c.pos] == 0xc0 {
+		c.pos++
+		return true
+	}
+	return false
+}
+
+// arrayLen reads an array header.
+func (c *checker) arrayLen() (int, error) {
+	b, err := c.byte()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case b >= 0x90 && b <= 0x9f:
+		return int(b & 0x0f), nil
+	case b == 0xdc:
+		return c.length(2)
+	case b == 0xdd:
+		return c.length(4)
+	}
+	return 0, fmt.Errorf("expected an array, got byte %#x", b)
+}
+
+// int reads a signed integer that fits in an int64; nil reads as 0.
+func (c *checker) int() (int64, error) {
+	b, err := c.byte()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case b <= 0x7f:
+		return int64(b), nil
+	case b >= 0xe0:
+		return int64(int8(b)), nil
+	case b == 0xc0:
+		return 0, nil
+	case b >= 0xcc && b <= 0xcf: // uint8..uint64
+		v, err := c.fixed(1 << (b - 0xcc))
+		if err == nil && v > math.MaxInt64 {
+			err = fmt.Errorf("integer %d out of range", v)
+		}
+		return int64(v), err
+	case b >= 0xd0 && b <= 0xd3: // int8..int64
+		size := 1 << (b - 0xd0)
+		v, err := c.fixed(size)
+		shift := 64 - 8*size
+		return int64(v<<shift) >> shift, err // sign-extend
+	}
+	return 0, fmt.Errorf("expected an integer, got byte %#x", b)
+}
+
+// bin reads a byte string (bin or str) as a fresh copy; nil reads as nil.
+func (c *checker) bin() ([]byte, error) {
+	b, err := c.byte()
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	switch {
+	case b == 0xc0:
+		return nil, nil
+	case b >= 0xa0 && b <= 0xbf:
+		n = int(b & 0x1f)
+	case b == 0xc4, b == 0xc5, b == 0xc6:
+		n, err = c.length(1 << (b - 0xc4))
+	case b == 0xd9, b == 0xda, b == 0xdb:
+		n, err = c.length(1 << (b - 0xd9))
+	default:
+		return nil, fmt.Errorf("expected bytes, got byte %#x", b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	start := c.pos
+	if err := c.skip(n); err != nil {
+		return nil, err
+	}
+	out := make([]byte, n)
+	copy(out, c.data[start:c.pos])
+	return out, nil
+}
+
+// strMap reads a map of strings to strings; nil reads as nil.
+func (c *checker) strMap() (map[string]string, error) {
+	if c.nilNext() {
+		return nil, nil
+	}
+	n, err := c.mapLen()
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, n)
+	for range n {
+		k, err := c.str()
+		if err != nil {
+			return nil, err
+		}
+		v, err := c.str()
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+	}
+	return m, nil
+}
