@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,6 +54,12 @@ func startTestNode(t *testing.T, root, id string, bootstrap int, seeds []string,
 		tweak(&cfg)
 	}
 	nd, err := Start(cfg)
+	for try := 0; err != nil && try < 5 && strings.Contains(err.Error(), "address already in use"); try++ {
+		// The gossip port picked for it was taken by another process
+		// meanwhile: pick another (ports 0 are never taken).
+		cfg.GossipAddr = freePort(t)
+		nd, err = Start(cfg)
+	}
 	if err != nil {
 		t.Fatalf("start node %s: %v", id, err)
 	}

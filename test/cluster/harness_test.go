@@ -224,6 +224,12 @@ func (c *testCluster) start(i int) {
 		if !inUse || time.Now().After(deadline) {
 			c.t.Fatalf("start %s: %v", cfg.ID, err)
 		}
+		if strings.HasSuffix(cfg.RaftAddr, ":0") {
+			// First start: the gossip port picked for it was taken by
+			// another process meanwhile; nobody knows it yet, pick another.
+			cfg.GossipAddr = freePort(c.t)
+			m.cfg.GossipAddr = cfg.GossipAddr
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	m.cfg.RaftAddr, m.cfg.ClientAddr = m.n.RaftAddr(), m.n.ClientAddr()
