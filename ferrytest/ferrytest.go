@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/freeport"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -268,10 +268,9 @@ func envLogger() *slog.Logger {
 // (memberlist needs a concrete gossip port).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Loopback("127.0.0.1")
 	if err != nil {
 		t.Fatalf("ferrytest: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/freeport"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -68,12 +69,11 @@ func startTestNode(t *testing.T, root, id string, bootstrap int, seeds []string,
 }
 
 func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Loopback("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 type rawClient struct {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/devpki"
+	"github.com/ferrymq/ferry/internal/freeport"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
 )
@@ -188,12 +188,11 @@ func testLogger() *slog.Logger {
 // freePort returns a loopback address whose port was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Loopback("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // start starts node i, joining the gossip addresses of the other nodes.
