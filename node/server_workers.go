@@ -16,7 +16,7 @@ import (
 type requestWorkers struct {
 	handle  func(connRequest)
 	reqs    chan connRequest // unbuffered: a send succeeds only into a worker's hands
-	workers int               // started so far; only the reader goroutine touches it
+	workers int              // started so far; only the reader goroutine touches it
 	wg      sync.WaitGroup
 }
 
