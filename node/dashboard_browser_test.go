@@ -109,7 +109,7 @@ func TestDashboard_BrowserShowsClusterAndRedrives(t *testing.T) {
 	}
 	dc := startDashCluster(t) // before the browser takes ports of its own
 	bctx := browser(t)
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
 	defer cancel()
 	shots := t.TempDir()
 	if dir := os.Getenv("FERRY_SCREENSHOT_DIR"); dir != "" { // to keep them after the test
