@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/clock"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
@@ -311,5 +312,6 @@ func (c Config) partitionConfig(pc partition.Config) partition.Config {
 		pc.SnapshotInterval = c.SnapshotInterval
 	}
 	pc.TickIntervalMax = min(pc.TickIntervalMax, pc.HeartbeatTimeout)
+	pc.Now = clock.Now
 	return pc
 }
