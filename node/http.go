@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"sort"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/clock"
 	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -75,6 +77,10 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
+	if clock.Adjustable {
+		mux.HandleFunc("GET /v1/debug/clock", n.handleClockShift)
+		mux.HandleFunc("POST /v1/debug/clock", n.handleClockShift)
+	}
 	if n.cfg.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -86,11 +92,35 @@ func (n *Node) httpHandler() http.Handler {
 	return mux
 }
 
-// handleReady answers 200 once the node sees a meta leader, unless the
-// client port is failing to accept connections.
+// handleClockShift serves the chaos suite's clock control, present only in
+// a chaosclock build: POST ?offset=DURATION shifts this node's clock (not
+// cumulative; 0 restores it), and both methods answer the offset in force.
+func (n *Node) handleClockShift(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		d, err := time.ParseDuration(r.URL.Query().Get("offset"))
+		if err != nil {
+			http.Error(w, "offset: "+err.Error()+"\n", http.StatusBadRequest)
+			return
+		}
+		if err := clock.Shift(d); err != nil {
+			http.Error(w, err.Error()+"\n", http.StatusBadRequest)
+			return
+		}
+		n.logger.Warn("clock shifted by the chaos control", "offset", d)
+	}
+	fmt.Fprintf(w, "%s\n", clock.Offset())
+}
+
+// handleReady answers 200 once the node sees a meta leader, unless its
+// clock is off the majority's by more than the bound or the client port
+// is failing to accept connections.
 func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
 	if n.meta.leaderID() == "" {
 		http.Error(w, "no meta leader yet\n", http.StatusServiceUnavailable)
+		return
+	}
+	if p := n.clock.problem(); p != "" {
+		http.Error(w, p+"\n", http.StatusServiceUnavailable)
 		return
 	}
 	if n.clients.acceptTrouble() {

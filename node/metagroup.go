@@ -144,6 +144,9 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, e
 		return meta.Result{}, wire.Errorf(wire.CodeUnavailable,
 			"cluster membership still settling: a meta group member is not registered yet, so the default replica count is not known")
 	}
+	if p := g.n.clock.problem(); p != "" {
+		return meta.Result{}, fmt.Errorf("%w: %s", partition.ErrClockUnverified, p)
+	}
 	c.At = clock.Now().UnixNano()
 	data, err := meta.EncodeCommand(c)
 	if err != nil {

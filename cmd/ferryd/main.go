@@ -82,6 +82,7 @@ type options struct {
 	join, cluster, logLevel                string
 	portOffset, bootstrapExpect, gcPercent int
 	fastGossip, pprof                      bool
+	maxClockOffset                         time.Duration
 	tls                                    tlsOptions
 	gossipKey, gossipKeyring               string
 	raft                                   raftOptions
@@ -203,6 +204,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.cluster, "cluster", "ferry", "cluster name (separates clusters on one network)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
+	fs.DurationVar(&o.maxClockOffset, "max-clock-offset", 0,
+		"how far this node's clock may be from the majority's before it gives up leadership and refuses commands (0 = default 500ms)")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent,
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ on the HTTP port")
@@ -300,6 +303,7 @@ func (o options) config(logger *slog.Logger) node.Config {
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ClusterName = o.cluster
 	cfg.GossipFast = o.fastGossip
+	cfg.MaxClockOffset = o.maxClockOffset
 	o.tls.apply(&cfg)
 	o.raft.apply(&cfg)
 	o.limits.apply(&cfg)
