@@ -16,7 +16,8 @@ import (
 // TestChaos_Bounded runs every fault kind once against three nodes, then
 // the faults whose shape depends on the cluster's size (the partitions,
 // the meta leader's kill, a leader's pause) against five; a few minutes in
-// all. FERRY_CHAOS_NODES runs every kind against that many nodes instead.
+// all. FERRY_CHAOS_NODES runs every kind against that many nodes instead;
+// FERRY_CHAOS_FAULTS=kind,kind runs only those kinds.
 // It runs with go test ./... and in CI; -short skips it.
 func TestChaos_Bounded(t *testing.T) {
 	skipUnlessSupported(t)
@@ -24,8 +25,8 @@ func TestChaos_Bounded(t *testing.T) {
 		t.Skip("chaos suite skipped in -short mode")
 	}
 	seed := envSeed(t)
-	if os.Getenv("FERRY_CHAOS_NODES") != "" {
-		runBounded(t, seed, envInt(t, "FERRY_CHAOS_NODES", 3), AllFaults)
+	if os.Getenv("FERRY_CHAOS_NODES") != "" || os.Getenv("FERRY_CHAOS_FAULTS") != "" {
+		runBounded(t, seed, envInt(t, "FERRY_CHAOS_NODES", 3), envFaults(t))
 		return
 	}
 	t.Run("3-nodes", func(t *testing.T) { runBounded(t, seed, 3, AllFaults) })
@@ -121,6 +122,24 @@ func runChaos(t *testing.T, o Options) {
 		return
 	}
 	os.RemoveAll(root)
+}
+
+// envFaults returns the kinds FERRY_CHAOS_FAULTS names (comma-separated),
+// or every kind.
+func envFaults(t *testing.T) []FaultKind {
+	v := os.Getenv("FERRY_CHAOS_FAULTS")
+	if v == "" {
+		return AllFaults
+	}
+	var out []FaultKind
+	for _, name := range strings.Split(v, ",") {
+		k := FaultKind(strings.TrimSpace(name))
+		if !slices.Contains(AllFaults, k) {
+			t.Fatalf("FERRY_CHAOS_FAULTS: unknown fault kind %q (known: %v)", k, AllFaults)
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 func envOr(name, def string) string {

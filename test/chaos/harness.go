@@ -74,14 +74,16 @@ type ClusterOptions struct {
 	TLS bool
 }
 
-// BuildFerryd compiles the server binary into dir and returns its path.
+// BuildFerryd compiles the server binary into dir and returns its path,
+// with the chaosclock tag: the chaos build's clock can be shifted
+// (Cluster.ShiftClock).
 func BuildFerryd(dir string) (string, error) {
 	bin := filepath.Join(dir, "ferryd")
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("go tool not found: %w", err)
 	}
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/ferrymq/ferry/cmd/ferryd")
+	cmd := exec.Command(goTool, "build", "-tags", "chaosclock", "-o", bin, "github.com/ferrymq/ferry/cmd/ferryd")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build ferryd: %v\n%s", err, out)
 	}

@@ -51,6 +51,7 @@ const (
 type run struct {
 	o         Options
 	fw        *Firewall
+	links     *Shaper
 	c         *Cluster
 	admin     *client.Client
 	w         *Workload
@@ -82,6 +83,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.fw = NewFirewall()
 	if !r.fw.Available() {
 		r.note("PARTITION FAULTS WILL BE SKIPPED: %s (run as root with iptables installed to include them)", r.fw.Reason())
+	}
+	r.links = NewShaper()
+	if !r.links.Available() {
+		r.note("SLOW-LINK FAULTS WILL BE SKIPPED: %s (run as root with tc installed to include them)", r.links.Reason())
 	}
 	defer r.cleanup(true)
 	untrap := r.trapSignals()
@@ -167,7 +172,7 @@ func (r *run) faultPhase(ctx context.Context, started time.Time) {
 		parts = append(parts, p)
 	}
 	sortParts(parts)
-	inj := &Injector{c: r.c, fw: r.fw, parts: parts, logf: r.o.Logf}
+	inj := &Injector{c: r.c, fw: r.fw, links: r.links, parts: parts, logf: r.o.Logf}
 	sleep(ctx, warmup)
 	end := time.Now().Add(r.o.FaultPhase)
 	for ctx.Err() == nil && (r.o.FaultPhase <= 0 || time.Now().Before(end)) {
@@ -196,6 +201,9 @@ func sortParts(ps []PartRef) {
 
 // heal removes every fault and waits for the cluster to be whole.
 func (r *run) heal(ctx context.Context) {
+	if err := r.links.Heal(r.fw); err != nil {
+		r.note("heal links: %v", err)
+	}
 	if err := r.fw.Heal(); err != nil {
 		r.note("heal: %v", err)
 	}
@@ -233,6 +241,7 @@ func (r *run) finish(ctx context.Context) Final {
 // cleanup stops the nodes and removes the iptables chain, once.
 func (r *run) cleanup(clean bool) {
 	r.cleanOnce.Do(func() {
+		r.links.Close()
 		r.fw.Close()
 		r.mu.Lock()
 		admin, c := r.admin, r.c
