@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -82,7 +83,7 @@ func skipUnlessSupported(t *testing.T) {
 // crash. The data and logs are kept when it fails (or with
 // FERRY_CHAOS_KEEP=1); the JSON report goes to FERRY_CHAOS_REPORT, by
 // default ferry-chaos-<seed>-<nodes>n.json in the temporary directory.
-func runChaos(t *testing.T, o Options) {
+func runChaos(t *testing.T, o Options) *Report {
 	root, err := os.MkdirTemp("", fmt.Sprintf("ferry-chaos-%d-%dn-", o.Seed, o.Nodes))
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +99,7 @@ func runChaos(t *testing.T, o Options) {
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatalf("chaos run could not be carried out: %v\ndata and logs kept in %s", err, root)
+		return nil
 	}
 	var sb strings.Builder
 	rep.Summary(&sb)
@@ -115,13 +117,14 @@ func runChaos(t *testing.T, o Options) {
 	if rep.Failed() || crashed {
 		t.Errorf("chaos run FAILED (seed %d): violations %v, node crashes %v; data, logs and history.json kept in %s",
 			o.Seed, rep.ViolationCounts, crashed, root)
-		return
+		return rep
 	}
 	if os.Getenv("FERRY_CHAOS_KEEP") == "1" {
 		t.Logf("data and logs kept in %s", root)
-		return
+		return rep
 	}
 	os.RemoveAll(root)
+	return rep
 }
 
 // envFaults returns the kinds FERRY_CHAOS_FAULTS names (comma-separated),
@@ -191,5 +194,40 @@ func TestChaos_Recheck(t *testing.T) {
 	t.Log("\n" + sb.String())
 	if rep.Failed() {
 		t.Error("violations found")
+	}
+}
+
+// TestChaos_Soak runs the workload for FERRY_SOAK_DURATION (default 1h)
+// against FERRY_CHAOS_NODES nodes (default 3) with a slow rotation of
+// every fault kind (one every 20-50 s), sampling every node's RSS,
+// goroutines and open files every 10 s. It fails on any violation or node
+// crash, or when a node process that lived through the steady part (after
+// the first quarter, at most 10 minutes) grew beyond DefaultGrowthBound.
+// It runs only with FERRY_SOAK=1: make soak.
+func TestChaos_Soak(t *testing.T) {
+	skipUnlessSupported(t)
+	if os.Getenv("FERRY_SOAK") != "1" {
+		t.Skip("soak: set FERRY_SOAK=1 (make soak)")
+	}
+	seed := envSeed(t)
+	d, err := time.ParseDuration(envOr("FERRY_SOAK_DURATION", "1h"))
+	if err != nil || d < time.Minute {
+		t.Fatalf("FERRY_SOAK_DURATION=%q: want a duration of at least 1m", os.Getenv("FERRY_SOAK_DURATION"))
+	}
+	gen := LongSchedule(seed)
+	gaps := rand.New(rand.NewPCG(uint64(seed), 0x50a4))
+	next := func() (FaultSpec, bool) {
+		s := gen()
+		s.Gap = 20*time.Second + time.Duration(gaps.Int64N(int64(30*time.Second)))
+		return s, true
+	}
+	rep := runChaos(t, Options{Seed: seed, Nodes: envInt(t, "FERRY_CHAOS_NODES", 3), FaultPhase: d, Next: next,
+		Producers: 4, Consumers: 3, Pace: 40 * time.Millisecond, SampleEvery: 10 * time.Second})
+	if rep == nil {
+		return
+	}
+	steady := rep.Started.Add(min(d/4, 10*time.Minute))
+	for _, g := range ResourceGrowth(rep.Resources, steady, DefaultGrowthBound) {
+		t.Errorf("resource growth: %s", g)
 	}
 }

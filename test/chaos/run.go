@@ -34,8 +34,11 @@ type Options struct {
 	ServerArgs []string
 	// TLS runs the cluster with TLS on every port but gossip (a throwaway
 	// CA); otherwise the nodes run with -insecure.
-	TLS  bool
-	Logf func(string, ...any)
+	TLS bool
+	// SampleEvery, when positive, samples every node's RSS, goroutines and
+	// open files this often into the report's Resources.
+	SampleEvery time.Duration
+	Logf        func(string, ...any)
 }
 
 // Timeouts of a run's phases.
@@ -58,7 +61,8 @@ type run struct {
 	placement map[PartRef][]string
 	faults    []FaultRecord
 	notes     []string
-	mu        sync.Mutex // guards c and admin for cleanup on a signal
+	resources []ResourceSample // guarded by mu
+	mu        sync.Mutex       // guards c and admin for cleanup on a signal, and resources
 	cleanOnce sync.Once
 }
 
@@ -95,12 +99,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		if o.SampleEvery > 0 {
+			r.sampleLoop(sampleCtx, o.SampleEvery)
+		}
+	}()
 	r.faultPhase(ctx, started)
 	r.heal(ctx)
 	final := r.finish(ctx)
+	stopSampling()
+	<-sampled
 	rep := Check(r.w.Rec.Snapshot(), final)
 	rep.Seed, rep.Nodes, rep.Started, rep.Duration = o.Seed, o.Nodes, started, time.Since(started)
-	rep.DataDir, rep.Faults = o.Root, r.faults
+	rep.DataDir, rep.Faults, rep.Resources = o.Root, r.faults, r.resources
 	annotateGaps(rep.Gaps, r.faults)
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
