@@ -19,7 +19,7 @@ const DefaultMaxClockOffset = 500 * time.Millisecond
 const (
 	clockPayloadVersion = 1
 	clockPayloadBytes   = 9                // version, then clock.Now in Unix nanoseconds
-	clockSamplesKept    = 4                // per peer; the one with the shortest round trip counts
+	clockSamplesKept    = 4                // per peer; the latest counts
 	clockSampleMaxAge   = 30 * time.Second // older samples are ignored
 	clockCheckEvery     = 500 * time.Millisecond
 	clockLogEvery       = 30 * time.Second
@@ -96,24 +96,11 @@ func (m *clockMonitor) record(peer string, s clockSample) {
 	m.samples[peer] = ss
 }
 
-// judge computes this node's offset from the majority, from the samples
-// taken after since (each peer's shortest round trip counts). members is
-// the number of live cluster members, this node included.
+// judge computes this node's offset from the majority, from each peer's
+// latest sample taken after since. members is the number of live cluster
+// members, this node included.
 func (m *clockMonitor) judge(since time.Time, members int) clockState {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	offsets := []time.Duration{0}
-	for peer, ss := range m.samples {
-		best := -1
-		for i, s := range ss {
-			if s.at.After(since) && (best < 0 || s.rtt < ss[best].rtt) {
-				best = i
-			}
-		}
-		if best >= 0 && peer != m.n.cfg.ID {
-			offsets = append(offsets, ss[best].offset)
-		}
-	}
+	offsets := m.offsetsSince(since)
 	st := clockState{peers: len(offsets) - 1}
 	if st.peers == 0 || st.peers < members/2 {
 		return st
@@ -132,6 +119,27 @@ func (m *clockMonitor) judge(since time.Time, members int) clockState {
 	return st
 }
 
+// offsetsSince returns this node's own offset (zero) and each peer's from
+// its latest sample taken after since. The latest, not the one over the
+// shortest round trip: after a jump, only new samples tell.
+func (m *clockMonitor) offsetsSince(since time.Time) []time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	offsets := []time.Duration{0}
+	for peer, ss := range m.samples {
+		last := ss[0]
+		for _, s := range ss[1:] {
+			if s.at.After(last.at) {
+				last = s
+			}
+		}
+		if last.at.After(since) && peer != m.n.cfg.ID {
+			offsets = append(offsets, last.offset)
+		}
+	}
+	return offsets
+}
+
 func abs(d time.Duration) time.Duration {
 	if d < 0 {
 		return -d
@@ -139,11 +147,24 @@ func abs(d time.Duration) time.Duration {
 	return d
 }
 
-// verified reports whether this node's clock was checked against enough
-// peers after since and found within bounds (partition.Config.ClockVerified).
+// verified reports whether this node's clock was checked after since and
+// a strict majority of the cluster's members (this node included) agree
+// with it within the bound (partition.Config.ClockVerified). Stricter than
+// judge: a split measurement does not verify.
 func (m *clockMonitor) verified(since time.Time) bool {
-	st := m.judge(since, m.n.members.ml.NumMembers())
-	return st.known && !st.exceeded
+	return m.agreeing(since) > m.n.members.ml.NumMembers()/2
+}
+
+// agreeing counts the nodes, this one included, whose clocks measured after
+// since are within the bound of this node's.
+func (m *clockMonitor) agreeing(since time.Time) int {
+	agree := 0
+	for _, off := range m.offsetsSince(since) {
+		if abs(off) <= m.maxOffset {
+			agree++
+		}
+	}
+	return agree
 }
 
 // healthy reports whether the latest judgement lets this node lead: not

@@ -33,10 +33,10 @@ func TestClockMonitor_JudgesAgainstTheMajority(t *testing.T) {
 		m := &clockMonitor{n: &Node{cfg: Config{ID: "me"}}, maxOffset: DefaultMaxClockOffset, samples: map[string][]clockSample{}}
 		for i, off := range tc.offsets {
 			peer := string(rune('a' + i))
-			m.record(peer, clockSample{offset: off + time.Hour, rtt: time.Second, at: now}) // a worse, older reading
-			m.record(peer, clockSample{offset: off, rtt: time.Millisecond, at: now})
+			m.record(peer, clockSample{offset: off + time.Hour, rtt: time.Millisecond, at: now.Add(-time.Second)}) // older
+			m.record(peer, clockSample{offset: off, rtt: time.Second, at: now})
 		}
-		st := m.judge(now.Add(-time.Second), tc.members)
+		st := m.judge(now.Add(-time.Millisecond), tc.members)
 		if st.known != tc.known || st.exceeded != tc.exceeded {
 			t.Errorf("%s: known %v exceeded %v (offset %v), want %v %v", tc.name, st.known, st.exceeded, st.offset, tc.known, tc.exceeded)
 		}
@@ -62,7 +62,7 @@ func TestClockMonitor_OffsetNodeGivesUpLeadership(t *testing.T) {
 	})
 	leader := metaLeader(t, nodes)
 	// The peers seem an hour ahead: this node's clock is an hour behind.
-	// Readings in the future with no round trip outlast the real ones.
+	// Readings stamped in the future stay the latest.
 	for _, nd := range nodes {
 		if nd != leader {
 			for range clockSamplesKept {
@@ -87,6 +87,28 @@ func TestClockMonitor_OffsetNodeGivesUpLeadership(t *testing.T) {
 	}
 	if v := metricValue(leader.HTTPAddr(), "ferry_clock_offset_seconds"); !strings.HasPrefix(v, "-3600") && !strings.HasPrefix(v, "-3599") {
 		t.Fatalf("ferry_clock_offset_seconds = %q, want about -3600", v)
+	}
+}
+
+// A resync needs a strict majority of the cluster agreeing with this
+// node's clock: one peer in step out of two measured verifies in a cluster
+// of three, a split does not (the judgement above lets it pass).
+func TestClockMonitor_VerificationNeedsAMajorityAgreeing(t *testing.T) {
+	now := time.Now()
+	m := &clockMonitor{n: &Node{cfg: Config{ID: "me"}}, maxOffset: DefaultMaxClockOffset, samples: map[string][]clockSample{}}
+	m.record("a", clockSample{offset: -time.Hour, at: now})
+	if got := m.agreeing(now.Add(-time.Second)); got != 1 {
+		t.Fatalf("one peer an hour off: %d agreeing, want 1 (this node)", got)
+	}
+	if st := m.judge(now.Add(-time.Second), 3); st.exceeded {
+		t.Fatal("judged wrong on a split")
+	}
+	m.record("b", clockSample{offset: 3 * time.Millisecond, at: now})
+	if got := m.agreeing(now.Add(-time.Second)); got != 2 {
+		t.Fatalf("one peer in step: %d agreeing, want 2", got)
+	}
+	if got := m.agreeing(now); got != 0+1 {
+		t.Fatalf("nothing measured after since: %d agreeing, want 1", got)
 	}
 }
 
