@@ -91,6 +91,9 @@ func runChaos(t *testing.T, o Options) *Report {
 	t0 := time.Now()
 	o.Root = root
 	o.TLS = os.Getenv("FERRY_CHAOS_TLS") != "0"
+	if os.Getenv("FERRY_CHAOS_TMPFS") != "0" {
+		o.Tmpfs = "192m"
+	}
 	o.Logf = func(format string, args ...any) {
 		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
 	}

@@ -71,7 +71,7 @@ func (in *Injector) clockFault(ctx context.Context, rng *rand.Rand, k FaultKind,
 	if n == nil {
 		return nil, fmt.Errorf("no node up")
 	}
-	rec.Targets = []string{n.ID}
+	rec.Targets, rec.ClockOffset = []string{n.ID}, offset
 	if err := c.ShiftClock(ctx, n, offset); err != nil {
 		return nil, err
 	}

@@ -28,11 +28,12 @@ const (
 	ClockJump     FaultKind = "clock-jump-leader"     // a partition leader's clock jumps (seconds to hours, either way)
 	SlowLink      FaultKind = "slow-link"             // a leader-follower link is slow and lossy both ways
 	SlowOneWay    FaultKind = "slow-link-one-way"     // a leader-follower link is slow and lossy one way
+	DiskFull      FaultKind = "disk-full"             // a node's data directory (a small tmpfs) fills up
 )
 
 // AllFaults lists every kind, in a fixed order.
 var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode,
-	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay}
+	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull}
 
 func (k FaultKind) needsFirewall() bool {
 	return k == Isolate || k == Split || k == Bridge || k == SlowLink || k == SlowOneWay
@@ -58,7 +59,7 @@ func holdFor(rng *rand.Rand, k FaultKind) time.Duration {
 		return 500 * time.Millisecond
 	case PauseLeader, PauseFollower:
 		return 3*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
-	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay:
+	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull:
 		// Long enough for the nodes to measure the offset and hand over
 		// leadership, or for the slow link to back up.
 		return 6*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
@@ -119,7 +120,9 @@ type FaultRecord struct {
 	Healed    time.Time `json:"healed"`
 	Recovered time.Time `json:"recovered,omitempty"`
 	Skipped   string    `json:"skipped,omitempty"`
-	Problem   string    `json:"problem,omitempty"`
+	// ClockOffset is the offset a clock fault gave its target.
+	ClockOffset time.Duration `json:"clock_offset,omitempty"`
+	Problem     string        `json:"problem,omitempty"`
 }
 
 // Line formats the record for the summary, with times relative to t0.
@@ -206,6 +209,8 @@ func (in *Injector) inject(ctx context.Context, spec FaultSpec, rec *FaultRecord
 		return in.clockFault(ctx, rng, spec.Kind, rec)
 	case SlowLink, SlowOneWay:
 		return in.linkFault(ctx, rng, spec.Kind, rec)
+	case DiskFull:
+		return in.diskFault(rng, rec)
 	case CrashAll:
 		rec.Targets, rec.Detail = []string{"all"}, "kill -9 of every node"
 		c.KillAll()

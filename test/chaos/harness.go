@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,8 @@ type Cluster struct {
 	scheme    string       // of the admin API URLs
 	// gossipKey is the cluster's gossip key (base64), fresh per cluster.
 	gossipKey string
+	// mounted lists the data directories on their own tmpfs.
+	mounted []string
 }
 
 // ClusterOptions configure NewCluster.
@@ -72,6 +75,10 @@ type ClusterOptions struct {
 	// TLS runs the nodes with a throwaway CA and node certificates (made
 	// under Root/pki), and the harness's clients with that CA.
 	TLS bool
+	// Tmpfs, when set (e.g. "160m"), puts each node's data directory on a
+	// tmpfs of that size, for disk-full faults; without root it is not
+	// done, and Cluster.DiskFaults reports false.
+	Tmpfs string
 }
 
 // BuildFerryd compiles the server binary into dir and returns its path,
@@ -120,6 +127,11 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		})
 	}
 	c.httpc = &http.Client{Timeout: time.Second}
+	if o.Tmpfs != "" {
+		if err := c.mountDataDirs(o.Tmpfs); err != nil && o.Logf != nil {
+			o.Logf("!!! DISK-FULL FAULTS WILL BE SKIPPED: data directories not on tmpfs: %v", err)
+		}
+	}
 	if o.TLS {
 		if err := c.makePKI(); err != nil {
 			return nil, err
@@ -376,6 +388,9 @@ func (c *Cluster) Wipe(n *Node) error {
 		return fmt.Errorf("%s is running", n.ID)
 	}
 	n.marker("data directory wiped")
+	if slices.Contains(c.mounted, n.DataDir) {
+		return removeContents(n.DataDir)
+	}
 	return os.RemoveAll(n.DataDir)
 }
 
@@ -413,9 +428,11 @@ func (c *Cluster) ResumeAll() {
 	}
 }
 
-// Close stops every node: cleanly when clean is set, else with SIGKILL.
+// Close stops every node: cleanly when clean is set, else with SIGKILL;
+// then it unmounts the tmpfs data directories.
 func (c *Cluster) Close(clean bool) {
 	c.ResumeAll()
+	defer c.unmountDataDirs()
 	if !clean {
 		c.KillAll()
 		return

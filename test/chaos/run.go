@@ -35,6 +35,9 @@ type Options struct {
 	// TLS runs the cluster with TLS on every port but gossip (a throwaway
 	// CA); otherwise the nodes run with -insecure.
 	TLS bool
+	// Tmpfs is the size of each node's tmpfs data directory (disk-full
+	// faults); "" keeps them on the root's file system.
+	Tmpfs string
 	// SampleEvery, when positive, samples every node's RSS, goroutines and
 	// open files this often into the report's Resources.
 	SampleEvery time.Duration
@@ -112,6 +115,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	final := r.finish(ctx)
 	stopSampling()
 	<-sampled
+	final.ClockSkews = skewWindows(r.faults)
 	rep := Check(r.w.Rec.Snapshot(), final)
 	rep.Seed, rep.Nodes, rep.Started, rep.Duration = o.Seed, o.Nodes, started, time.Since(started)
 	rep.DataDir, rep.Faults, rep.Resources = o.Root, r.faults, r.resources
@@ -140,7 +144,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	c, err := NewCluster(ClusterOptions{Nodes: r.o.Nodes, Root: r.o.Root, Bin: bin,
-		Args: append(append([]string(nil), DefaultServerArgs...), r.o.ServerArgs...), Logf: r.o.Logf, TLS: r.o.TLS})
+		Args: append(append([]string(nil), DefaultServerArgs...), r.o.ServerArgs...), Logf: r.o.Logf, TLS: r.o.TLS, Tmpfs: r.o.Tmpfs})
 	if err != nil {
 		return err
 	}
