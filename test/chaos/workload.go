@@ -202,15 +202,34 @@ func (p *producer) run() {
 			return
 		default:
 		}
-		s, m := p.nextMessage()
-		p.w.Rec.NewSend(s)
-		p.send(s, m)
+		if p.rng.IntN(batchOneIn) == 0 {
+			p.sendBatch()
+		} else {
+			s, m := p.nextMessage()
+			p.w.Rec.NewSend(s)
+			p.send(s, m)
+		}
 		time.Sleep(p.w.Pace)
 	}
 }
 
+// Workload limits: one message in maxSizeOneIn is as large as a queue
+// takes (the default max_message_bytes, 1 MiB, headers none), and each
+// producer spreads its orders over ordersGroups groups.
+const (
+	maxSizeOneIn    = 150
+	maxMessageBytes = 1 << 20
+	ordersGroups    = 24
+	// One step in batchOneIn sends a batch of ungrouped jobs instead of
+	// one message: 20-200 messages, or one in four times the largest
+	// batch a request carries (1000).
+	batchOneIn  = 80
+	batchMaxLen = 1000
+)
+
 // nextMessage draws the next message: mostly grouped orders, ungrouped
-// jobs (a third delayed), and a grouped/ungrouped mix.
+// jobs (a third delayed), and a grouped/ungrouped mix; now and then one of
+// the largest size.
 func (p *producer) nextMessage() (*Send, client.Message) {
 	p.n++
 	r := p.rng.IntN(100)
@@ -222,7 +241,7 @@ func (p *producer) nextMessage() (*Send, client.Message) {
 	}
 	switch {
 	case r < 55:
-		s.Queue, s.Group = "chaos-orders", fmt.Sprintf("p%d-o%d", p.k, p.rng.IntN(6))
+		s.Queue, s.Group = "chaos-orders", fmt.Sprintf("p%d-o%d", p.k, p.rng.IntN(ordersGroups))
 		delayIf(3, 200*time.Millisecond, 600*time.Millisecond)
 	case r < 80:
 		s.Queue = "chaos-jobs"
@@ -238,7 +257,12 @@ func (p *producer) nextMessage() (*Send, client.Message) {
 		s.GroupIndex = p.next[s.Group]
 		p.next[s.Group]++
 	}
-	body := fmt.Sprintf("%s|%s|%d|%s", s.ID, s.Group, s.GroupIndex, strings.Repeat("x", p.rng.IntN(200)))
+	body := fmt.Sprintf("%s|%s|%d|", s.ID, s.Group, s.GroupIndex)
+	pad := p.rng.IntN(200)
+	if p.rng.IntN(maxSizeOneIn) == 0 {
+		pad = maxMessageBytes - len(body) // the largest message a queue takes
+	}
+	body += strings.Repeat("x", pad)
 	return s, client.Message{ID: s.ID, Group: s.Group, Body: []byte(body), Delay: s.Delay}
 }
 
@@ -260,6 +284,67 @@ func (p *producer) send(s *Send, m client.Message) {
 		p.w.Rec.SendAttempt(s, a)
 		if err == nil || errors.Is(err, client.ErrInvalidArgument) || errors.Is(err, client.ErrMessageTooLarge) ||
 			time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// sendBatch sends a batch of ungrouped jobs with SendBatch, retrying the
+// messages that failed (same ids) until each is confirmed, refused for
+// good, or the time budget is spent.
+func (p *producer) sendBatch() {
+	n := 20 + p.rng.IntN(180)
+	if p.rng.IntN(4) == 0 {
+		n = batchMaxLen
+	}
+	sends := make([]*Send, n)
+	msgs := make([]client.Message, n)
+	for i := range n {
+		p.n++
+		s := &Send{ID: fmt.Sprintf("p%d-%06d", p.k, p.n), Producer: fmt.Sprintf("p%d", p.k), GroupIndex: -1, Queue: "chaos-jobs"}
+		if p.rng.IntN(100) < 20 {
+			s.Delay = 100*time.Millisecond + time.Duration(p.rng.Int64N(int64(time.Second)))
+		}
+		p.w.Rec.NewSend(s)
+		sends[i] = s
+		msgs[i] = client.Message{ID: s.ID, Body: []byte(s.ID + "||-1|batch"), Delay: s.Delay}
+	}
+	deadline := time.Now().Add(sendBudget)
+	q := p.cl.Queue("chaos-jobs")
+	pending := make([]int, n)
+	for i := range pending {
+		pending[i] = i
+	}
+	for len(pending) > 0 {
+		batch := make([]client.Message, len(pending))
+		for j, i := range pending {
+			batch[j] = msgs[i]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*sendTimeout)
+		start := now()
+		res, err := q.SendBatch(ctx, batch)
+		end := now()
+		cancel()
+		var be *client.BatchError
+		var again []int
+		for j, i := range pending {
+			e := err
+			if errors.As(err, &be) && len(be.Errors) == len(batch) {
+				e = be.Errors[j]
+			}
+			a := SendAttempt{Start: start, End: end, Outcome: outcomeOf(e)}
+			if e == nil && j < len(res) {
+				a.Partition, a.Seq, a.Duplicate = res[j].Partition, res[j].Seq, res[j].Duplicate
+			} else if e != nil {
+				a.Err = e.Error()
+			}
+			p.w.Rec.SendAttempt(sends[i], a)
+			if e != nil && !errors.Is(e, client.ErrInvalidArgument) && !errors.Is(e, client.ErrMessageTooLarge) {
+				again = append(again, i)
+			}
+		}
+		if pending = again; len(pending) == 0 || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(150 * time.Millisecond)
