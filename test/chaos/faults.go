@@ -136,8 +136,12 @@ func (f FaultRecord) Line(t0 time.Time) string {
 	if f.Skipped != "" {
 		return fmt.Sprintf("%-6s %-22s SKIPPED: %s", rel(f.Start), f.Kind, f.Skipped)
 	}
-	s := fmt.Sprintf("%-6s %-22s %-12s healed %-6s recovered %-6s %s", rel(f.Start), f.Kind,
-		strings.Join(f.Targets, ","), rel(f.Healed), rel(f.Recovered), f.Detail)
+	took := "-"
+	if !f.Recovered.IsZero() && !f.Healed.IsZero() {
+		took = fmt.Sprintf("%.1fs", f.Recovered.Sub(f.Healed).Seconds())
+	}
+	s := fmt.Sprintf("%-6s %-22s %-12s healed %-6s recovered %-6s (%-5s after heal) %s", rel(f.Start), f.Kind,
+		strings.Join(f.Targets, ","), rel(f.Healed), rel(f.Recovered), took, f.Detail)
 	if f.Problem != "" {
 		s += "  PROBLEM: " + f.Problem
 	}
