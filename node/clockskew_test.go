@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/internal/clock"
+	"github.com/ferrymq/ferry/internal/diskfault"
 )
 
 func TestClockMonitor_JudgesAgainstTheMajority(t *testing.T) {
@@ -144,5 +145,29 @@ func TestNode_ClockControlOnlyInChaosBuilds(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusOK || clock.Offset() != time.Hour {
 		t.Fatalf("chaos build: clock control answered %d %q, offset %v", resp.StatusCode, body, clock.Offset())
+	}
+}
+
+// Likewise the fsync fault control: absent from a release build.
+func TestNode_DiskFaultControlOnlyInChaosBuilds(t *testing.T) {
+	nd := startLoneNode(t, 1)
+	resp, err := http.Post("http://"+nd.HTTPAddr()+"/v1/debug/disk?match=raftlog&syncs=1", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	defer diskfault.Arm("", 0)
+	if !diskfault.Armable {
+		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("release build: disk fault control answered %d %q", resp.StatusCode, body)
+		}
+		if diskfault.Remaining() != 0 {
+			t.Fatal("release build: a fault was armed")
+		}
+		return
+	}
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "1" {
+		t.Fatalf("chaos build: disk fault control answered %d %q", resp.StatusCode, body)
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/ferrymq/ferry/internal/clock"
+	"github.com/ferrymq/ferry/internal/diskfault"
 	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -81,6 +83,10 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("GET /v1/debug/clock", n.handleClockShift)
 		mux.HandleFunc("POST /v1/debug/clock", n.handleClockShift)
 	}
+	if diskfault.Armable {
+		mux.HandleFunc("GET /v1/debug/disk", n.handleDiskFault)
+		mux.HandleFunc("POST /v1/debug/disk", n.handleDiskFault)
+	}
 	if n.cfg.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -109,6 +115,26 @@ func (n *Node) handleClockShift(w http.ResponseWriter, r *http.Request) {
 		n.logger.Warn("clock shifted by the chaos control", "offset", d)
 	}
 	fmt.Fprintf(w, "%s\n", clock.Offset())
+}
+
+// handleDiskFault serves the chaos suite's fsync fault control, present
+// only in a chaosdisk build: POST ?match=STRING&syncs=N makes the next N
+// fsyncs of logs whose directory contains STRING fail with EIO (0
+// disarms); both methods answer how many are still to fail.
+func (n *Node) handleDiskFault(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		q := r.URL.Query()
+		count, err := strconv.Atoi(q.Get("syncs"))
+		if err == nil {
+			err = diskfault.Arm(q.Get("match"), count)
+		}
+		if err != nil {
+			http.Error(w, "syncs: "+err.Error()+"\n", http.StatusBadRequest)
+			return
+		}
+		n.logger.Warn("fsync failures armed by the chaos control", "match", q.Get("match"), "syncs", count)
+	}
+	fmt.Fprintf(w, "%d\n", diskfault.Remaining())
 }
 
 // handleReady answers 200 once the node sees a meta leader, unless its
