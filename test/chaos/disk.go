@@ -1,12 +1,18 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -130,4 +136,56 @@ func (in *Injector) diskFault(rng *rand.Rand, rec *FaultRecord) (func() error, e
 		return nil, err
 	}
 	return heal, nil
+}
+
+// fsyncFailures is how many fsyncs of a node's raft log an fsync-error
+// fault makes fail.
+const fsyncFailures = 3
+
+// ArmFsyncFailures makes the next count fsyncs of the node's raft log fail
+// with EIO, through the chaos build's control (POST /v1/debug/disk); 0
+// disarms. It returns how many are still to fail.
+func (c *Cluster) ArmFsyncFailures(ctx context.Context, n *Node, count int) (int, error) {
+	n.marker("%d raft log fsyncs armed to fail", count)
+	u := c.url(n, fmt.Sprintf("/v1/debug/disk?match=raftlog&syncs=%d", count))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.httpc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("arm %s's fsync failures: %w", n.ID, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("arm %s's fsync failures: %s: %s", n.ID, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return strconv.Atoi(strings.TrimSpace(string(body)))
+}
+
+// fsyncFault makes a random node's next raft log fsyncs fail with EIO:
+// the batches they carry must fail and be cut back, the node must keep
+// running and take writes again, and nothing confirmed may be lost.
+func (in *Injector) fsyncFault(ctx context.Context, rng *rand.Rand, rec *FaultRecord) (func() error, error) {
+	c := in.c
+	n := pickNode(rng, c.Up())
+	if n == nil {
+		return nil, fmt.Errorf("no node up")
+	}
+	rec.Targets = []string{n.ID}
+	rec.Detail = fmt.Sprintf("next %d raft log fsyncs fail with EIO", fsyncFailures)
+	if _, err := c.ArmFsyncFailures(ctx, n, fsyncFailures); err != nil {
+		return nil, err
+	}
+	return func() error {
+		if !n.Running() {
+			return nil
+		}
+		hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		left, err := c.ArmFsyncFailures(hctx, n, 0)
+		rec.Detail += fmt.Sprintf(" (%d fired)", fsyncFailures-left)
+		return err
+	}, nil
 }

@@ -37,10 +37,12 @@
 // kill -9 of every node followed by a restart of all; a node killed,
 // its data directory deleted, and restarted empty; a node's clock an hour
 // ahead, an hour behind, or a partition leader's clock jumping by seconds
-// to hours either way (ferryd is built with the chaosclock tag, whose
-// clock the harness shifts over POST /v1/debug/clock); a leader-follower
-// link made slow and lossy, both ways or one way; and a node's data
-// directory (each node's is a small tmpfs) filled to a megabyte. Faults
+// to hours either way (ferryd is built with the chaosclock and chaosdisk
+// tags: the harness shifts its clock over POST /v1/debug/clock and arms
+// fsync failures over POST /v1/debug/disk); a leader-follower link made
+// slow and lossy, both ways or one way; a node's data directory (each
+// node's is a small tmpfs) filled to a megabyte; and a node's next three
+// raft log fsyncs failing with EIO. Faults
 // come one at a time; after each the harness waits until every partition
 // has a leader and every replica has caught up. While a clock fault runs a
 // node ahead, the checker takes the servers' stamps (lease deadlines,
@@ -63,7 +65,10 @@
 // (FERRY_CHAOS_TMPFS=0 keeps them on disk and skips disk-full faults). A
 // disk-full fault fills one with a file until 1 MiB is left, holds, and
 // deletes it: the node must refuse sends (queue full: disk full), keep
-// running, and take work again. The tmpfs are unmounted when the run ends,
+// running, and take work again. An fsync-error fault makes the node's next
+// three raft log fsyncs fail (internal/diskfault, present only in chaosdisk
+// builds): the batches they carried fail and are cut back, and the node
+// must keep running and take writes again. The tmpfs are unmounted when the run ends,
 // so a kept run keeps logs and history.json but not the nodes' data.
 //
 // At the end the harness heals everything, stops the producers, has the

@@ -29,11 +29,12 @@ const (
 	SlowLink      FaultKind = "slow-link"             // a leader-follower link is slow and lossy both ways
 	SlowOneWay    FaultKind = "slow-link-one-way"     // a leader-follower link is slow and lossy one way
 	DiskFull      FaultKind = "disk-full"             // a node's data directory (a small tmpfs) fills up
+	FsyncError    FaultKind = "fsync-error"           // a node's next raft log fsyncs fail with EIO
 )
 
 // AllFaults lists every kind, in a fixed order.
 var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode,
-	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull}
+	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError}
 
 func (k FaultKind) needsFirewall() bool {
 	return k == Isolate || k == Split || k == Bridge || k == SlowLink || k == SlowOneWay
@@ -59,7 +60,7 @@ func holdFor(rng *rand.Rand, k FaultKind) time.Duration {
 		return 500 * time.Millisecond
 	case PauseLeader, PauseFollower:
 		return 3*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
-	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull:
+	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError:
 		// Long enough for the nodes to measure the offset and hand over
 		// leadership, or for the slow link to back up.
 		return 6*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
@@ -215,6 +216,8 @@ func (in *Injector) inject(ctx context.Context, spec FaultSpec, rec *FaultRecord
 		return in.linkFault(ctx, rng, spec.Kind, rec)
 	case DiskFull:
 		return in.diskFault(rng, rec)
+	case FsyncError:
+		return in.fsyncFault(ctx, rng, rec)
 	case CrashAll:
 		rec.Targets, rec.Detail = []string{"all"}, "kill -9 of every node"
 		c.KillAll()

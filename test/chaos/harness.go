@@ -82,15 +82,16 @@ type ClusterOptions struct {
 }
 
 // BuildFerryd compiles the server binary into dir and returns its path,
-// with the chaosclock tag: the chaos build's clock can be shifted
-// (Cluster.ShiftClock).
+// with the chaosclock and chaosdisk tags: the chaos build's clock can be
+// shifted (Cluster.ShiftClock) and its raft log fsyncs made to fail
+// (Cluster.ArmFsyncFailures).
 func BuildFerryd(dir string) (string, error) {
 	bin := filepath.Join(dir, "ferryd")
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("go tool not found: %w", err)
 	}
-	cmd := exec.Command(goTool, "build", "-tags", "chaosclock", "-o", bin, "github.com/ferrymq/ferry/cmd/ferryd")
+	cmd := exec.Command(goTool, "build", "-tags", "chaosclock,chaosdisk", "-o", bin, "github.com/ferrymq/ferry/cmd/ferryd")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build ferryd: %v\n%s", err, out)
 	}
