@@ -18,7 +18,9 @@
 // so the group's order is the producer's; 24 order groups per producer),
 // ungrouped ones, some delayed; one message in 150 is of the largest size
 // a queue takes (1 MiB), and now and then a producer sends a batch of
-// ungrouped jobs (20-200 messages, or the 1000 one request carries).
+// ungrouped jobs (20-200 messages, or the 1000 one request carries). An
+// operator redrives up to 25 dead letters of the jobs queue every 3 s
+// while the producers run.
 // Every attempt is recorded as confirmed, definitely failed, or unknown
 // (client.ErrUnconfirmed, or the context ending mid-call); an unconfirmed
 // message is retried with the same id. Consumers ack most deliveries, nack

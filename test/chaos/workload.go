@@ -143,6 +143,13 @@ func (w *Workload) Start(ctx context.Context) error {
 			go c.loop(cctx, h)
 		}
 	}
+	op, err := w.dial(ctx, "chaos-operator")
+	if err != nil {
+		return err
+	}
+	w.clients = append(w.clients, op)
+	w.prodWG.Add(1)
+	go w.redriveLoop(op)
 	for k := range w.Producers {
 		cl, err := w.dial(ctx, fmt.Sprintf("chaos-p%d", k+1))
 		if err != nil {
@@ -156,8 +163,41 @@ func (w *Workload) Start(ctx context.Context) error {
 	return nil
 }
 
-// StopProducers stops new messages and waits for the producers to finish
-// the message each is sending.
+// redriveEvery is how often the operator redrives dead letters of the
+// jobs queue (ungrouped, so no group order is at stake), redriveMax how
+// many at most each time.
+const (
+	redriveEvery = 3 * time.Second
+	redriveMax   = 25
+)
+
+// redriveLoop is an operator moving dead letters of chaos-jobs back to
+// the queue while the producers run: the redriven messages are delivered
+// again (attempts from 1) and end acked or dead again, which the checker
+// accounts for like any other.
+func (w *Workload) redriveLoop(op *client.Client) {
+	defer w.prodWG.Done()
+	t := time.NewTicker(redriveEvery)
+	defer t.Stop()
+	total := 0
+	for {
+		select {
+		case <-w.stopSend:
+			w.Logf("operator redrove %d dead letters of chaos-jobs", total)
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		n, err := op.RedriveDeadLetters(ctx, "chaos-jobs", client.DeadFilter{Limit: redriveMax})
+		cancel()
+		if err == nil {
+			total += n
+		}
+	}
+}
+
+// StopProducers stops new messages and the operator's redrives, and waits
+// for the producers to finish the message each is sending.
 func (w *Workload) StopProducers() {
 	close(w.stopSend)
 	w.prodWG.Wait()
