@@ -120,8 +120,10 @@ func (m *clockMonitor) judge(since time.Time, members int) clockState {
 }
 
 // offsetsSince returns this node's own offset (zero) and each peer's from
-// its latest sample taken after since. The latest, not the one over the
-// shortest round trip: after a jump, only new samples tell.
+// its latest sample taken after since, less its error (half the round
+// trip), so that a slow network or a loaded node is not taken for a clock
+// off. The latest, not the one over the shortest round trip: after a jump,
+// only new samples tell.
 func (m *clockMonitor) offsetsSince(since time.Time) []time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -134,10 +136,21 @@ func (m *clockMonitor) offsetsSince(since time.Time) []time.Duration {
 			}
 		}
 		if last.at.After(since) && peer != m.n.cfg.ID {
-			offsets = append(offsets, last.offset)
+			offsets = append(offsets, towardZero(last.offset, last.rtt/2))
 		}
 	}
 	return offsets
+}
+
+// towardZero moves d toward zero by at most by.
+func towardZero(d, by time.Duration) time.Duration {
+	switch {
+	case d > by:
+		return d - by
+	case d < -by:
+		return d + by
+	}
+	return 0
 }
 
 func abs(d time.Duration) time.Duration {

@@ -29,6 +29,7 @@ func TestClockMonitor_JudgesAgainstTheMajority(t *testing.T) {
 		{"five nodes, this node off", []time.Duration{time.Hour, time.Hour, time.Hour, 0}, 5, true, true},
 		{"too few peers measured", []time.Duration{time.Hour}, 5, false, false},
 		{"nobody measured", nil, 3, false, false},
+		{"off by less than the round-trip error", []time.Duration{-900 * time.Millisecond, -900 * time.Millisecond}, 3, true, false},
 	}
 	for _, tc := range cases {
 		m := &clockMonitor{n: &Node{cfg: Config{ID: "me"}}, maxOffset: DefaultMaxClockOffset, samples: map[string][]clockSample{}}

@@ -141,12 +141,12 @@ func (n *Node) handleDiskFault(w http.ResponseWriter, r *http.Request) {
 // clock is off the majority's by more than the bound or the client port
 // is failing to accept connections.
 func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
-	if n.meta.leaderID() == "" {
-		http.Error(w, "no meta leader yet\n", http.StatusServiceUnavailable)
-		return
-	}
 	if p := n.clock.problem(); p != "" {
 		http.Error(w, p+"\n", http.StatusServiceUnavailable)
+		return
+	}
+	if n.meta.leaderID() == "" {
+		http.Error(w, "no meta leader yet\n", http.StatusServiceUnavailable)
 		return
 	}
 	if n.clients.acceptTrouble() {
