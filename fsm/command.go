@@ -25,6 +25,9 @@ const (
 	CmdDeleteDead
 	CmdPurge
 	CmdSetConfig
+	// CmdClockResync moves the clock to its stamp however far ahead that
+	// is (see FSM.SetMaxClockStep); it carries no payload.
+	CmdClockResync
 	cmdTypeEnd // one past the last valid type
 )
 
@@ -32,6 +35,7 @@ var commandNames = [...]string{
 	CmdSend: "send", CmdReceive: "receive", CmdAck: "ack", CmdExtend: "extend",
 	CmdNack: "nack", CmdReject: "reject", CmdTick: "tick", CmdRedrive: "redrive",
 	CmdDeleteDead: "delete-dead", CmdPurge: "purge", CmdSetConfig: "set-config",
+	CmdClockResync: "clock-resync",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -199,7 +203,7 @@ func (c Command) payload() (any, error) {
 		p, ok = c.DeleteDead, c.DeleteDead != nil
 	case CmdSetConfig:
 		p, ok = c.SetConfig, c.SetConfig != nil
-	case CmdTick, CmdPurge:
+	case CmdTick, CmdPurge, CmdClockResync:
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("%w: unknown command type %d", ErrInvalidArgument, c.Type)
@@ -284,7 +288,7 @@ func decodeCommand(data []byte) (Command, error) {
 	case CmdSetConfig:
 		c.SetConfig = new(QueueConfig)
 		target = c.SetConfig
-	case CmdTick, CmdPurge:
+	case CmdTick, CmdPurge, CmdClockResync:
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)
 	}

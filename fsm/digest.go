@@ -20,7 +20,7 @@ func (f *FSM) Digest() [32]byte {
 	d.Ints(int64(c.Sent), int64(c.Duplicates), int64(c.Leased), int64(c.Acked), int64(c.Nacked),
 		int64(c.Rejected), int64(c.Expired), int64(c.DeadLettered), int64(c.Redriven),
 		int64(c.DeadDeleted), int64(c.Purged), int64(c.RetentionExpired), int64(c.DeadEvicted),
-		int64(c.DeadExpired), int64(c.DedupEvicted))
+		int64(c.DeadExpired), int64(c.DedupEvicted), int64(c.ClockRefused), int64(c.ClockResyncs))
 	f.eachMessage(d.message)
 	for _, e := range f.dedupEntries() {
 		d.Ints(int64(e.ID.Hi), int64(e.ID.Lo), int64(e.Seq), e.At)

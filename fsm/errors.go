@@ -31,4 +31,10 @@ var (
 	// ErrNotFound is returned when no message or dead letter has the
 	// receipt's sequence number: it was acked, deleted, or never existed.
 	ErrNotFound = errors.New("message not found")
+
+	// ErrClockStep is returned for a command stamped further ahead of the
+	// partition's clock than the FSM's max clock step: the proposer's clock
+	// is suspect. The command changes nothing, not even the clock; it is
+	// counted in Counters.ClockRefused.
+	ErrClockStep = errors.New("command stamped too far ahead of the partition clock")
 )

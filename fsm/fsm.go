@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"hash/crc32"
+	"time"
 
 	"github.com/google/btree"
 )
@@ -20,6 +21,10 @@ type FSM struct {
 	entries EntryBodyStore // store, when it can keep payloads in log entries
 	clock   int64          // the largest command time seen, Unix nanoseconds
 	lastSeq uint64         // the last sequence number handed out
+	// maxStep bounds how far one command (other than CmdClockResync) may
+	// move clock forward, in nanoseconds; 0: unbounded. Not replicated:
+	// every replica must be given the same value.
+	maxStep int64
 
 	table     seqTable                // every message not acked, deleted or dead
 	dead      *btree.BTreeG[*message] // dead letters by seq
@@ -120,11 +125,12 @@ func (f *FSM) ApplyCommand(c Command) Result { return f.apply(c, 0) }
 
 // apply is ApplyCommand for the command of log entry index (0: unknown).
 func (f *FSM) apply(c Command, index uint64) Result {
-	if c.At > f.clock {
-		f.clock = c.At
+	r := Result{Type: c.Type}
+	if err := f.moveClock(c); err != nil {
+		r.Err = err
+		return r
 	}
 	expired := f.advance()
-	r := Result{Type: c.Type}
 	if _, err := c.payload(); err != nil {
 		r.Err = err
 		return r
@@ -159,6 +165,40 @@ func (f *FSM) apply(c Command, index uint64) Result {
 	}
 	return r
 }
+
+// moveClock moves the clock to c.At unless that is backwards; a command
+// stamped more than maxStep ahead is refused (and counted), except a
+// CmdClockResync and the first command of all.
+func (f *FSM) moveClock(c Command) error {
+	if c.At <= f.clock {
+		return nil
+	}
+	step := c.At - f.clock
+	switch {
+	case f.clock == 0 || f.maxStep == 0 || step <= f.maxStep:
+	case c.Type == CmdClockResync:
+		f.counters.ClockResyncs++
+	default:
+		f.counters.ClockRefused++
+		return fmt.Errorf("%w: %s stamped %v ahead of the partition clock (max step %v)",
+			ErrClockStep, c.Type, time.Duration(step), time.Duration(f.maxStep))
+	}
+	f.clock = c.At
+	return nil
+}
+
+// SetMaxClockStep bounds how far one command may move the clock forward:
+// a command stamped more than d ahead of the clock fails with ErrClockStep
+// and changes nothing, so a leader whose clock jumped ahead cannot expire
+// every lease, fire every delay and empty the dedup window at once.
+// CmdClockResync is exempt: the proposer sends it only once it has checked
+// its clock against the other nodes'. 0 (the default) means no bound.
+// The bound is not replicated state: every replica of a partition must be
+// given the same value before it applies anything.
+func (f *FSM) SetMaxClockStep(d time.Duration) { f.maxStep = max(int64(d), 0) }
+
+// MaxClockStep returns the bound set with SetMaxClockStep.
+func (f *FSM) MaxClockStep() time.Duration { return time.Duration(f.maxStep) }
 
 // settleBatch runs one per-item operation over a batch after checking its
 // size.

@@ -63,6 +63,11 @@ type Counters struct {
 	// DedupEvicted counts ids that left the dedup window early to keep it
 	// within DedupMaxIDs.
 	DedupEvicted uint64 `msgpack:"dedup_evicted"`
+	// ClockRefused counts commands refused with ErrClockStep.
+	ClockRefused uint64 `msgpack:"clock_refused,omitempty"`
+	// ClockResyncs counts CmdClockResync commands that moved the clock
+	// more than the max clock step.
+	ClockResyncs uint64 `msgpack:"clock_resyncs,omitempty"`
 }
 
 // Stats is a read-only view of a partition.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/internal/clock"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
@@ -108,6 +109,11 @@ type Config struct {
 	// client may do everything. In-process tests use nil; ferryd never
 	// starts without tokens unless given -insecure.
 	Tokens *auth.Set
+	// MaxClockOffset is how far this node's clock may be from the
+	// majority of the cluster's (measured on gossip pings) before the node
+	// gives up the leadership of every group, refuses commands and reports
+	// itself not ready. Zero means DefaultMaxClockOffset.
+	MaxClockOffset time.Duration
 	// GossipKeys is the gossip keyring, primary key first: every gossip
 	// packet and stream is encrypted (AES-GCM) with the primary key, and
 	// what no key of the ring decrypts is dropped, so a process without a
@@ -190,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if !nodeIDPattern.MatchString(c.ID) {
 		return bad("ID", c.ID, "1..64 of [A-Za-z0-9._-], starting with a letter or digit")
+	}
+	if c.MaxClockOffset < 0 || c.MaxClockOffset > time.Hour {
+		return bad("MaxClockOffset", c.MaxClockOffset, "must be between 0 (the default) and 1h")
 	}
 	if c.DataDir == "" {
 		return bad("DataDir", c.DataDir, "required")
@@ -284,6 +293,9 @@ func (c Config) validateConnLimits(bad func(field string, v any, rule string) er
 
 // withDefaults fills the limits left at 0 with their defaults.
 func (c Config) withDefaults() Config {
+	if c.MaxClockOffset == 0 {
+		c.MaxClockOffset = DefaultMaxClockOffset
+	}
 	if c.MaxQueues == 0 {
 		c.MaxQueues = DefaultMaxQueues
 	}
@@ -320,5 +332,6 @@ func (c Config) partitionConfig(pc partition.Config) partition.Config {
 		pc.SnapshotInterval = c.SnapshotInterval
 	}
 	pc.TickIntervalMax = min(pc.TickIntervalMax, pc.HeartbeatTimeout)
+	pc.Now = clock.Now
 	return pc
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/clock"
+	"github.com/ferrymq/ferry/internal/diskfault"
 	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -78,6 +82,14 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
 	n.dash.Register(mux)
+	if clock.Adjustable {
+		mux.HandleFunc("GET /v1/debug/clock", n.handleClockShift)
+		mux.HandleFunc("POST /v1/debug/clock", n.handleClockShift)
+	}
+	if diskfault.Armable {
+		mux.HandleFunc("GET /v1/debug/disk", n.handleDiskFault)
+		mux.HandleFunc("POST /v1/debug/disk", n.handleDiskFault)
+	}
 	if n.cfg.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -89,9 +101,53 @@ func (n *Node) httpHandler() http.Handler {
 	return mux
 }
 
-// handleReady answers 200 once the node sees a meta leader, unless the
-// client port is failing to accept connections.
+// handleClockShift serves the chaos suite's clock control, present only in
+// a chaosclock build: POST ?offset=DURATION shifts this node's clock (not
+// cumulative; 0 restores it), and both methods answer the offset in force.
+func (n *Node) handleClockShift(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		d, err := time.ParseDuration(r.URL.Query().Get("offset"))
+		if err != nil {
+			http.Error(w, "offset: "+err.Error()+"\n", http.StatusBadRequest)
+			return
+		}
+		if err := clock.Shift(d); err != nil {
+			http.Error(w, err.Error()+"\n", http.StatusBadRequest)
+			return
+		}
+		n.logger.Warn("clock shifted by the chaos control", "offset", d)
+	}
+	fmt.Fprintf(w, "%s\n", clock.Offset())
+}
+
+// handleDiskFault serves the chaos suite's fsync fault control, present
+// only in a chaosdisk build: POST ?match=STRING&syncs=N makes the next N
+// fsyncs of logs whose directory contains STRING fail with EIO (0
+// disarms); both methods answer how many are still to fail.
+func (n *Node) handleDiskFault(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		q := r.URL.Query()
+		count, err := strconv.Atoi(q.Get("syncs"))
+		if err == nil {
+			err = diskfault.Arm(q.Get("match"), count)
+		}
+		if err != nil {
+			http.Error(w, "syncs: "+err.Error()+"\n", http.StatusBadRequest)
+			return
+		}
+		n.logger.Warn("fsync failures armed by the chaos control", "match", q.Get("match"), "syncs", count)
+	}
+	fmt.Fprintf(w, "%d\n", diskfault.Remaining())
+}
+
+// handleReady answers 200 once the node sees a meta leader, unless its
+// clock is off the majority's by more than the bound or the client port
+// is failing to accept connections.
 func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if p := n.clock.problem(); p != "" {
+		http.Error(w, p+"\n", http.StatusServiceUnavailable)
+		return
+	}
 	if n.meta.leaderID() == "" {
 		http.Error(w, "no meta leader yet\n", http.StatusServiceUnavailable)
 		return

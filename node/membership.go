@@ -133,6 +133,7 @@ func (m *membership) config() (*memberlist.Config, error) {
 	}
 	cfg.Delegate = (*gossipDelegate)(m)
 	cfg.Events = (*gossipEvents)(m)
+	cfg.Ping = (*clockPing)(m.n.clock)
 	cfg.Logger = nil
 	cfg.LogOutput = slogWriter{m.n.logger.With("logger", "gossip")}
 	return cfg, nil

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/clock"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/transport"
@@ -143,7 +144,10 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, e
 		return meta.Result{}, wire.Errorf(wire.CodeUnavailable,
 			"cluster membership still settling: a meta group member is not registered yet, so the default replica count is not known")
 	}
-	c.At = time.Now().UnixNano()
+	if p := g.n.clock.problem(); p != "" {
+		return meta.Result{}, fmt.Errorf("%w: %s", partition.ErrClockUnverified, p)
+	}
+	c.At = clock.Now().UnixNano()
 	data, err := meta.EncodeCommand(c)
 	if err != nil {
 		return meta.Result{}, err

@@ -57,6 +57,7 @@ func newMetrics(n *Node) *metrics {
 	})
 	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open)
 	m.registry.MustRegister(processRaftSink(), groupCollector{n})
+	m.registry.MustRegister(clockCollectors(n)...)
 	m.registry.MustRegister(m.requests, m.latency, partitionCollector{n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -177,4 +178,35 @@ func deadAge(deadAt int64, now time.Time) float64 {
 		return 0
 	}
 	return max(0, now.Sub(time.Unix(0, deadAt)).Seconds())
+}
+
+// clockCollectors export the clock monitor's judgement: this node's offset
+// from the majority, whether it is beyond -max-clock-offset, and the
+// leadership hand-overs made for it.
+func clockCollectors(n *Node) []prometheus.Collector {
+	read := func(f func(st clockState, transfers uint64) float64) func() float64 {
+		return func() float64 {
+			if n.clock == nil {
+				return 0
+			}
+			st, tr := n.clock.current()
+			return f(st, tr)
+		}
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ferry_clock_offset_seconds", Help: "This node's clock minus the majority's (median of the offsets measured on gossip pings).",
+		}, read(func(st clockState, _ uint64) float64 { return st.offset.Seconds() })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ferry_clock_offset_exceeded", Help: "1 while the clock offset is beyond -max-clock-offset: the node leads nothing and refuses commands.",
+		}, read(func(st clockState, _ uint64) float64 {
+			if st.exceeded {
+				return 1
+			}
+			return 0
+		})),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ferry_clock_leadership_transfers_total", Help: "Leaderships this node gave up because its clock offset was beyond -max-clock-offset.",
+		}, read(func(_ clockState, tr uint64) float64 { return float64(tr) })),
+	}
 }

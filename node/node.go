@@ -29,6 +29,7 @@ type Node struct {
 	mux      *transport.Mux
 	meta     *metaGroup
 	members  *membership
+	clock    *clockMonitor // this node's clock against the others'
 	replicas *replicaSet
 	metrics  *metrics
 	// consumers counts recent consumers per partition for /metrics and
@@ -116,6 +117,7 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, n.meta.close)
+	n.clock = newClockMonitor(n)
 	if n.members, err = newMembership(n); err != nil {
 		return nil, err
 	}
@@ -157,7 +159,8 @@ func (n *Node) startLoops(httpLn net.Listener) {
 			n.logger.Error("http server stopped", "err", err)
 		}
 	}()
-	n.loops.Add(3)
+	n.loops.Add(4)
+	go n.clock.run()
 	go n.runBootstrap()
 	go n.runMetaDuties()
 	go n.runReconcile()

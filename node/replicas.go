@@ -200,6 +200,7 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	pc.Logs = rs.n.logs
 	pc.Peers = peers
 	pc.Queue = a.Config
+	pc.ClockVerified, pc.ClockHealthy = rs.n.clock.verified, rs.n.clock.healthy
 	pc.Logger = rs.n.logger.With("queue", a.Queue, "partition", a.Index)
 	p, err := partition.Open(pc)
 	if err != nil {

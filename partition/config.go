@@ -63,8 +63,23 @@ type Config struct {
 	DiskReserveBytes uint64
 
 	// Now is the clock stamped into commands; nil means time.Now.
-	Now    func() time.Time
-	Logger *slog.Logger
+	Now func() time.Time
+	// MaxClockStep bounds how far one command may move the partition's
+	// clock forward (fsm.FSM.SetMaxClockStep); 0: no bound. Every replica
+	// of a group must use the same value.
+	MaxClockStep time.Duration
+	// ClockVerified reports whether this node's clock was checked against
+	// the other nodes', and found within bounds, after since. A leader
+	// whose clock is more than MaxClockStep ahead of the partition's (after
+	// the partition was leaderless for a while) moves the partition's
+	// clock only once it returns true. Nil means always true.
+	ClockVerified func(since time.Time) bool
+	// ClockHealthy reports whether this node's clock may stamp commands
+	// (it is not known to be off the other nodes' by more than the node's
+	// bound); while it returns false, Propose refuses with
+	// ErrClockUnverified. Nil means always true.
+	ClockHealthy func() bool
+	Logger       *slog.Logger
 }
 
 // DefaultConfig returns production defaults for a replica of group on node.
@@ -94,6 +109,7 @@ func DefaultConfig(groupID, nodeID, dir string) Config {
 		ApplyTimeout:       5 * time.Second,
 		TickIntervalMax:    250 * time.Millisecond,
 		CompactInterval:    10 * time.Second,
+		MaxClockStep:       DefaultMaxClockStep,
 	}
 }
 
@@ -127,6 +143,8 @@ func (c Config) Validate() error {
 		return bad("SnapshotInterval", c.SnapshotInterval, "must be at least 5ms")
 	case c.ApplyTimeout <= 0:
 		return bad("ApplyTimeout", c.ApplyTimeout, "must be positive")
+	case c.MaxClockStep < 0:
+		return bad("MaxClockStep", c.MaxClockStep, "must not be negative")
 	case c.TickIntervalMax <= 0:
 		return bad("TickIntervalMax", c.TickIntervalMax, "must be positive")
 	case c.CompactInterval <= 0:

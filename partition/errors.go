@@ -29,6 +29,13 @@ var (
 	// working; sends succeed again once space returns. Retryable.
 	ErrDiskFull = errors.New("disk full")
 
+	// ErrClockUnverified is returned for a command refused because this
+	// node's clock is known to be off the other nodes' (Config.ClockHealthy),
+	// or is more than Config.MaxClockStep ahead of the partition's clock and
+	// has not yet been checked against the other nodes'. Nothing was
+	// applied; retryable (on another leader).
+	ErrClockUnverified = errors.New("leader clock not verified against the other nodes")
+
 	// ErrInvalidConfig is returned by Config.Validate; the message names the
 	// field.
 	ErrInvalidConfig = errors.New("invalid partition config")

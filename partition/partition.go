@@ -50,6 +50,7 @@ type Partition struct {
 	ownLogs   *raftlog.Store        // set when the partition opened its own store
 	deadlines chan struct{}         // pokes the ticker when the next deadline moved
 	evictions evictionLog           // used only on raft's FSM goroutine
+	clockGap  clockGap
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
 	acks      *batcher[fsm.Receipt, error]
 	closing   chan struct{}
@@ -134,6 +135,7 @@ func (p *Partition) openStores() error {
 	if err != nil {
 		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
 	}
+	f.SetMaxClockStep(p.cfg.MaxClockStep)
 	p.fsm = f
 	return nil
 }

@@ -34,13 +34,8 @@ func (p *Partition) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, e
 		}
 	}
 	cmd.At = p.now().UnixNano()
-	data, err := fsm.EncodeCommand(cmd)
-	if err != nil {
+	if err := p.checkClockStep(cmd); err != nil {
 		return fsm.Result{}, err
-	}
-	if len(data) > EntryBytesMax {
-		return fsm.Result{}, fmt.Errorf("%w: %s command of %d bytes exceeds the %d-byte entry limit",
-			fsm.ErrMessageTooLarge, cmd.Type, len(data), EntryBytesMax)
 	}
 	timeout := p.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -48,6 +43,20 @@ func (p *Partition) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, e
 	}
 	if timeout <= 0 {
 		return fsm.Result{}, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+	}
+	return p.propose(cmd, timeout)
+}
+
+// propose encodes a stamped command, hands it to raft and waits for its
+// result.
+func (p *Partition) propose(cmd fsm.Command, timeout time.Duration) (fsm.Result, error) {
+	data, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	if len(data) > EntryBytesMax {
+		return fsm.Result{}, fmt.Errorf("%w: %s command of %d bytes exceeds the %d-byte entry limit",
+			fsm.ErrMessageTooLarge, cmd.Type, len(data), EntryBytesMax)
 	}
 	f := p.raft.Apply(data, timeout)
 	if err := f.Error(); err != nil {

@@ -54,6 +54,12 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	if leader {
 		p.logEvictions(counted, counts)
 	}
+	if n := counts.ClockRefused - counted.ClockRefused; n > 0 {
+		// Every replica refuses the same commands; each says so, so that
+		// whichever log is read shows it.
+		p.logger.Warn("commands refused: stamped more than the max clock step ahead of the partition clock (the proposing leader's clock is suspect)",
+			"count", n, "clock_refused_total", counts.ClockRefused, "max_clock_step", p.fsm.MaxClockStep())
+	}
 	if hasDeadline && (!hadDeadline || after < before) {
 		select {
 		case p.deadlines <- struct{}{}:

@@ -38,12 +38,19 @@ func (p *Partition) runTicker() {
 	}
 }
 
-// tickIfDue proposes a Tick if the next deadline has passed and returns how
-// long to sleep before looking again.
+// tickIfDue proposes a Tick if the next deadline has passed, or the
+// partition's clock is a third of the max clock step behind, and returns
+// how long to sleep before looking again.
 func (p *Partition) tickIfDue() time.Duration {
 	p.mu.Lock()
 	next, ok := p.fsm.NextDeadline()
+	clock := p.fsm.Clock()
 	p.mu.Unlock()
+	if beat := p.cfg.MaxClockStep / 3; beat > 0 && clock != 0 && (!ok || next > clock+int64(beat)) {
+		// Keep the partition's clock within the max clock step of the
+		// leader's, so that it never refuses a healthy leader's command.
+		next, ok = clock+int64(beat), true
+	}
 	if !ok {
 		return p.cfg.TickIntervalMax
 	}

@@ -130,6 +130,15 @@ func (p *Partition) TransferLeadership(id, addr string) error {
 	return p.mapErr(p.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error())
 }
 
+// GiveUpLeadership hands leadership to the most up-to-date follower
+// (leader only); it returns once the transfer finished or failed.
+func (p *Partition) GiveUpLeadership() error {
+	if err := p.checkLeader(); err != nil {
+		return err
+	}
+	return p.mapErr(p.raft.LeadershipTransfer().Error())
+}
+
 // RemoveServer removes a replica from the group (leader only).
 func (p *Partition) RemoveServer(id string) error {
 	if err := p.checkLeader(); err != nil {

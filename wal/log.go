@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 	"sync"
+
+	"github.com/ferrymq/ferry/internal/diskfault"
 )
 
 // Log is an open segmented log. See the package documentation for which
@@ -218,7 +220,11 @@ func (l *Log) syncLocked() error {
 	if err := seg.flush(); err != nil {
 		return l.fail(err)
 	}
-	if err := seg.file.Sync(); err != nil {
+	err := diskfault.SyncError(l.cfg.Dir) // nil but in chaos builds
+	if err == nil {
+		err = seg.file.Sync()
+	}
+	if err != nil {
 		return l.fail(fmt.Errorf("wal: sync segment %d: %w", seg.num, err))
 	}
 	if l.dirDirty {

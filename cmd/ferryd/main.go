@@ -94,6 +94,7 @@ type options struct {
 	memoryLimit                            string
 	portOffset, bootstrapExpect, gcPercent int
 	fastGossip, pprof                      bool
+	maxClockOffset                         time.Duration
 	tls                                    tlsOptions
 	gossipKey, gossipKeyring               string
 	tokens                                 string
@@ -219,6 +220,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log line format: text (key=value) or json")
 	fs.StringVar(&o.configFile, "config", "", "TOML file setting any flag by name (see docs/ferryd.example.toml); flags and environment win over it")
 	fs.BoolVar(&o.fastGossip, "fast-gossip", false, "fast failure detection for loopback or LAN test clusters")
+	fs.DurationVar(&o.maxClockOffset, "max-clock-offset", 0,
+		"how far this node's clock may be from the majority's before it gives up leadership and refuses commands (0 = default 500ms)")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent,
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "",
@@ -337,6 +340,7 @@ func (o options) config(logger *slog.Logger) node.Config {
 	cfg.BootstrapExpect = o.bootstrapExpect
 	cfg.ClusterName = o.cluster
 	cfg.GossipFast = o.fastGossip
+	cfg.MaxClockOffset = o.maxClockOffset
 	o.tls.apply(&cfg)
 	o.raft.apply(&cfg)
 	o.limits.apply(&cfg)

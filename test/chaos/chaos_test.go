@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,7 +17,8 @@ import (
 // TestChaos_Bounded runs every fault kind once against three nodes, then
 // the faults whose shape depends on the cluster's size (the partitions,
 // the meta leader's kill, a leader's pause) against five; a few minutes in
-// all. FERRY_CHAOS_NODES runs every kind against that many nodes instead.
+// all. FERRY_CHAOS_NODES runs every kind against that many nodes instead;
+// FERRY_CHAOS_FAULTS=kind,kind runs only those kinds.
 // It runs with go test ./... and in CI; -short skips it.
 func TestChaos_Bounded(t *testing.T) {
 	skipUnlessSupported(t)
@@ -24,8 +26,8 @@ func TestChaos_Bounded(t *testing.T) {
 		t.Skip("chaos suite skipped in -short mode")
 	}
 	seed := envSeed(t)
-	if os.Getenv("FERRY_CHAOS_NODES") != "" {
-		runBounded(t, seed, envInt(t, "FERRY_CHAOS_NODES", 3), AllFaults)
+	if os.Getenv("FERRY_CHAOS_NODES") != "" || os.Getenv("FERRY_CHAOS_FAULTS") != "" {
+		runBounded(t, seed, envInt(t, "FERRY_CHAOS_NODES", 3), envFaults(t))
 		return
 	}
 	t.Run("3-nodes", func(t *testing.T) { runBounded(t, seed, 3, AllFaults) })
@@ -81,7 +83,7 @@ func skipUnlessSupported(t *testing.T) {
 // crash. The data and logs are kept when it fails (or with
 // FERRY_CHAOS_KEEP=1); the JSON report goes to FERRY_CHAOS_REPORT, by
 // default ferry-chaos-<seed>-<nodes>n.json in the temporary directory.
-func runChaos(t *testing.T, o Options) {
+func runChaos(t *testing.T, o Options) *Report {
 	root, err := os.MkdirTemp("", fmt.Sprintf("ferry-chaos-%d-%dn-", o.Seed, o.Nodes))
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +91,9 @@ func runChaos(t *testing.T, o Options) {
 	t0 := time.Now()
 	o.Root = root
 	o.TLS = os.Getenv("FERRY_CHAOS_TLS") != "0"
+	if os.Getenv("FERRY_CHAOS_TMPFS") != "0" {
+		o.Tmpfs = "192m"
+	}
 	o.Logf = func(format string, args ...any) {
 		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
 	}
@@ -97,6 +102,7 @@ func runChaos(t *testing.T, o Options) {
 	rep, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatalf("chaos run could not be carried out: %v\ndata and logs kept in %s", err, root)
+		return nil
 	}
 	var sb strings.Builder
 	rep.Summary(&sb)
@@ -114,13 +120,32 @@ func runChaos(t *testing.T, o Options) {
 	if rep.Failed() || crashed {
 		t.Errorf("chaos run FAILED (seed %d): violations %v, node crashes %v; data, logs and history.json kept in %s",
 			o.Seed, rep.ViolationCounts, crashed, root)
-		return
+		return rep
 	}
 	if os.Getenv("FERRY_CHAOS_KEEP") == "1" {
 		t.Logf("data and logs kept in %s", root)
-		return
+		return rep
 	}
 	os.RemoveAll(root)
+	return rep
+}
+
+// envFaults returns the kinds FERRY_CHAOS_FAULTS names (comma-separated),
+// or every kind.
+func envFaults(t *testing.T) []FaultKind {
+	v := os.Getenv("FERRY_CHAOS_FAULTS")
+	if v == "" {
+		return AllFaults
+	}
+	var out []FaultKind
+	for _, name := range strings.Split(v, ",") {
+		k := FaultKind(strings.TrimSpace(name))
+		if !slices.Contains(AllFaults, k) {
+			t.Fatalf("FERRY_CHAOS_FAULTS: unknown fault kind %q (known: %v)", k, AllFaults)
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 func envOr(name, def string) string {
@@ -172,5 +197,40 @@ func TestChaos_Recheck(t *testing.T) {
 	t.Log("\n" + sb.String())
 	if rep.Failed() {
 		t.Error("violations found")
+	}
+}
+
+// TestChaos_Soak runs the workload for FERRY_SOAK_DURATION (default 1h)
+// against FERRY_CHAOS_NODES nodes (default 3) with a slow rotation of
+// every fault kind (one every 20-50 s), sampling every node's RSS,
+// goroutines and open files every 10 s. It fails on any violation or node
+// crash, or when a node process that lived through the steady part (after
+// the first quarter, at most 10 minutes) grew beyond DefaultGrowthBound.
+// It runs only with FERRY_SOAK=1: make soak.
+func TestChaos_Soak(t *testing.T) {
+	skipUnlessSupported(t)
+	if os.Getenv("FERRY_SOAK") != "1" {
+		t.Skip("soak: set FERRY_SOAK=1 (make soak)")
+	}
+	seed := envSeed(t)
+	d, err := time.ParseDuration(envOr("FERRY_SOAK_DURATION", "1h"))
+	if err != nil || d < time.Minute {
+		t.Fatalf("FERRY_SOAK_DURATION=%q: want a duration of at least 1m", os.Getenv("FERRY_SOAK_DURATION"))
+	}
+	gen := LongSchedule(seed)
+	gaps := rand.New(rand.NewPCG(uint64(seed), 0x50a4))
+	next := func() (FaultSpec, bool) {
+		s := gen()
+		s.Gap = 20*time.Second + time.Duration(gaps.Int64N(int64(30*time.Second)))
+		return s, true
+	}
+	rep := runChaos(t, Options{Seed: seed, Nodes: envInt(t, "FERRY_CHAOS_NODES", 3), FaultPhase: d, Next: next,
+		Producers: 4, Consumers: 3, Pace: 40 * time.Millisecond, SampleEvery: 10 * time.Second})
+	if rep == nil {
+		return
+	}
+	steady := rep.Started.Add(min(d/4, 10*time.Minute))
+	for _, g := range ResourceGrowth(rep.Resources, steady, DefaultGrowthBound) {
+		t.Errorf("resource growth: %s", g)
 	}
 }

@@ -329,3 +329,25 @@ func TestSchedules_ReplayFromSeed(t *testing.T) {
 		}
 	}
 }
+
+// While a clock fault ran a node ahead, a lease stamped after an ack by
+// less than the lead is not judged later than the ack; outside the fault,
+// or by more than the lead, it is.
+func TestCheck_AckedRedeliveredAllowsForClockFaults(t *testing.T) {
+	b := newHist()
+	b.final.ClockSkews = skewWindows([]FaultRecord{{Kind: ClockJump, Start: ms(0), Healed: ms(5000), ClockOffset: 3 * time.Second}})
+	b.send("a", "", -1, OK, 0).send("b", "", -1, OK, 0)
+	// a: the lease's stamp is 2 s after the ack, its receive returned
+	// before the ack: a leader 3 s ahead stamped it.
+	b.settle(b.deliver("a", 1, 10, 20, ActAck), SettleAck, OK, 30, 100)
+	n := b.deliver("a", 2, 50, 60, ActAck)
+	b.h.Deliveries[n].LeasedAt = ms(2100)
+	b.settle(n, SettleAck, Failed, 70, 80)
+	// b: leased long after the window closed.
+	b.settle(b.deliver("b", 1, 10, 20, ActAck), SettleAck, OK, 30, 100)
+	b.settle(b.deliver("b", 2, 60000, 60010, ActAck), SettleAck, Failed, 60020, 60030)
+	b.check(t, map[string]int{VAckedRedelivered: 1})
+	if w := skewWindows([]FaultRecord{{Kind: ClockBehind, Start: ms(0), Healed: ms(5000), ClockOffset: -time.Hour}}); len(w) != 0 {
+		t.Fatalf("a clock behind gave skew windows %v", w)
+	}
+}

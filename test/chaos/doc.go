@@ -15,7 +15,12 @@
 //
 // Producers send to three queues (3, 2 and 1 partitions): grouped messages
 // (each group has exactly one producer, which sends one message at a time,
-// so the group's order is the producer's), ungrouped ones, some delayed.
+// so the group's order is the producer's; 24 order groups per producer),
+// ungrouped ones, some delayed; one message in 150 is of the largest size
+// a queue takes (1 MiB), and now and then a producer sends a batch of
+// ungrouped jobs (20-200 messages, or the 1000 one request carries). An
+// operator redrives up to 25 dead letters of the jobs queue every 3 s
+// while the producers run.
 // Every attempt is recorded as confirmed, definitely failed, or unknown
 // (client.ErrUnconfirmed, or the context ending mid-call); an unconfirmed
 // message is retried with the same id. Consumers ack most deliveries, nack
@@ -31,10 +36,42 @@
 // partition leader and of a follower for 3-6 s (past the 1 s election
 // timeout); iptables partitions that isolate one node, split a minority
 // from the majority, or leave two halves joined only by a bridge node;
-// kill -9 of every node followed by a restart of all; and a node killed,
-// its data directory deleted, and restarted empty. Faults come one at a
-// time; after each the harness waits until every partition has a leader
-// and every replica has caught up.
+// kill -9 of every node followed by a restart of all; a node killed,
+// its data directory deleted, and restarted empty; a node's clock an hour
+// ahead, an hour behind, or a partition leader's clock jumping by seconds
+// to hours either way (ferryd is built with the chaosclock and chaosdisk
+// tags: the harness shifts its clock over POST /v1/debug/clock and arms
+// fsync failures over POST /v1/debug/disk); a leader-follower link made
+// slow and lossy, both ways or one way; a node's data directory (each
+// node's is a small tmpfs) filled to a megabyte; and a node's next three
+// raft log fsyncs failing with EIO. Faults
+// come one at a time; after each the harness waits until every partition
+// has a leader and every replica has caught up. While a clock fault runs a
+// node ahead, the checker takes the servers' stamps (lease deadlines,
+// dead-lettering times) as early as the fault allows.
+//
+// # Slow links
+//
+// A slowed link is an htb qdisc (handle fe7:) on lo with one rate-limited
+// class; u32 filters matching the chosen (source, destination) node
+// addresses lead into it, so nothing else on lo is slowed. Where the
+// kernel has netem, the class also delays (50-250 ms, ±20 ms), drops and
+// reorders; otherwise loss comes from iptables statistic rules in the
+// chaos chain, and the fault's detail says so. Healing deletes the qdisc;
+// it is deleted too when the run ends or is interrupted, and a stale one
+// when the next run starts. FERRY_CHAOS_NO_TC=1 skips these faults.
+//
+// # Disk faults
+//
+// As root, every node's data directory is its own 192 MiB tmpfs
+// (FERRY_CHAOS_TMPFS=0 keeps them on disk and skips disk-full faults). A
+// disk-full fault fills one with a file until 1 MiB is left, holds, and
+// deletes it: the node must refuse sends (queue full: disk full), keep
+// running, and take work again. An fsync-error fault makes the node's next
+// three raft log fsyncs fail (internal/diskfault, present only in chaosdisk
+// builds): the batches they carried fail and are cut back, and the node
+// must keep running and take writes again. The tmpfs are unmounted when the run ends,
+// so a kept run keeps logs and history.json but not the nodes' data.
 //
 // At the end the harness heals everything, stops the producers, has the
 // consumers ack everything until every queue is empty, lists the dead
@@ -58,12 +95,20 @@
 // # Running it
 //
 //	go test ./test/chaos/                     # TestChaos_Bounded: each fault once, 3 nodes
+//	make soak                                 # TestChaos_Soak: FERRY_SOAK_DURATION (1h)
 //	make chaos                                # TestChaos_Long: FERRY_CHAOS=1, 10 minutes, 5 nodes
 //	FERRY_CHAOS_DURATION=3m FERRY_CHAOS_NODES=3 FERRY_CHAOS_SEED=42 make chaos
 //
 // The nodes run with TLS on every port but gossip: the harness writes a
 // throwaway CA and node certificates under the run's root, and its clients
 // and probes trust that CA. FERRY_CHAOS_TLS=0 runs them with -insecure.
+//
+// make soak runs TestChaos_Soak: the workload for FERRY_SOAK_DURATION (1h)
+// with a fault every 20-50 s, sampling every node's RSS, goroutines and
+// open files every 10 s into the report (summarised as curves); it fails
+// on a violation, a crash, or growth beyond DefaultGrowthBound once the
+// load is steady. FERRY_CHAOS_FAULTS=kind,kind limits the bounded run to
+// those kinds.
 //
 // FERRY_CHAOS_KEEP=1 keeps the data and logs of a passing run (a failing
 // run always keeps them, with history.json: every recorded call and the

@@ -23,12 +23,22 @@ const (
 	Bridge        FaultKind = "partition-bridge"      // two halves that see one bridge node but not each other
 	CrashAll      FaultKind = "crash-all"             // kill -9 every node, then restart them all
 	WipeNode      FaultKind = "wipe-node"             // kill -9 a node, delete its data, restart it empty
+	ClockAhead    FaultKind = "clock-ahead"           // a node's clock runs an hour ahead
+	ClockBehind   FaultKind = "clock-behind"          // a node's clock runs an hour behind
+	ClockJump     FaultKind = "clock-jump-leader"     // a partition leader's clock jumps (seconds to hours, either way)
+	SlowLink      FaultKind = "slow-link"             // a leader-follower link is slow and lossy both ways
+	SlowOneWay    FaultKind = "slow-link-one-way"     // a leader-follower link is slow and lossy one way
+	DiskFull      FaultKind = "disk-full"             // a node's data directory (a small tmpfs) fills up
+	FsyncError    FaultKind = "fsync-error"           // a node's next raft log fsyncs fail with EIO
 )
 
 // AllFaults lists every kind, in a fixed order.
-var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode}
+var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode,
+	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError}
 
-func (k FaultKind) needsFirewall() bool { return k == Isolate || k == Split || k == Bridge }
+func (k FaultKind) needsFirewall() bool {
+	return k == Isolate || k == Split || k == Bridge || k == SlowLink || k == SlowOneWay
+}
 
 // FaultSpec is one scheduled fault. Everything random about it is drawn
 // from the seed when the schedule is made; Pick chooses among the
@@ -50,6 +60,10 @@ func holdFor(rng *rand.Rand, k FaultKind) time.Duration {
 		return 500 * time.Millisecond
 	case PauseLeader, PauseFollower:
 		return 3*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
+	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError:
+		// Long enough for the nodes to measure the offset and hand over
+		// leadership, or for the slow link to back up.
+		return 6*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
 	}
 	return 2*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
 }
@@ -107,7 +121,9 @@ type FaultRecord struct {
 	Healed    time.Time `json:"healed"`
 	Recovered time.Time `json:"recovered,omitempty"`
 	Skipped   string    `json:"skipped,omitempty"`
-	Problem   string    `json:"problem,omitempty"`
+	// ClockOffset is the offset a clock fault gave its target.
+	ClockOffset time.Duration `json:"clock_offset,omitempty"`
+	Problem     string        `json:"problem,omitempty"`
 }
 
 // Line formats the record for the summary, with times relative to t0.
@@ -121,8 +137,12 @@ func (f FaultRecord) Line(t0 time.Time) string {
 	if f.Skipped != "" {
 		return fmt.Sprintf("%-6s %-22s SKIPPED: %s", rel(f.Start), f.Kind, f.Skipped)
 	}
-	s := fmt.Sprintf("%-6s %-22s %-12s healed %-6s recovered %-6s %s", rel(f.Start), f.Kind,
-		strings.Join(f.Targets, ","), rel(f.Healed), rel(f.Recovered), f.Detail)
+	took := "-"
+	if !f.Recovered.IsZero() && !f.Healed.IsZero() {
+		took = fmt.Sprintf("%.1fs", f.Recovered.Sub(f.Healed).Seconds())
+	}
+	s := fmt.Sprintf("%-6s %-22s %-12s healed %-6s recovered %-6s (%-5s after heal) %s", rel(f.Start), f.Kind,
+		strings.Join(f.Targets, ","), rel(f.Healed), rel(f.Recovered), took, f.Detail)
 	if f.Problem != "" {
 		s += "  PROBLEM: " + f.Problem
 	}
@@ -143,6 +163,7 @@ func (f FaultRecord) covers(t time.Time) bool {
 type Injector struct {
 	c     *Cluster
 	fw    *Firewall
+	links *Shaper
 	parts []PartRef
 	logf  func(string, ...any)
 }
@@ -160,6 +181,10 @@ func (in *Injector) Inject(ctx context.Context, spec FaultSpec) FaultRecord {
 	heal, err := in.inject(ctx, spec, &rec)
 	if err != nil {
 		rec.Problem = err.Error()
+	}
+	if rec.Skipped != "" {
+		in.logf("!!! SKIPPING %s: %s", spec.Kind, rec.Skipped)
+		return rec
 	}
 	in.logf("fault %s on %v: %s (hold %v)", spec.Kind, rec.Targets, rec.Detail, spec.Hold.Round(time.Millisecond))
 	sleep(ctx, spec.Hold)
@@ -185,6 +210,14 @@ func (in *Injector) inject(ctx context.Context, spec FaultSpec, rec *FaultRecord
 		return in.killAndRestart(c.MetaLeader(ctx), rec, "meta leader")
 	case Isolate, Split, Bridge:
 		return in.netFault(rng, spec.Kind, rec)
+	case ClockAhead, ClockBehind, ClockJump:
+		return in.clockFault(ctx, rng, spec.Kind, rec)
+	case SlowLink, SlowOneWay:
+		return in.linkFault(ctx, rng, spec.Kind, rec)
+	case DiskFull:
+		return in.diskFault(rng, rec)
+	case FsyncError:
+		return in.fsyncFault(ctx, rng, rec)
 	case CrashAll:
 		rec.Targets, rec.Detail = []string{"all"}, "kill -9 of every node"
 		c.KillAll()

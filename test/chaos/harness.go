@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,8 @@ type Cluster struct {
 	// TokensFile is the tokens file every node reads (-tokens); edit it
 	// and call Reload to change the nodes' tokens.
 	TokensFile string
+	// mounted lists the data directories on their own tmpfs.
+	mounted []string
 }
 
 // ClusterOptions configure NewCluster.
@@ -80,16 +83,23 @@ type ClusterOptions struct {
 	// TLS runs the nodes with a throwaway CA and node certificates (made
 	// under Root/pki), and the harness's clients with that CA.
 	TLS bool
+	// Tmpfs, when set (e.g. "160m"), puts each node's data directory on a
+	// tmpfs of that size, for disk-full faults; without root it is not
+	// done, and Cluster.DiskFaults reports false.
+	Tmpfs string
 }
 
-// BuildFerryd compiles the server binary into dir and returns its path.
+// BuildFerryd compiles the server binary into dir and returns its path,
+// with the chaosclock and chaosdisk tags: the chaos build's clock can be
+// shifted (Cluster.ShiftClock) and its raft log fsyncs made to fail
+// (Cluster.ArmFsyncFailures).
 func BuildFerryd(dir string) (string, error) {
 	bin := filepath.Join(dir, "ferryd")
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("go tool not found: %w", err)
 	}
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/ferrymq/ferry/cmd/ferryd")
+	cmd := exec.Command(goTool, "build", "-tags", "chaosclock,chaosdisk", "-o", bin, "github.com/ferrymq/ferry/cmd/ferryd")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build ferryd: %v\n%s", err, out)
 	}
@@ -126,6 +136,11 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		})
 	}
 	c.httpc = &http.Client{Timeout: time.Second}
+	if o.Tmpfs != "" {
+		if err := c.mountDataDirs(o.Tmpfs); err != nil && o.Logf != nil {
+			o.Logf("!!! DISK-FULL FAULTS WILL BE SKIPPED: data directories not on tmpfs: %v", err)
+		}
+	}
 	if o.TLS {
 		if err := c.makePKI(); err != nil {
 			return nil, err
@@ -433,6 +448,9 @@ func (c *Cluster) Wipe(n *Node) error {
 		return fmt.Errorf("%s is running", n.ID)
 	}
 	n.marker("data directory wiped")
+	if slices.Contains(c.mounted, n.DataDir) {
+		return removeContents(n.DataDir)
+	}
 	return os.RemoveAll(n.DataDir)
 }
 
@@ -470,9 +488,11 @@ func (c *Cluster) ResumeAll() {
 	}
 }
 
-// Close stops every node: cleanly when clean is set, else with SIGKILL.
+// Close stops every node: cleanly when clean is set, else with SIGKILL;
+// then it unmounts the tmpfs data directories.
 func (c *Cluster) Close(clean bool) {
 	c.ResumeAll()
+	defer c.unmountDataDirs()
 	if !clean {
 		c.KillAll()
 		return

@@ -267,6 +267,63 @@ type Final struct {
 	MaxReceives map[string]int `json:"max_receives"`
 	// Convergence has one entry per partition.
 	Convergence []Convergence `json:"convergence"`
+	// ClockSkews are the windows in which a node's clock ran ahead (clock
+	// faults): server times stamped then (lease deadlines, dead-lettering
+	// times) may be ahead of the harness's clock by up to Ahead.
+	ClockSkews []SkewWindow `json:"clock_skews,omitempty"`
+}
+
+// SkewWindow is a stretch of harness time in which server stamps may run
+// up to Ahead ahead of it.
+type SkewWindow struct {
+	From  time.Time     `json:"from"`
+	To    time.Time     `json:"to"`
+	Ahead time.Duration `json:"ahead"`
+}
+
+// maxClockStep mirrors partition.DefaultMaxClockStep: no command moves a
+// partition's clock further than this, so a node further ahead moves none.
+const maxClockStep = 10 * time.Second
+
+// skewWindows turns the clock faults of a run into the windows in which
+// server stamps may be ahead: from the fault's start until it healed plus
+// the lead (a partition's clock pushed ahead stays ahead until real time
+// catches up), plus a second of slack. A node behind pushes nothing ahead.
+func skewWindows(faults []FaultRecord) []SkewWindow {
+	var out []SkewWindow
+	for _, f := range faults {
+		if f.ClockOffset <= 0 {
+			continue
+		}
+		ahead := min(f.ClockOffset, maxClockStep) + time.Second
+		end := f.Healed
+		if end.IsZero() {
+			end = f.Start.Add(time.Hour)
+		}
+		out = append(out, SkewWindow{From: f.Start, To: end.Add(ahead), Ahead: ahead})
+	}
+	return out
+}
+
+// aheadAt returns how far server stamps may run ahead of the harness's
+// clock around server time t.
+func (f Final) aheadAt(t time.Time) time.Duration {
+	var d time.Duration
+	for _, w := range f.ClockSkews {
+		if !t.Before(w.From) && !t.After(w.To.Add(w.Ahead)) {
+			d = max(d, w.Ahead)
+		}
+	}
+	return d
+}
+
+// unskew moves a server stamp back by the most its clock may have run
+// ahead then: the earliest harness time it can stand for.
+func (f Final) unskew(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(-f.aheadAt(t))
 }
 
 // sortedDeliveries returns the deliveries of each message in receive

@@ -134,6 +134,18 @@ func (f *Firewall) Cut(a, b []*Node) error {
 	return errors.Join(errs...)
 }
 
+// Lossy drops a fraction p of the packets from one node to another.
+func (f *Firewall) Lossy(from, to *Node, p float64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ok {
+		return errors.New("partitions unavailable: " + f.why)
+	}
+	f.cutting = true
+	return iptables("-A", Chain, "-s", from.IP, "-d", to.IP, "-m", "statistic", "--mode", "random",
+		"--probability", fmt.Sprintf("%.3f", p), "-j", "DROP")
+}
+
 // Heal removes every rule (the chain stays, empty).
 func (f *Firewall) Heal() error {
 	f.mu.Lock()

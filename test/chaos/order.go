@@ -12,7 +12,8 @@ var forever = time.Unix(1<<40, 0)
 // finishedBy returns the earliest time a message can have left its group:
 // the start of an ack or reject that did not definitely fail, of a nack on
 // the last allowed receive, the deadline of the last allowed lease (whose
-// expiry dead-letters it), or its dead-lettering time. forever if none.
+// expiry dead-letters it), or its dead-lettering time (server stamps, taken
+// as early as clock faults allow). forever if none.
 func (c *checker) finishedBy(id, queue string) time.Time {
 	t := forever
 	earlier := func(u time.Time) {
@@ -24,7 +25,7 @@ func (c *checker) finishedBy(id, queue string) time.Time {
 	for _, d := range c.delivered[id] {
 		last := maxReceives > 0 && int(d.Attempt) >= maxReceives
 		if last {
-			earlier(d.Deadline)
+			earlier(c.final.unskew(d.Deadline))
 		}
 		for _, s := range c.settles[d.N] {
 			if s.Outcome == Failed {
@@ -36,7 +37,7 @@ func (c *checker) finishedBy(id, queue string) time.Time {
 		}
 	}
 	if dl, ok := c.dead[id]; ok {
-		earlier(dl.DeadAt)
+		earlier(c.final.unskew(dl.DeadAt))
 	}
 	return t
 }

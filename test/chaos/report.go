@@ -60,6 +60,9 @@ type Report struct {
 	UnknownSends    UnknownSends           `json:"unknown_sends"`
 	Gaps            []Gap                  `json:"availability_gaps,omitempty"`
 	Latency         map[string]Percentiles `json:"latency"`
+	// Resources are the nodes' sampled RSS, goroutines and open files
+	// (Options.SampleEvery).
+	Resources []ResourceSample `json:"resources,omitempty"`
 }
 
 func newReport() *Report {
@@ -131,6 +134,11 @@ func (r *Report) Summary(w io.Writer) {
 			break
 		}
 		row(g.What, fmt.Sprintf("%v from +%v  %s", rd(g.Span), rd(g.From.Sub(r.Started)), g.Fault))
+	}
+	if len(r.Resources) > 0 {
+		fmt.Fprintln(tw, "resources (sampled; RSS / goroutines / open files):")
+		tw.Flush()
+		resourceCurves(w, r.Resources, r.Started, 12)
 	}
 	fmt.Fprintln(tw, "violations:")
 	for _, k := range ViolationKinds {

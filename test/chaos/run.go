@@ -34,8 +34,14 @@ type Options struct {
 	ServerArgs []string
 	// TLS runs the cluster with TLS on every port but gossip (a throwaway
 	// CA); otherwise the nodes run with -insecure.
-	TLS  bool
-	Logf func(string, ...any)
+	TLS bool
+	// Tmpfs is the size of each node's tmpfs data directory (disk-full
+	// faults); "" keeps them on the root's file system.
+	Tmpfs string
+	// SampleEvery, when positive, samples every node's RSS, goroutines and
+	// open files this often into the report's Resources.
+	SampleEvery time.Duration
+	Logf        func(string, ...any)
 }
 
 // Timeouts of a run's phases.
@@ -51,13 +57,15 @@ const (
 type run struct {
 	o         Options
 	fw        *Firewall
+	links     *Shaper
 	c         *Cluster
 	admin     *client.Client
 	w         *Workload
 	placement map[PartRef][]string
 	faults    []FaultRecord
 	notes     []string
-	mu        sync.Mutex // guards c and admin for cleanup on a signal
+	resources []ResourceSample // guarded by mu
+	mu        sync.Mutex       // guards c and admin for cleanup on a signal, and resources
 	cleanOnce sync.Once
 }
 
@@ -83,6 +91,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if !r.fw.Available() {
 		r.note("PARTITION FAULTS WILL BE SKIPPED: %s (run as root with iptables installed to include them)", r.fw.Reason())
 	}
+	r.links = NewShaper()
+	if !r.links.Available() {
+		r.note("SLOW-LINK FAULTS WILL BE SKIPPED: %s (run as root with tc installed to include them)", r.links.Reason())
+	}
 	defer r.cleanup(true)
 	untrap := r.trapSignals()
 	defer untrap()
@@ -90,12 +102,23 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		if o.SampleEvery > 0 {
+			r.sampleLoop(sampleCtx, o.SampleEvery)
+		}
+	}()
 	r.faultPhase(ctx, started)
 	r.heal(ctx)
 	final := r.finish(ctx)
+	stopSampling()
+	<-sampled
+	final.ClockSkews = skewWindows(r.faults)
 	rep := Check(r.w.Rec.Snapshot(), final)
 	rep.Seed, rep.Nodes, rep.Started, rep.Duration = o.Seed, o.Nodes, started, time.Since(started)
-	rep.DataDir, rep.Faults = o.Root, r.faults
+	rep.DataDir, rep.Faults, rep.Resources = o.Root, r.faults, r.resources
 	annotateGaps(rep.Gaps, r.faults)
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
@@ -121,7 +144,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	c, err := NewCluster(ClusterOptions{Nodes: r.o.Nodes, Root: r.o.Root, Bin: bin,
-		Args: append(append([]string(nil), DefaultServerArgs...), r.o.ServerArgs...), Logf: r.o.Logf, TLS: r.o.TLS})
+		Args: append(append([]string(nil), DefaultServerArgs...), r.o.ServerArgs...), Logf: r.o.Logf, TLS: r.o.TLS, Tmpfs: r.o.Tmpfs})
 	if err != nil {
 		return err
 	}
@@ -167,7 +190,7 @@ func (r *run) faultPhase(ctx context.Context, started time.Time) {
 		parts = append(parts, p)
 	}
 	sortParts(parts)
-	inj := &Injector{c: r.c, fw: r.fw, parts: parts, logf: r.o.Logf}
+	inj := &Injector{c: r.c, fw: r.fw, links: r.links, parts: parts, logf: r.o.Logf}
 	sleep(ctx, warmup)
 	end := time.Now().Add(r.o.FaultPhase)
 	for ctx.Err() == nil && (r.o.FaultPhase <= 0 || time.Now().Before(end)) {
@@ -196,6 +219,9 @@ func sortParts(ps []PartRef) {
 
 // heal removes every fault and waits for the cluster to be whole.
 func (r *run) heal(ctx context.Context) {
+	if err := r.links.Heal(r.fw); err != nil {
+		r.note("heal links: %v", err)
+	}
 	if err := r.fw.Heal(); err != nil {
 		r.note("heal: %v", err)
 	}
@@ -233,6 +259,7 @@ func (r *run) finish(ctx context.Context) Final {
 // cleanup stops the nodes and removes the iptables chain, once.
 func (r *run) cleanup(clean bool) {
 	r.cleanOnce.Do(func() {
+		r.links.Close()
 		r.fw.Close()
 		r.mu.Lock()
 		admin, c := r.admin, r.c

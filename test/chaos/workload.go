@@ -146,6 +146,13 @@ func (w *Workload) Start(ctx context.Context) error {
 			go c.loop(cctx, h)
 		}
 	}
+	op, err := w.dial(ctx, "chaos-operator")
+	if err != nil {
+		return err
+	}
+	w.clients = append(w.clients, op)
+	w.prodWG.Add(1)
+	go w.redriveLoop(op)
 	for k := range w.Producers {
 		cl, err := w.dial(ctx, fmt.Sprintf("chaos-p%d", k+1))
 		if err != nil {
@@ -159,8 +166,41 @@ func (w *Workload) Start(ctx context.Context) error {
 	return nil
 }
 
-// StopProducers stops new messages and waits for the producers to finish
-// the message each is sending.
+// redriveEvery is how often the operator redrives dead letters of the
+// jobs queue (ungrouped, so no group order is at stake), redriveMax how
+// many at most each time.
+const (
+	redriveEvery = 3 * time.Second
+	redriveMax   = 25
+)
+
+// redriveLoop is an operator moving dead letters of chaos-jobs back to
+// the queue while the producers run: the redriven messages are delivered
+// again (attempts from 1) and end acked or dead again, which the checker
+// accounts for like any other.
+func (w *Workload) redriveLoop(op *client.Client) {
+	defer w.prodWG.Done()
+	t := time.NewTicker(redriveEvery)
+	defer t.Stop()
+	total := 0
+	for {
+		select {
+		case <-w.stopSend:
+			w.Logf("operator redrove %d dead letters of chaos-jobs", total)
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		n, err := op.RedriveDeadLetters(ctx, "chaos-jobs", client.DeadFilter{Limit: redriveMax})
+		cancel()
+		if err == nil {
+			total += n
+		}
+	}
+}
+
+// StopProducers stops new messages and the operator's redrives, and waits
+// for the producers to finish the message each is sending.
 func (w *Workload) StopProducers() {
 	close(w.stopSend)
 	w.prodWG.Wait()
@@ -205,15 +245,34 @@ func (p *producer) run() {
 			return
 		default:
 		}
-		s, m := p.nextMessage()
-		p.w.Rec.NewSend(s)
-		p.send(s, m)
+		if p.rng.IntN(batchOneIn) == 0 {
+			p.sendBatch()
+		} else {
+			s, m := p.nextMessage()
+			p.w.Rec.NewSend(s)
+			p.send(s, m)
+		}
 		time.Sleep(p.w.Pace)
 	}
 }
 
+// Workload limits: one message in maxSizeOneIn is as large as a queue
+// takes (the default max_message_bytes, 1 MiB, headers none), and each
+// producer spreads its orders over ordersGroups groups.
+const (
+	maxSizeOneIn    = 150
+	maxMessageBytes = 1 << 20
+	ordersGroups    = 24
+	// One step in batchOneIn sends a batch of ungrouped jobs instead of
+	// one message: 20-200 messages, or one in four times the largest
+	// batch a request carries (1000).
+	batchOneIn  = 80
+	batchMaxLen = 1000
+)
+
 // nextMessage draws the next message: mostly grouped orders, ungrouped
-// jobs (a third delayed), and a grouped/ungrouped mix.
+// jobs (a third delayed), and a grouped/ungrouped mix; now and then one of
+// the largest size.
 func (p *producer) nextMessage() (*Send, client.Message) {
 	p.n++
 	r := p.rng.IntN(100)
@@ -225,7 +284,7 @@ func (p *producer) nextMessage() (*Send, client.Message) {
 	}
 	switch {
 	case r < 55:
-		s.Queue, s.Group = "chaos-orders", fmt.Sprintf("p%d-o%d", p.k, p.rng.IntN(6))
+		s.Queue, s.Group = "chaos-orders", fmt.Sprintf("p%d-o%d", p.k, p.rng.IntN(ordersGroups))
 		delayIf(3, 200*time.Millisecond, 600*time.Millisecond)
 	case r < 80:
 		s.Queue = "chaos-jobs"
@@ -241,7 +300,12 @@ func (p *producer) nextMessage() (*Send, client.Message) {
 		s.GroupIndex = p.next[s.Group]
 		p.next[s.Group]++
 	}
-	body := fmt.Sprintf("%s|%s|%d|%s", s.ID, s.Group, s.GroupIndex, strings.Repeat("x", p.rng.IntN(200)))
+	body := fmt.Sprintf("%s|%s|%d|", s.ID, s.Group, s.GroupIndex)
+	pad := p.rng.IntN(200)
+	if p.rng.IntN(maxSizeOneIn) == 0 {
+		pad = maxMessageBytes - len(body) // the largest message a queue takes
+	}
+	body += strings.Repeat("x", pad)
 	return s, client.Message{ID: s.ID, Group: s.Group, Body: []byte(body), Delay: s.Delay}
 }
 
@@ -263,6 +327,67 @@ func (p *producer) send(s *Send, m client.Message) {
 		p.w.Rec.SendAttempt(s, a)
 		if err == nil || errors.Is(err, client.ErrInvalidArgument) || errors.Is(err, client.ErrMessageTooLarge) ||
 			time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// sendBatch sends a batch of ungrouped jobs with SendBatch, retrying the
+// messages that failed (same ids) until each is confirmed, refused for
+// good, or the time budget is spent.
+func (p *producer) sendBatch() {
+	n := 20 + p.rng.IntN(180)
+	if p.rng.IntN(4) == 0 {
+		n = batchMaxLen
+	}
+	sends := make([]*Send, n)
+	msgs := make([]client.Message, n)
+	for i := range n {
+		p.n++
+		s := &Send{ID: fmt.Sprintf("p%d-%06d", p.k, p.n), Producer: fmt.Sprintf("p%d", p.k), GroupIndex: -1, Queue: "chaos-jobs"}
+		if p.rng.IntN(100) < 20 {
+			s.Delay = 100*time.Millisecond + time.Duration(p.rng.Int64N(int64(time.Second)))
+		}
+		p.w.Rec.NewSend(s)
+		sends[i] = s
+		msgs[i] = client.Message{ID: s.ID, Body: []byte(s.ID + "||-1|batch"), Delay: s.Delay}
+	}
+	deadline := time.Now().Add(sendBudget)
+	q := p.cl.Queue("chaos-jobs")
+	pending := make([]int, n)
+	for i := range pending {
+		pending[i] = i
+	}
+	for len(pending) > 0 {
+		batch := make([]client.Message, len(pending))
+		for j, i := range pending {
+			batch[j] = msgs[i]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*sendTimeout)
+		start := now()
+		res, err := q.SendBatch(ctx, batch)
+		end := now()
+		cancel()
+		var be *client.BatchError
+		var again []int
+		for j, i := range pending {
+			e := err
+			if errors.As(err, &be) && len(be.Errors) == len(batch) {
+				e = be.Errors[j]
+			}
+			a := SendAttempt{Start: start, End: end, Outcome: outcomeOf(e)}
+			if e == nil && j < len(res) {
+				a.Partition, a.Seq, a.Duplicate = res[j].Partition, res[j].Seq, res[j].Duplicate
+			} else if e != nil {
+				a.Err = e.Error()
+			}
+			p.w.Rec.SendAttempt(sends[i], a)
+			if e != nil && !errors.Is(e, client.ErrInvalidArgument) && !errors.Is(e, client.ErrMessageTooLarge) {
+				again = append(again, i)
+			}
+		}
+		if pending = again; len(pending) == 0 || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(150 * time.Millisecond)

@@ -1,0 +1,191 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fillerName is the file a disk-full fault fills a node's data directory
+// with.
+const fillerName = "chaos-filler"
+
+// fillLeaveBytes is the room a disk-full fault leaves: less than one
+// segment's worth, so that the node's writes fail with ENOSPC as well as
+// its sends being refused for want of the reserve.
+const fillLeaveBytes = 1 << 20
+
+// mountDataDirs puts every node's data directory on its own tmpfs of the
+// given size (e.g. "160m"), so that a disk-full fault fills it rather than
+// the machine's disk. It needs root; it returns why it could not.
+func (c *Cluster) mountDataDirs(size string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("not running as root")
+	}
+	for _, n := range c.Nodes {
+		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", n.DataDir, "tmpfs", 0, "size="+size); err != nil {
+			c.unmountDataDirs()
+			return fmt.Errorf("mount tmpfs on %s: %w", n.DataDir, err)
+		}
+		c.mounted = append(c.mounted, n.DataDir)
+	}
+	return nil
+}
+
+// unmountDataDirs detaches the tmpfs data directories (their data is lost;
+// the logs live elsewhere). Safe to call more than once.
+func (c *Cluster) unmountDataDirs() {
+	for _, dir := range c.mounted {
+		unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	c.mounted = nil
+}
+
+// DiskFaults reports whether the data directories are small file systems
+// a disk-full fault may fill.
+func (c *Cluster) DiskFaults() bool { return len(c.mounted) > 0 }
+
+// removeContents empties dir, keeping dir itself (a mount point).
+func removeContents(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// Fill writes a filler file into the node's data directory until at most
+// leave bytes are free, and returns how much it wrote.
+func (c *Cluster) Fill(n *Node, leave int64) (int64, error) {
+	n.marker("data directory filled (%d bytes left)", leave)
+	f, err := os.OpenFile(filepath.Join(n.DataDir, fillerName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var wrote int64
+	for {
+		var st unix.Statfs_t
+		if err := unix.Statfs(n.DataDir, &st); err != nil {
+			return wrote, err
+		}
+		free := int64(st.Bavail) * int64(st.Bsize)
+		if free <= leave {
+			return wrote, nil
+		}
+		chunk := min(int64(len(buf)), free-leave)
+		k, err := f.Write(buf[:chunk])
+		wrote += int64(k)
+		if errors.Is(err, syscall.ENOSPC) {
+			return wrote, nil
+		}
+		if err != nil {
+			return wrote, err
+		}
+	}
+}
+
+// Unfill deletes the filler file.
+func (c *Cluster) Unfill(n *Node) error {
+	n.marker("filler deleted")
+	err := os.Remove(filepath.Join(n.DataDir, fillerName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// diskFault fills a random node's data directory (a small tmpfs) until
+// about a megabyte is left: the node must refuse sends clearly, keep
+// running, and take work again when the filler is deleted.
+func (in *Injector) diskFault(rng *rand.Rand, rec *FaultRecord) (func() error, error) {
+	c := in.c
+	if !c.DiskFaults() {
+		rec.Skipped = "data directories are not on tmpfs (needs root)"
+		return nil, nil
+	}
+	n := pickNode(rng, c.Up())
+	if n == nil {
+		return nil, fmt.Errorf("no node up")
+	}
+	rec.Targets = []string{n.ID}
+	wrote, err := c.Fill(n, fillLeaveBytes)
+	rec.Detail = fmt.Sprintf("data directory filled with %d MiB, %d KiB left", wrote>>20, fillLeaveBytes>>10)
+	heal := func() error { return c.Unfill(n) }
+	if err != nil {
+		heal()
+		return nil, err
+	}
+	return heal, nil
+}
+
+// fsyncFailures is how many fsyncs of a node's raft log an fsync-error
+// fault makes fail.
+const fsyncFailures = 3
+
+// ArmFsyncFailures makes the next count fsyncs of the node's raft log fail
+// with EIO, through the chaos build's control (POST /v1/debug/disk); 0
+// disarms. It returns how many are still to fail.
+func (c *Cluster) ArmFsyncFailures(ctx context.Context, n *Node, count int) (int, error) {
+	n.marker("%d raft log fsyncs armed to fail", count)
+	u := c.url(n, fmt.Sprintf("/v1/debug/disk?match=raftlog&syncs=%d", count))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.httpc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("arm %s's fsync failures: %w", n.ID, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("arm %s's fsync failures: %s: %s", n.ID, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return strconv.Atoi(strings.TrimSpace(string(body)))
+}
+
+// fsyncFault makes a random node's next raft log fsyncs fail with EIO:
+// the batches they carry must fail and be cut back, the node must keep
+// running and take writes again, and nothing confirmed may be lost.
+func (in *Injector) fsyncFault(ctx context.Context, rng *rand.Rand, rec *FaultRecord) (func() error, error) {
+	c := in.c
+	n := pickNode(rng, c.Up())
+	if n == nil {
+		return nil, fmt.Errorf("no node up")
+	}
+	rec.Targets = []string{n.ID}
+	rec.Detail = fmt.Sprintf("next %d raft log fsyncs fail with EIO", fsyncFailures)
+	if _, err := c.ArmFsyncFailures(ctx, n, fsyncFailures); err != nil {
+		return nil, err
+	}
+	return func() error {
+		if !n.Running() {
+			return nil
+		}
+		hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		left, err := c.ArmFsyncFailures(hctx, n, 0)
+		rec.Detail += fmt.Sprintf(" (%d fired)", fsyncFailures-left)
+		return err
+	}, nil
+}
