@@ -230,6 +230,18 @@ func TestMetrics_ThreeNodeGroupsAndReplication(t *testing.T) {
 		}
 		return len(leaders) == 3 && groups == 3 // meta and the 2 partitions of orders, on every node
 	})
+	for _, nd := range dc.nodes { // every node serves a request, so every node counts one
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := client.Dial(ctx, []string{nd.ClientAddr()}, client.WithToken(dashAdminSecret))
+		if err == nil {
+			_, err = c.ListQueues(ctx, "")
+			c.Close()
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("list queues through %s: %v", nd.ID(), err)
+		}
+	}
 	peers := map[string]bool{}
 	for _, nd := range dc.nodes {
 		fams := scrape(t, nd)

@@ -67,8 +67,10 @@ func (c *testCluster) config(i int) Config {
 	tc.Logger = testLogger()
 	cfg.Transport = transport.NewTransport(layer, tc)
 	cfg.Peers = c.peers
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout = 100*time.Millisecond, 100*time.Millisecond
-	cfg.LeaderLeaseTimeout, cfg.CommitTimeout = 50*time.Millisecond, 5*time.Millisecond
+	// Short enough for quick elections, long enough that a loaded
+	// machine's scheduling pauses do not depose leaders mid-test.
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout = 200*time.Millisecond, 200*time.Millisecond
+	cfg.LeaderLeaseTimeout, cfg.CommitTimeout = 150*time.Millisecond, 5*time.Millisecond
 	cfg.TickIntervalMax = 20 * time.Millisecond
 	cfg.Logger = testLogger()
 	if c.tweak != nil {

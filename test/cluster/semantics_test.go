@@ -145,12 +145,16 @@ func testExtend(t *testing.T, c *testCluster, cl *client.Client) {
 	q := cl.Queue("extend")
 	mustSend(t, q, client.Message{ID: "m"})
 	d := receiveOne(t, q, client.ReceiveOptions{Visibility: time.Second})
+	original := d.Deadline
 	if err := d.Extend(opContext(t), 10*time.Second); err != nil {
 		t.Fatalf("extend: %v", err)
 	}
+	if !d.Deadline.After(original.Add(5 * time.Second)) {
+		t.Fatalf("Deadline %v did not follow the extension (was %v)", d.Deadline, original)
+	}
 	// Well past the original deadline (and its backoff), nothing comes back.
 	receiveNone(t, q, 2*time.Second)
-	if time.Now().Before(d.Deadline.Add(500 * time.Millisecond)) {
+	if time.Now().Before(original.Add(500 * time.Millisecond)) {
 		t.Fatal("the long poll ended before the original deadline")
 	}
 	if err := d.Ack(opContext(t)); err != nil {
