@@ -55,7 +55,15 @@ func (f *FSM) removeNode(id string) (int, error) {
 				to.replicas++
 				moved++
 			}
-			if slot == 0 {
+			// An emptied list is nil, as a restored snapshot holds it
+			// (omitempty): replicas must agree on results to the byte.
+			if len(p.Joining) == 0 {
+				p.Joining = nil
+			}
+			if len(p.Replicas) == 0 {
+				p.Replicas = nil
+			}
+			if slot == 0 && len(p.Replicas) > 0 {
 				// The preferred-leader role goes to whoever holds slot 0 now.
 				f.loads[p.Replicas[0]].leaders++
 			}
