@@ -43,16 +43,17 @@ served_after() {
 
 for i in 1 2 3; do start "$i"; done
 until curl -sf http://127.0.0.1:7241/readyz >/dev/null 2>&1; do sleep 0.1; done
-ferry queue create big >/dev/null
 declare -A w0
 for i in 1 2 3; do w0[$i]=$(written "${pid[$i]}"); done
 echo "sending $N x $SIZE B..."
-ferry bench big --count "$N" --size "$SIZE" --batch 64 --producers 8
+ferry bench pub big -n "$N" --size "$SIZE" --batch 64 --clients 8 --inflight 4 --keep --no-progress
 sleep 5 # let followers apply and snapshots settle
 for i in 1 2 3; do
   w=$(( $(written "${pid[$i]}") - ${w0[$i]} ))
   echo "node$i: RSS $(rss_mb "${pid[$i]}") MB, wrote $((w / N)) B per message ($((w / 1048576)) MiB)"
 done
+sleep 30 # the sends' garbage collected and returned to the system
+for i in 1 2 3; do echo "node$i: RSS $(rss_mb "${pid[$i]}") MB with the backlog, 35 s after the last send"; done
 ferry queue stats big
 if [ "${PROFILE:-}" = 1 ]; then
   curl -sf http://127.0.0.1:7241/debug/pprof/heap >"$dir/heap-before.pprof"
@@ -75,6 +76,8 @@ until ferry --timeout 2s recv big --visibility 1s >/dev/null 2>&1; do sleep 0.05
 echo "queue serves $(echo "$(date +%s.%N) - $t0" | bc) s after the restart of all three"
 sleep 3
 for i in 1 2 3; do echo "node$i: RSS $(rss_mb "${pid[$i]}") MB after restart"; done
+sleep 30 # the sends' garbage collected and returned to the system
+for i in 1 2 3; do echo "node$i: RSS $(rss_mb "${pid[$i]}") MB with the backlog, 35 s after the last send"; done
 ferry queue stats big
 if [ "${PROFILE:-}" = 1 ]; then
   curl -sf http://127.0.0.1:7241/debug/pprof/heap >"$dir/heap-after.pprof"
