@@ -25,6 +25,8 @@ const (
 	CmdDeleteDead
 	CmdPurge
 	CmdSetConfig
+	// CmdReceiveAck acks receipts and then leases messages, in one entry.
+	CmdReceiveAck
 	cmdTypeEnd // one past the last valid type
 )
 
@@ -32,6 +34,7 @@ var commandNames = [...]string{
 	CmdSend: "send", CmdReceive: "receive", CmdAck: "ack", CmdExtend: "extend",
 	CmdNack: "nack", CmdReject: "reject", CmdTick: "tick", CmdRedrive: "redrive",
 	CmdDeleteDead: "delete-dead", CmdPurge: "purge", CmdSetConfig: "set-config",
+	CmdReceiveAck: "receive-ack",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -57,6 +60,7 @@ type Command struct {
 	Redrive    *DeadFilter // CmdRedrive
 	DeleteDead *DeadFilter // CmdDeleteDead
 	SetConfig  *QueueConfig
+	ReceiveAck *ReceiveAckCmd
 }
 
 // NewMessage is one message of a send.
@@ -104,6 +108,16 @@ type Receipt struct {
 // AckCmd deletes the messages of current receipts.
 type AckCmd struct {
 	Receipts []Receipt `msgpack:"receipts"`
+}
+
+// ReceiveAckCmd acks the messages of Receipts (each fenced like an
+// AckCmd's, answered per receipt) and then leases as Receive does, so a
+// consumer settles what it handled and fetches more in one raft entry.
+// Receipts may be empty (then it is a receive); a Receive the FSM would
+// refuse refuses the whole command before any ack takes effect.
+type ReceiveAckCmd struct {
+	Receipts []Receipt  `msgpack:"receipts"`
+	Receive  ReceiveCmd `msgpack:"receive"`
 }
 
 // ExtendItem moves one lease's deadline to now + Visibility.
@@ -199,6 +213,8 @@ func (c Command) payload() (any, error) {
 		p, ok = c.DeleteDead, c.DeleteDead != nil
 	case CmdSetConfig:
 		p, ok = c.SetConfig, c.SetConfig != nil
+	case CmdReceiveAck:
+		p, ok = c.ReceiveAck, c.ReceiveAck != nil
 	case CmdTick, CmdPurge:
 		return nil, nil
 	default:
@@ -284,6 +300,9 @@ func decodeCommand(data []byte) (Command, error) {
 	case CmdSetConfig:
 		c.SetConfig = new(QueueConfig)
 		target = c.SetConfig
+	case CmdReceiveAck:
+		c.ReceiveAck = new(ReceiveAckCmd)
+		target = c.ReceiveAck
 	case CmdTick, CmdPurge:
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)
