@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -18,9 +19,9 @@ import (
 // The partitions that hold acks are asked first, without waiting, for
 // what is still missing of opts.Max; once opts.Max is reached the
 // remaining acks go as AckBatch would send them. When those receives
-// leased nothing, it goes on as Receive (with opts.Wait). Acks are sent
-// whatever ctx says until it ends; a server that predates receives
-// carrying acks gets them as an ack request instead.
+// leased nothing, it goes on as Receive (with opts.Wait). Acks are retried
+// through transient failures until ctx ends, as AckBatch does; a server
+// that predates receives carrying acks gets them in an ack request instead.
 //
 //	var done []*client.Delivery
 //	for {
@@ -34,7 +35,7 @@ func (q *Queue) ReceiveAck(ctx context.Context, acks []*Delivery, opts ReceiveOp
 		return ds, nil, err
 	}
 	if err := opts.normalize(q.c); err != nil {
-		return nil, nil, err
+		return nil, fill(len(acks), err), err
 	}
 	if q.c.isClosed() {
 		return nil, fill(len(acks), ErrClosed), ErrClosed
@@ -51,7 +52,7 @@ func (q *Queue) ReceiveAck(ctx context.Context, acks []*Delivery, opts ReceiveOp
 	out := q.takeBuffered(opts.Max)
 	var rest []*Delivery
 	var restIdx []int
-	for _, p := range slices.Sorted(mapKeys(byPart)) {
+	for _, p := range slices.Sorted(maps.Keys(byPart)) {
 		for _, idx := range chunk(byPart[p], nil) {
 			if len(out) >= opts.Max {
 				for _, i := range idx {
@@ -59,7 +60,7 @@ func (q *Queue) ReceiveAck(ctx context.Context, acks []*Delivery, opts ReceiveOp
 				}
 				continue
 			}
-			ds := pick(acks, idx)
+			ds := pickDeliveries(acks, idx)
 			req := q.receiveRequest(p, opts.Max-len(out), opts)
 			r, ackErrs := q.pollAcks(ctx, req, ds, time.Time{})
 			for k, i := range idx {
@@ -80,17 +81,8 @@ func (q *Queue) ReceiveAck(ctx context.Context, acks []*Delivery, opts ReceiveOp
 	return ds, errs, err
 }
 
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-func pick(ds []*Delivery, idx []int) []*Delivery {
+// pickDeliveries returns the deliveries of ds at idx.
+func pickDeliveries(ds []*Delivery, idx []int) []*Delivery {
 	out := make([]*Delivery, len(idx))
 	for k, i := range idx {
 		out[k] = ds[i]
