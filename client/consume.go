@@ -72,7 +72,10 @@ type ConsumeOptions struct {
 // leases are held at once, counting those being asked for: a lease that
 // arrives after Consume stopped is given back at once with a release
 // (which does not count as a delivery attempt), never kept. Deliveries waiting in the Queue's Receive buffer are handled
-// first.
+// first. The ack of a handled delivery rides on its partition's next
+// receive, which the server applies with the new leases in one raft entry;
+// an ack that finds no receive to ride on within a short time goes in a
+// batched ack request. Either way OnSettle reports its outcome.
 //
 // Consume stops in one of two ways and returns nil once its goroutines
 // have ended:
