@@ -133,3 +133,29 @@ func TestClient_ReceiveAckFencesPerItemAndStillLeases(t *testing.T) {
 		t.Fatalf("ack requests %+v, want one of the other partition's receipt", reqs)
 	}
 }
+
+func TestClient_ConsumeAckWithoutARideGoesAloneSoon(t *testing.T) {
+	fc := newFake(t, 1)
+	fc.addQueue("q", wire.QueueConfig{Partitions: 1})
+	q := dial(t, fc).Queue("q")
+	if _, err := q.Send(testCtx(t, 5*time.Second), client.Message{ID: "only"}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	settled := make(chan client.SettleOutcome, 1)
+	// The poller long-polls for the free slots while the handler runs, so
+	// the ack has no receive to ride on for the whole Wait.
+	stop := consume(t, q, func(context.Context, *client.Delivery) error { return nil },
+		client.ConsumeOptions{Prefetch: 4, Wait: 20 * time.Second, OnSettle: func(o client.SettleOutcome) { settled <- o }})
+	defer stop()
+	select {
+	case o := <-settled:
+		if o.Err != nil || o.Action != client.SettleAck {
+			t.Fatalf("outcome %+v", o)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the ack waited for a receive to ride on")
+	}
+	if reqs := fc.requests(wire.OpAck); len(reqs) != 1 || ridingAcks(fc) != 0 {
+		t.Fatalf("%d ack requests, %d acks on receives; want the ack alone", len(reqs), ridingAcks(fc))
+	}
+}
