@@ -72,7 +72,10 @@ type ConsumeOptions struct {
 // leases are held at once, counting those being asked for: a lease that
 // arrives after Consume stopped is given back at once with a release
 // (which does not count as a delivery attempt), never kept. Deliveries waiting in the Queue's Receive buffer are handled
-// first.
+// first. The ack of a handled delivery rides on its partition's next
+// receive, which the server applies with the new leases in one raft entry;
+// an ack that finds no receive to ride on within a short time goes in a
+// batched ack request. Either way OnSettle reports its outcome.
 //
 // Consume stops in one of two ways and returns nil once its goroutines
 // have ended:
@@ -114,7 +117,7 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 	slots := make(chan struct{}, opts.Prefetch) // one token per lease held or asked for
 	work := make(chan *Delivery, opts.Prefetch)
 	var workers, pollers sync.WaitGroup
-	acks := newAcker(s.work, q, opts.Prefetch, func() { <-slots }, opts.report)
+	acks := newAcker(s.work, s.recv, q, opts.Prefetch, func() { <-slots }, opts.report)
 	for range opts.Concurrency {
 		workers.Add(1)
 		go func() {
@@ -134,7 +137,7 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 		pollers.Add(1)
 		go func() {
 			defer pollers.Done()
-			if err := q.pollLoop(s.recv, p, n, slots, work, opts); err != nil {
+			if err := q.pollLoop(s.recv, p, n, slots, work, opts, acks); err != nil {
 				once.Do(func() { fatal = err; s.stopReceiving() })
 			}
 		}()
@@ -170,19 +173,29 @@ func (o *ConsumeOptions) normalize(c *Client) error {
 }
 
 // pollLoop feeds work from partition p while lease slots are free, until
-// ctx is done (nil) or a fatal error (returned).
-func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, work chan<- *Delivery, opts ConsumeOptions) error {
+// ctx is done (nil) or a fatal error (returned). Each receive carries the
+// acks waiting for a ride on p (see acker); their slots pass to it.
+func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, work chan<- *Delivery, opts ConsumeOptions, acks *acker) error {
 	share := min(MaxReceive, (cap(slots)+n-1)/n)
+	riding, wake := acks.riding(p)
 	for attempt := 0; ; {
-		k := acquireRefill(ctx, slots, max(1, share/2), share)
-		if k == 0 {
+		k := acquireRefillRiding(ctx, slots, max(1, share/2), share, riding, wake)
+		if ctx.Err() != nil {
+			for range k {
+				<-slots
+			}
 			return nil
 		}
 		ds := q.takeBuffered(k)
 		var err error
 		var cl class
 		if len(ds) == 0 {
-			ds, cl, err = q.pollOnce(ctx, p, k, opts)
+			rides := acks.takeRides(p, min(maxBatch, MaxReceive-k))
+			k += len(rides) // the acked deliveries' slots pass to the receive
+			if k == 0 {
+				continue // the acks rode elsewhere meanwhile
+			}
+			ds, cl, err = q.pollOnce(ctx, p, k, rides, opts, acks)
 		}
 		for range k - len(ds) {
 			<-slots
@@ -208,12 +221,23 @@ func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, wor
 }
 
 // pollOnce long-polls one partition for up to k leases. An answer that
-// arrives after ctx is done is given back.
-func (q *Queue) pollOnce(ctx context.Context, p, k int, opts ConsumeOptions) ([]*Delivery, class, error) {
+// arrives after ctx is done is given back. A receive carrying rides (acks)
+// does not wait: its acks are answered after one raft round, and reported
+// through acks whatever ctx says.
+func (q *Queue) pollOnce(ctx context.Context, p, k int, rides []*Delivery, opts ConsumeOptions, acks *acker) ([]*Delivery, class, error) {
 	g := newGather(q, q.giveBack)
 	defer g.close()
 	req := q.receiveRequest(p, k, ReceiveOptions{Visibility: opts.Visibility, Consumer: opts.Consumer})
-	if !g.launch(p, req, time.Now().Add(opts.Wait)) {
+	launched := false
+	if len(rides) > 0 {
+		launched = g.launchAcks(p, req, rides, acks.settledRides)
+		if !launched {
+			acks.settledRides(rides, fill(len(rides), ErrClosed))
+		}
+	} else {
+		launched = g.launch(p, req, time.Now().Add(opts.Wait))
+	}
+	if !launched {
 		return nil, classDone, ErrClosed
 	}
 	r, err := g.next(ctx)

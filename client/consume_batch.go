@@ -2,13 +2,20 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 )
 
-// Consume acks the deliveries its handlers succeeded on in batches: while
-// one ack request is on its way, the acks that come in meanwhile gather
-// and leave together in the next one, so a busy consumer pays one request
-// for many messages and an idle one still acks at once.
+// Consume acks the deliveries its handlers succeeded on in two ways. An
+// ack first waits, for up to ackRideLinger, to ride on the next receive of
+// its partition: the server acks and leases in one raft entry, and the
+// acked deliveries' prefetch slots pass to the new leases. An ack that
+// finds no ride in time (its partition's poller is in a long poll, or
+// receiving stopped) goes in a batched ack: while one ack request is on
+// its way, the acks that come in meanwhile gather and leave together in
+// the next one, so a busy consumer pays one request for many messages and
+// an idle one still acks soon.
 const (
 	// ackBatchMax bounds the deliveries of one batched ack.
 	ackBatchMax = 256
@@ -17,11 +24,15 @@ const (
 	// TestCluster_GroupOrder saw 2-9 leases per run expire before a
 	// handler got them (0 with one), on a loaded machine.
 	acksInFlightMax = 1
+	// ackRideLinger is how long an ack waits for a receive to ride on
+	// before it goes in a batched ack. Longer than a receive round under
+	// load, so that a busy partition's acks ride; short next to a lease.
+	ackRideLinger = 20 * time.Millisecond
 )
 
-// acker batches the acks of one Consume call. A delivery handed to it keeps
-// its prefetch slot until its ack is answered: the slot is given back by
-// the release function after the ack.
+// acker settles the acks of one Consume call. A delivery handed to it keeps
+// its prefetch slot until its ack is answered: a batched ack gives it back
+// with the release function; a ride passes it to the receive's leases.
 type acker struct {
 	q       *Queue
 	ctx     context.Context // Consume's; acks run past its end, bounded by settleTimeout
@@ -31,23 +42,144 @@ type acker struct {
 	sem     chan struct{} // acks in flight
 	wg      sync.WaitGroup
 	ran     chan struct{}
+
+	mu      sync.Mutex
+	rides   map[int]*rideQueue // by partition; nil once riding ended
+	quit    chan struct{}      // ends the linger flusher
+	flushed chan struct{}      // closed when the flusher has ended
+}
+
+// rideQueue holds the acks of one partition waiting for a receive.
+type rideQueue struct {
+	ds   []*Delivery
+	at   []time.Time   // when each was added
+	wake chan struct{} // poked when ds grows
 }
 
 // newAcker starts an acker taking up to capacity deliveries at once (the
-// prefetch: one per slot, so add never blocks for long).
-func newAcker(ctx context.Context, q *Queue, capacity int, release func(), report func(SettleOutcome)) *acker {
+// prefetch: one per slot, so add never blocks for long). Acks ride on
+// receives until recv ends.
+func newAcker(ctx, recv context.Context, q *Queue, capacity int, release func(), report func(SettleOutcome)) *acker {
 	a := &acker{
 		q: q, ctx: ctx, release: release, report: report,
-		in:  make(chan *Delivery, capacity),
-		sem: make(chan struct{}, acksInFlightMax),
-		ran: make(chan struct{}),
+		in:      make(chan *Delivery, capacity),
+		sem:     make(chan struct{}, acksInFlightMax),
+		ran:     make(chan struct{}),
+		rides:   make(map[int]*rideQueue),
+		quit:    make(chan struct{}),
+		flushed: make(chan struct{}),
 	}
 	go a.run()
+	go a.flushLoop(recv)
 	return a
 }
 
-// add queues d for acking.
-func (a *acker) add(d *Delivery) { a.in <- d }
+// add queues d for acking: on a ride while receiving goes on, else in a
+// batched ack.
+func (a *acker) add(d *Delivery) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rides == nil {
+		a.in <- d
+		return
+	}
+	rq := a.rideQueueLocked(d.Partition)
+	rq.ds = append(rq.ds, d)
+	rq.at = append(rq.at, time.Now())
+	select {
+	case rq.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *acker) rideQueueLocked(p int) *rideQueue {
+	rq := a.rides[p]
+	if rq == nil {
+		rq = &rideQueue{wake: make(chan struct{}, 1)}
+		a.rides[p] = rq
+	}
+	return rq
+}
+
+// riding returns how many acks of partition p wait for a ride, and the
+// channel poked when more come.
+func (a *acker) riding(p int) (func() int, <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rides == nil {
+		return func() int { return 0 }, nil
+	}
+	rq := a.rideQueueLocked(p)
+	return func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(rq.ds)
+	}, rq.wake
+}
+
+// takeRides removes up to n acks of partition p, oldest first, for a
+// receive to carry. The caller settles them with settledRides.
+func (a *acker) takeRides(p, n int) []*Delivery {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rq := a.rides[p]
+	if rq == nil || n <= 0 {
+		return nil
+	}
+	n = min(n, len(rq.ds))
+	if n == 0 {
+		return nil
+	}
+	out := slices.Clone(rq.ds[:n])
+	rq.ds, rq.at = rq.ds[n:], rq.at[n:]
+	a.wg.Add(1)
+	return out
+}
+
+// settledRides reports the outcomes of acks that rode on a receive. Their
+// slots went to the receive.
+func (a *acker) settledRides(ds []*Delivery, errs []error) {
+	defer a.wg.Done()
+	a.reportAcks(ds, errs)
+}
+
+// flushLoop sends acks that waited ackRideLinger for a ride in batched
+// acks, and all of them once recv ends; then acks no longer ride.
+func (a *acker) flushLoop(recv context.Context) {
+	defer close(a.flushed)
+	t := time.NewTicker(ackRideLinger / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			a.flushRides(time.Now().Add(-ackRideLinger), false)
+		case <-recv.Done():
+			a.flushRides(time.Time{}, true)
+			return
+		case <-a.quit:
+			a.flushRides(time.Time{}, true)
+			return
+		}
+	}
+}
+
+// flushRides moves the acks added before cutoff (all, when end is set) to
+// the batched path; end also stops riding.
+func (a *acker) flushRides(cutoff time.Time, end bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, rq := range a.rides {
+		n := 0
+		for n < len(rq.ds) && (end || rq.at[n].Before(cutoff)) {
+			a.in <- rq.ds[n] // never blocks for long: in holds one per slot
+			n++
+		}
+		rq.ds, rq.at = rq.ds[n:], rq.at[n:]
+	}
+	if end {
+		a.rides = nil
+	}
+}
 
 // run gathers what is queued into batches and acks them.
 func (a *acker) run() {
@@ -72,26 +204,33 @@ func (a *acker) run() {
 	}
 }
 
-// ack acks one batch, logs the failures, reports every outcome, and gives
-// back the slots.
+// ack acks one batch, reports every outcome, and gives back the slots.
 func (a *acker) ack(batch []*Delivery) {
 	defer a.wg.Done()
 	defer func() { <-a.sem }()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), settleTimeout)
 	defer cancel()
-	for i, err := range a.q.AckBatch(ctx, batch) {
-		if err != nil {
-			a.q.c.log.Warn("ferry: consume: settle failed", "queue", a.q.name, "id", batch[i].ID, "action", string(SettleAck), "err", err)
-		}
-		a.report(SettleOutcome{Delivery: batch[i], Action: SettleAck, Err: err})
-	}
+	a.reportAcks(batch, a.q.AckBatch(ctx, batch))
 	for range batch {
 		a.release()
 	}
 }
 
-// close acks what is queued and waits for every ack to be answered.
+// reportAcks logs the failed acks and reports every outcome.
+func (a *acker) reportAcks(ds []*Delivery, errs []error) {
+	for i, err := range errs {
+		if err != nil {
+			a.q.c.log.Warn("ferry: consume: settle failed", "queue", a.q.name, "id", ds[i].ID, "action", string(SettleAck), "err", err)
+		}
+		a.report(SettleOutcome{Delivery: ds[i], Action: SettleAck, Err: err})
+	}
+}
+
+// close acks what is queued or waiting for a ride and waits for every ack
+// to be answered. The pollers have ended.
 func (a *acker) close() {
+	close(a.quit)
+	<-a.flushed
 	close(a.in)
 	<-a.ran
 	a.wg.Wait()
@@ -105,11 +244,20 @@ func (a *acker) close() {
 // returns how many it took, 0 when ctx is done (the slots taken then are
 // given back).
 func acquireRefill(ctx context.Context, slots chan struct{}, least, most int) int {
+	return acquireRefillRiding(ctx, slots, least, most, nil, nil)
+}
+
+// acquireRefillRiding is acquireRefill counting riding() (the acks waiting
+// to ride on the partition's next receive, whose slots pass to its
+// leases) towards least; wake is poked when riding grows.
+func acquireRefillRiding(ctx context.Context, slots chan struct{}, least, most int, riding func() int, wake <-chan struct{}) int {
+	ready := func(k int) bool { return k >= least || (riding != nil && k+riding() >= least) }
 	k := 0
-	for k < least {
+	for !ready(k) {
 		select {
 		case slots <- struct{}{}:
 			k++
+		case <-wake:
 		case <-ctx.Done():
 			for range k {
 				<-slots

@@ -152,8 +152,8 @@ func TestClient_ConsumeReportsFailedAck(t *testing.T) {
 	if _, err := q.Send(ctx, client.Message{ID: "m"}); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	fc.setHook(func(_ int, op wire.Op, _ any) fault {
-		if op == wire.OpAck {
+	fc.setHook(func(_ int, op wire.Op, body any) fault {
+		if rr, ok := body.(*wire.ReceiveRequest); op == wire.OpAck || (ok && len(rr.Acks) > 0) {
 			return fault{itemCode: wire.CodeLeaseLost, msg: "superseded"}
 		}
 		return fault{}

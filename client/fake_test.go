@@ -32,6 +32,9 @@ type fakeCluster struct {
 	inFlight   int // leases held right now
 	inFlightHi int // the most leases ever held at once
 	closed     bool
+
+	ackRides           int  // acks applied from receives
+	receiveIgnoresAcks bool // receives ignore their acks, as an older server does
 }
 
 // fakeReq is one recorded request.
@@ -50,7 +53,7 @@ type fault struct {
 	codeAfter wire.Code       // apply, then answer with this code
 	hold      <-chan struct{} // apply, then wait for this before answering
 	msg       string          // the error text of code (default "injected")
-	itemCode  wire.Code       // answer every item of a send or ack with this code (and msg)
+	itemCode  wire.Code       // answer every item of a send or ack (or a receive's acks) with this code (and msg)
 }
 
 // fakeNode is one listening "node".
@@ -289,6 +292,12 @@ func (n *fakeNode) replyItems(c *fakeConn, id uint64, body any, code wire.Code, 
 			r.Results = append(r.Results, wire.ItemResult{Code: code, Error: msg})
 		}
 		out = r
+	case *wire.ReceiveRequest: // its acks; nothing is leased
+		r := wire.ReceiveResponse{}
+		for range b.Acks {
+			r.AckResults = append(r.AckResults, wire.ItemResult{Code: code, Error: msg})
+		}
+		out = r
 	default:
 		n.reply(c, wire.ErrorResponse(id, wire.Errorf(wire.CodeMalformed, "no items in %T", body)))
 		return
@@ -384,6 +393,7 @@ func (fc *fakeCluster) receive(node int, c *fakeConn, req wire.ReceiveRequest) (
 	deadline := time.Now().Add(min(req.Wait, wire.ReceiveWaitMax))
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
+	var acks []wire.ItemResult
 	for {
 		p, err := fc.partLocked(req.Queue, req.Partition)
 		if err != nil {
@@ -392,13 +402,20 @@ func (fc *fakeCluster) receive(node int, c *fakeConn, req wire.ReceiveRequest) (
 		if p.leader != node {
 			return nil, fc.notLeaderLocked(fc.nodes[p.leader].addr)
 		}
+		if acks == nil && len(req.Acks) > 0 && !fc.receiveIgnoresAcks {
+			acks = make([]wire.ItemResult, 0, len(req.Acks))
+			for _, r := range req.Acks {
+				acks = append(acks, item(p.settle(r, func(m *fakeMsg) { p.remove(m) })))
+			}
+			fc.ackRides += len(req.Acks)
+		}
 		now := time.Now()
 		ds := fc.leaseLocked(p, req, now)
 		if len(ds) > 0 || !now.Before(deadline) || fc.closed {
 			if len(ds) > 0 {
 				fc.notifyLocked()
 			}
-			return wire.ReceiveResponse{Messages: ds}, nil
+			return wire.ReceiveResponse{Messages: ds, AckResults: acks}, nil
 		}
 		changed := fc.changed
 		fc.polls++
@@ -414,7 +431,7 @@ func (fc *fakeCluster) receive(node int, c *fakeConn, req wire.ReceiveRequest) (
 		fc.polls--
 		select {
 		case <-c.closed:
-			return wire.ReceiveResponse{}, nil
+			return wire.ReceiveResponse{AckResults: acks}, nil
 		default:
 		}
 	}

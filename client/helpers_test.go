@@ -80,11 +80,21 @@ func receiveAll(t *testing.T, q *client.Queue, n int) []*client.Delivery {
 	return out
 }
 
-// ackedReceipts counts the receipts of every recorded ack request.
+// ackedReceipts counts the receipts of every recorded ack request and the
+// acks receives carried.
 func ackedReceipts(fc *fakeCluster) int {
 	n := 0
 	for _, r := range fc.requests(wire.OpAck) {
 		n += len(r.body.(*wire.AckRequest).Receipts)
+	}
+	return n + ridingAcks(fc)
+}
+
+// ridingAcks counts the receipts receives carried as acks.
+func ridingAcks(fc *fakeCluster) int {
+	n := 0
+	for _, r := range fc.requests(wire.OpReceive) {
+		n += len(r.body.(*wire.ReceiveRequest).Acks)
 	}
 	return n
 }

@@ -263,6 +263,22 @@ func (g *gather) launch(p int, req wire.ReceiveRequest, until time.Time) bool {
 	})
 }
 
+// launchAcks starts the receive of one partition carrying the acks of
+// acks, without waiting for messages; settled gets the acks' outcomes
+// whatever becomes of the call. It reports false (and settles nothing)
+// when the client is closed.
+func (g *gather) launchAcks(p int, req wire.ReceiveRequest, acks []*Delivery, settled func([]*Delivery, []error)) bool {
+	c := g.q.c
+	return c.goBackground(func() {
+		ctx, cancel := context.WithTimeout(c.ctx, settleTimeout)
+		defer cancel()
+		r, errs := g.q.pollAcks(ctx, req, acks, time.Time{})
+		settled(acks, errs)
+		r.part = p
+		g.deliver(r)
+	})
+}
+
 // deliver hands a result to the call, or to the buffer once the call has
 // returned.
 func (g *gather) deliver(r pollResult) {

@@ -24,7 +24,7 @@ func TestFSM_CommandTypesHaveNames(t *testing.T) {
 	}
 	// The enum is append-only: these numbers are in logs forever.
 	pinned := map[CommandType]uint8{CmdSend: 1, CmdReceive: 2, CmdAck: 3, CmdExtend: 4, CmdNack: 5, CmdReject: 6,
-		CmdTick: 7, CmdRedrive: 8, CmdDeleteDead: 9, CmdPurge: 10, CmdSetConfig: 11}
+		CmdTick: 7, CmdRedrive: 8, CmdDeleteDead: 9, CmdPurge: 10, CmdSetConfig: 11, CmdClockResync: 12, CmdReceiveAck: 13}
 	for ct, n := range pinned {
 		if uint8(ct) != n {
 			t.Fatalf("%s renumbered to %d", ct, uint8(ct))
@@ -47,6 +47,8 @@ func TestFSM_CommandsRoundTripThroughEncoding(t *testing.T) {
 		{Type: CmdDeleteDead, DeleteDead: &DeadFilter{Limit: 1}},
 		{Type: CmdPurge},
 		{Type: CmdSetConfig, SetConfig: &cfg},
+		{Type: CmdReceiveAck, ReceiveAck: &ReceiveAckCmd{Receipts: []Receipt{r}, Receive: ReceiveCmd{Consumer: "c", Max: 3, Visibility: time.Minute, MaxBytes: 1 << 20}}},
+		{Type: CmdReceiveAck, ReceiveAck: &ReceiveAckCmd{Receive: ReceiveCmd{Consumer: "c", Max: 1}}},
 	}
 	for _, c := range cmds {
 		c.At = t0 + 123
@@ -65,7 +67,7 @@ func TestFSM_CommandsRoundTripThroughEncoding(t *testing.T) {
 }
 
 func TestFSM_EncodeRefusesMalformedCommands(t *testing.T) {
-	for _, c := range []Command{{Type: 0}, {Type: cmdTypeEnd}, {Type: CmdSend}, {Type: CmdAck}} {
+	for _, c := range []Command{{Type: 0}, {Type: cmdTypeEnd}, {Type: CmdSend}, {Type: CmdAck}, {Type: CmdReceiveAck}} {
 		if _, err := EncodeCommand(c); err == nil {
 			t.Fatalf("encoded %+v", c)
 		}

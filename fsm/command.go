@@ -28,6 +28,8 @@ const (
 	// CmdClockResync moves the clock to its stamp however far ahead that
 	// is (see FSM.SetMaxClockStep); it carries no payload.
 	CmdClockResync
+	// CmdReceiveAck acks receipts and then leases messages, in one entry.
+	CmdReceiveAck
 	cmdTypeEnd // one past the last valid type
 )
 
@@ -36,6 +38,7 @@ var commandNames = [...]string{
 	CmdNack: "nack", CmdReject: "reject", CmdTick: "tick", CmdRedrive: "redrive",
 	CmdDeleteDead: "delete-dead", CmdPurge: "purge", CmdSetConfig: "set-config",
 	CmdClockResync: "clock-resync",
+	CmdReceiveAck:  "receive-ack",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -61,6 +64,7 @@ type Command struct {
 	Redrive    *DeadFilter // CmdRedrive
 	DeleteDead *DeadFilter // CmdDeleteDead
 	SetConfig  *QueueConfig
+	ReceiveAck *ReceiveAckCmd
 }
 
 // NewMessage is one message of a send.
@@ -108,6 +112,16 @@ type Receipt struct {
 // AckCmd deletes the messages of current receipts.
 type AckCmd struct {
 	Receipts []Receipt `msgpack:"receipts"`
+}
+
+// ReceiveAckCmd acks the messages of Receipts (each fenced like an
+// AckCmd's, answered per receipt) and then leases as Receive does, so a
+// consumer settles what it handled and fetches more in one raft entry.
+// Receipts may be empty (then it is a receive); a Receive the FSM would
+// refuse refuses the whole command before any ack takes effect.
+type ReceiveAckCmd struct {
+	Receipts []Receipt  `msgpack:"receipts"`
+	Receive  ReceiveCmd `msgpack:"receive"`
 }
 
 // ExtendItem moves one lease's deadline to now + Visibility.
@@ -203,6 +217,8 @@ func (c Command) payload() (any, error) {
 		p, ok = c.DeleteDead, c.DeleteDead != nil
 	case CmdSetConfig:
 		p, ok = c.SetConfig, c.SetConfig != nil
+	case CmdReceiveAck:
+		p, ok = c.ReceiveAck, c.ReceiveAck != nil
 	case CmdTick, CmdPurge, CmdClockResync:
 		return nil, nil
 	default:
@@ -288,6 +304,9 @@ func decodeCommand(data []byte) (Command, error) {
 	case CmdSetConfig:
 		c.SetConfig = new(QueueConfig)
 		target = c.SetConfig
+	case CmdReceiveAck:
+		c.ReceiveAck = new(ReceiveAckCmd)
+		target = c.ReceiveAck
 	case CmdTick, CmdPurge, CmdClockResync:
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)

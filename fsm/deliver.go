@@ -8,16 +8,44 @@ import (
 	"unicode/utf8"
 )
 
-func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
+// applyReceiveAck checks the whole command, then acks each receipt and
+// leases. A refused command changes nothing.
+func (f *FSM) applyReceiveAck(c *ReceiveAckCmd) ([]error, []Delivery, error) {
+	if len(c.Receipts) > BatchMax {
+		return nil, nil, fmt.Errorf("%w: receive carries %d acks (want 0..%d)", ErrInvalidArgument, len(c.Receipts), BatchMax)
+	}
+	if err := checkReceive(&c.Receive); err != nil {
+		return nil, nil, err
+	}
+	var settled []error
+	if len(c.Receipts) > 0 {
+		settled = make([]error, len(c.Receipts))
+		for i, r := range c.Receipts {
+			settled[i] = f.ackOne(r)
+		}
+	}
+	ds, err := f.applyReceive(&c.Receive)
+	return settled, ds, err
+}
+
+// checkReceive range-checks a receive's fields.
+func checkReceive(c *ReceiveCmd) error {
 	switch {
 	case len(c.Consumer) > ConsumerBytesMax || !utf8.ValidString(c.Consumer):
-		return nil, fmt.Errorf("%w: consumer id must be at most %d bytes of UTF-8", ErrInvalidArgument, ConsumerBytesMax)
+		return fmt.Errorf("%w: consumer id must be at most %d bytes of UTF-8", ErrInvalidArgument, ConsumerBytesMax)
 	case c.Max < 1 || c.Max > ReceiveMax:
-		return nil, fmt.Errorf("%w: receive max %d (want 1..%d)", ErrInvalidArgument, c.Max, ReceiveMax)
+		return fmt.Errorf("%w: receive max %d (want 1..%d)", ErrInvalidArgument, c.Max, ReceiveMax)
 	case c.Visibility < 0 || c.Visibility > VisibilityTimeoutMax:
-		return nil, fmt.Errorf("%w: visibility %v (want 0..%v)", ErrInvalidArgument, c.Visibility, VisibilityTimeoutMax)
+		return fmt.Errorf("%w: visibility %v (want 0..%v)", ErrInvalidArgument, c.Visibility, VisibilityTimeoutMax)
 	case c.MaxBytes < 0:
-		return nil, fmt.Errorf("%w: receive byte budget %d is negative", ErrInvalidArgument, c.MaxBytes)
+		return fmt.Errorf("%w: receive byte budget %d is negative", ErrInvalidArgument, c.MaxBytes)
+	}
+	return nil
+}
+
+func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
+	if err := checkReceive(c); err != nil {
+		return nil, err
 	}
 	visibility := c.Visibility
 	if visibility == 0 {

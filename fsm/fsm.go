@@ -142,6 +142,8 @@ func (f *FSM) apply(c Command, index uint64) Result {
 		r.Delivered, r.Err = f.applyReceive(c.Receive)
 	case CmdAck:
 		r.Settled, r.Err = settleBatch(len(c.Ack.Receipts), func(i int) error { return f.ackOne(c.Ack.Receipts[i]) })
+	case CmdReceiveAck:
+		r.Settled, r.Delivered, r.Err = f.applyReceiveAck(c.ReceiveAck)
 	case CmdExtend:
 		r.Settled, r.Err = settleBatch(len(c.Extend.Items), func(i int) error { return f.extendOne(c.Extend.Items[i]) })
 	case CmdNack:

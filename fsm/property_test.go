@@ -86,7 +86,7 @@ func genFilter(t *rapid.T) *DeadFilter {
 
 // genCommand draws one command of any type (without its time).
 func genCommand(t *rapid.T, handed []Receipt) Command {
-	switch rapid.IntRange(0, 19).Draw(t, "op") {
+	switch rapid.IntRange(0, 21).Draw(t, "op") {
 	case 0, 1, 2, 3:
 		n := rapid.IntRange(1, 3).Draw(t, "n")
 		msgs := make([]NewMessage, n)
@@ -120,6 +120,17 @@ func genCommand(t *rapid.T, handed []Receipt) Command {
 		return Command{Type: CmdDeleteDead, DeleteDead: genFilter(t)}
 	case 18:
 		return Command{Type: CmdPurge}
+	case 20, 21:
+		n := rapid.IntRange(0, 2).Draw(t, "acks")
+		var rs []Receipt
+		for range n {
+			rs = append(rs, genReceipt(t, handed))
+		}
+		return Command{Type: CmdReceiveAck, ReceiveAck: &ReceiveAckCmd{Receipts: rs, Receive: ReceiveCmd{
+			Consumer:   rapid.SampledFrom([]string{"c1", "c2"}).Draw(t, "raConsumer"),
+			Max:        rapid.IntRange(1, 3).Draw(t, "raMax"),
+			Visibility: rapid.SampledFrom([]time.Duration{0, time.Second, 3 * time.Second}).Draw(t, "raVis"),
+		}}}
 	default:
 		cfg := genConfig(t)
 		return Command{Type: CmdSetConfig, SetConfig: &cfg}
@@ -139,6 +150,11 @@ func applyModel(md *model, c Command) Result {
 		r.Delivered = md.receive(*c.Receive)
 	case CmdAck:
 		r.Settled = []error{md.ack(c.Ack.Receipts[0])}
+	case CmdReceiveAck:
+		for _, rc := range c.ReceiveAck.Receipts {
+			r.Settled = append(r.Settled, md.ack(rc))
+		}
+		r.Delivered = md.receive(c.ReceiveAck.Receive)
 	case CmdExtend:
 		r.Settled = []error{md.extend(c.Extend.Items[0])}
 	case CmdNack:
@@ -315,7 +331,8 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 			c := genCommand(rt, handed)
 			c.At = now
 			var before [32]byte
-			if c.Type == CmdAck || c.Type == CmdExtend || c.Type == CmdNack || c.Type == CmdReject {
+			settleOnly := c.Type == CmdAck || c.Type == CmdExtend || c.Type == CmdNack || c.Type == CmdReject
+			if settleOnly {
 				f.ApplyCommand(Command{Type: CmdTick, At: now})
 				applyModel(md, Command{Type: CmdTick, At: now})
 				before = f.Digest()
@@ -323,7 +340,7 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 			got := f.ApplyCommand(c)
 			want := applyModel(md, c)
 			compareResults(rt, got, want)
-			if len(got.Settled) == 1 && got.Settled[0] != nil && f.Digest() != before {
+			if settleOnly && len(got.Settled) == 1 && got.Settled[0] != nil && f.Digest() != before {
 				rt.Fatalf("a refused %s changed the state", c.Type)
 			}
 			for _, d := range got.Delivered {

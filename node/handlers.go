@@ -197,16 +197,38 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 		maxCount = 1
 	}
 	rc := fsm.ReceiveCmd{Consumer: r.Consumer, Max: maxCount, Visibility: r.Visibility, MaxBytes: receiveAnswerBytesMax}
-	ds, err := p.Receive(ctx, rc, min(r.Wait, wire.ReceiveWaitMax))
+	acks, valid := receiveAcksOf(r)
+	settled, ds, err := p.ReceiveAck(ctx, pick(r.Acks, valid, receiptOf), rc, min(r.Wait, wire.ReceiveWaitMax))
 	if err != nil {
 		return nil, err
 	}
-	out := &wire.ReceiveResponse{Messages: make([]wire.Delivery, len(ds))}
+	for k, i := range valid {
+		acks[i] = itemResult(settled[k])
+	}
+	out := &wire.ReceiveResponse{Messages: make([]wire.Delivery, len(ds)), AckResults: acks}
 	for i, d := range ds {
 		out.Messages[i] = wire.Delivery{Partition: r.Partition, Seq: d.Receipt.Seq, Attempt: d.Receipt.Attempt, ID: d.ID,
 			Group: d.Group, Headers: d.Headers, Body: d.Body, EnqueuedAt: d.EnqueuedAt, Deadline: d.Deadline}
 	}
 	return out, nil
+}
+
+// receiveAcksOf answers the acks a receive carries that name another
+// partition and returns the indexes of the others, to be proposed.
+func receiveAcksOf(r *wire.ReceiveRequest) ([]wire.ItemResult, []int) {
+	if len(r.Acks) == 0 {
+		return nil, nil
+	}
+	out := make([]wire.ItemResult, len(r.Acks))
+	valid := make([]int, 0, len(r.Acks))
+	for i, rc := range r.Acks {
+		if rc.Partition != r.Partition {
+			out[i] = wire.ItemResult{Code: wire.CodeInvalidArgument, Error: fmt.Sprintf("receipt of partition %d sent to partition %d", rc.Partition, r.Partition)}
+			continue
+		}
+		valid = append(valid, i)
+	}
+	return out, valid
 }
 
 // settle runs a per-item operation on the valid items and maps the FSM's

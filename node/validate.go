@@ -20,7 +20,7 @@ func checkBatch(what string, n int) error {
 	return nil
 }
 
-// checkReceive checks a receive's count, lease and consumer id.
+// checkReceive checks a receive's count, lease, consumer id and acks.
 func checkReceive(r *wire.ReceiveRequest) error {
 	switch {
 	case r.Max < 0 || r.Max > fsm.ReceiveMax:
@@ -31,6 +31,8 @@ func checkReceive(r *wire.ReceiveRequest) error {
 		return wire.Errorf(wire.CodeInvalidArgument, "wait %v is negative", r.Wait)
 	case len(r.Consumer) > fsm.ConsumerBytesMax || !utf8.ValidString(r.Consumer):
 		return wire.Errorf(wire.CodeInvalidArgument, "consumer id must be at most %d bytes of UTF-8", fsm.ConsumerBytesMax)
+	case len(r.Acks) > fsm.BatchMax:
+		return wire.Errorf(wire.CodeInvalidArgument, "receive carries %d acks (at most %d)", len(r.Acks), fsm.BatchMax)
 	}
 	return nil
 }

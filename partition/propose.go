@@ -152,3 +152,37 @@ func (p *Partition) Receive(ctx context.Context, rc fsm.ReceiveCmd, wait time.Du
 		}
 	}
 }
+
+// ReceiveAck acks receipts and leases as Receive does, the acks and the
+// first lease attempt in one raft entry (fsm.CmdReceiveAck). It returns
+// one error (or nil) per receipt and the deliveries. When that entry
+// leased nothing and wait allows, it long-polls as Receive; the acks'
+// outcomes stand whatever the long-poll meets (its failure is answered as
+// no deliveries). Without receipts it is Receive.
+func (p *Partition) ReceiveAck(ctx context.Context, receipts []fsm.Receipt, rc fsm.ReceiveCmd, wait time.Duration) ([]error, []fsm.Delivery, error) {
+	if len(receipts) == 0 {
+		ds, err := p.Receive(ctx, rc, wait)
+		return nil, ds, err
+	}
+	if len(receipts) > fsm.BatchMax {
+		return nil, nil, fmt.Errorf("%w: receive carries %d acks (want 0..%d)", fsm.ErrInvalidArgument, len(receipts), fsm.BatchMax)
+	}
+	res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdReceiveAck, ReceiveAck: &fsm.ReceiveAckCmd{Receipts: receipts, Receive: rc}})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(res.Settled) != len(receipts) {
+		return nil, nil, errors.New("partition: receive-ack answered the wrong number of acks")
+	}
+	if len(res.Delivered) > 0 || wait <= 0 {
+		return res.Settled, res.Delivered, nil
+	}
+	ds, err := p.Receive(ctx, rc, wait)
+	if err != nil {
+		ds = nil
+	}
+	return res.Settled, ds, nil
+}

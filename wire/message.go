@@ -89,6 +89,13 @@ type ReceiveRequest struct {
 	// answers at once. At most ReceiveWaitMax. A client's own request
 	// timeout must exceed it.
 	Wait time.Duration `msgpack:"wait,omitempty"`
+	// Acks are receipts of this partition to ack before leasing, in the
+	// same raft entry as the lease (at most the server's batch limit).
+	// Each is answered in ReceiveResponse.AckResults as an AckRequest's
+	// receipt would be; a receipt of another partition fails alone with
+	// CodeInvalidArgument. A server that predates the field ignores it and
+	// answers no AckResults: then none of the acks was applied.
+	Acks []Receipt `msgpack:"acks,omitempty"`
 }
 
 // Delivery is one leased message.
@@ -119,6 +126,9 @@ func (d Delivery) Receipt() Receipt {
 // Wait ran out with nothing eligible.
 type ReceiveResponse struct {
 	Messages []Delivery `msgpack:"messages,omitempty"`
+	// AckResults holds one result per receipt of ReceiveRequest.Acks, in
+	// request order; it is empty when the request carried none.
+	AckResults []ItemResult `msgpack:"ack_results,omitempty"`
 }
 
 // Receipt names one delivery attempt of one message. A receipt whose

@@ -276,39 +276,49 @@ func (e *benchEnv) drainConsume(handlers, prefetch, total int) benchResult {
 	return t.result(benchResult{Mode: "consume handlers", Clients: len(e.clients), Workers: handlers, Size: e.f.size}, elapsed)
 }
 
-// batchedWorker receives up to batch messages at a time and acks each
-// batch while it receives the next (one ack in flight), until total
-// messages are acked. Latency is per receive.
+// batchedWorker receives up to batch messages at a time, the acks of each
+// batch riding on the next receive (one request, one raft entry, for
+// both), until total messages are acked; the last batch is acked alone.
+// Latency is per receive.
 func batchedWorker(ctx context.Context, q *client.Queue, batch, total int, t *tally, p *progress) {
 	h := t.hist()
-	acked := make(chan struct{})
-	close(acked) // no ack in flight yet
-	defer func() { <-acked }()
+	var pending []*client.Delivery
+	settled := func(errs []error) {
+		for _, err := range errs {
+			if err != nil {
+				t.failed(err)
+			}
+		}
+		t.msgs.Add(int64(len(errs)))
+		p.add(len(errs))
+	}
+	defer func() {
+		if len(pending) > 0 {
+			settled(q.AckBatch(ctx, pending))
+		}
+	}()
 	// claims counts the messages received so far, so that no worker waits
 	// in one more receive while the last acks are on their way.
 	for t.claims.Load() < int64(total) && ctx.Err() == nil {
+		opts := client.ReceiveOptions{Max: batch, Wait: 200 * time.Millisecond}
+		if len(pending) > 0 {
+			opts.Wait = 0 // the acks are not held back by a long poll
+		}
 		t0 := time.Now()
-		ds, err := q.Receive(ctx, client.ReceiveOptions{Max: batch, Wait: 200 * time.Millisecond})
+		ds, ackErrs, err := q.ReceiveAck(ctx, pending, opts)
 		if err != nil && ctx.Err() == nil {
 			t.failed(err)
+		}
+		if len(pending) > 0 {
+			settled(ackErrs)
+			pending = nil
 		}
 		if len(ds) == 0 {
 			continue
 		}
 		h.record(time.Since(t0))
 		t.claims.Add(int64(len(ds)))
-		<-acked
-		acked = make(chan struct{})
-		go func(done chan struct{}) {
-			defer close(done)
-			for _, err := range q.AckBatch(ctx, ds) {
-				if err != nil {
-					t.failed(err)
-				}
-			}
-			t.msgs.Add(int64(len(ds)))
-			p.add(len(ds))
-		}(acked)
+		pending = ds
 	}
 }
 
