@@ -94,6 +94,10 @@ func TestPartition_LeaderLossKeepsConfirmedMessages(t *testing.T) {
 	confirmed := map[string]bool{}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
+	stopWriters := sync.OnceFunc(func() { close(stop) })
+	// Registered after the cluster's cleanup, so it runs first: a failure
+	// below never leaves the writers spinning on closed replicas.
+	t.Cleanup(func() { stopWriters(); wg.Wait() })
 	reps := slices.Clone(c.reps) // a stopped replica answers ErrClosed
 	for w := range 8 {
 		wg.Add(1)
@@ -122,7 +126,7 @@ func TestPartition_LeaderLossKeepsConfirmedMessages(t *testing.T) {
 	c.stop(l)
 	nl := c.leader()
 	send(t, c.reps[nl], "after", 1)
-	close(stop)
+	stopWriters()
 	wg.Wait()
 	c.converged()
 	present := map[string]bool{}
