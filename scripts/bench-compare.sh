@@ -90,12 +90,13 @@ echo "== Ferry" >&2
 pki="$work/pki"
 (umask 077; mkdir -p "$pki"; head -c 32 /dev/urandom | base64 > "$pki/gossip.key")
 ./bin/ferryd dev-pki -dir "$pki" -nodes node1,node2,node3 >/dev/null
+./bin/ferryd token -name bench -cluster admin -file "$pki/tokens.json" -secret-file "$pki/bench.token" 2>/dev/null
 offset=2000 # clients on 9101-9103, away from `make run`'s ports
 seeds="127.0.0.1:$((7301 + offset)),127.0.0.1:$((7302 + offset)),127.0.0.1:$((7303 + offset))"
 for i in 1 2 3; do
   ./bin/ferryd -id "node$i" -data-dir "$work/node$i" -ip 127.0.0.1 -port-offset $((offset + i - 1)) \
     -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$pki/gossip.key" \
-    -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" \
+    -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" -tokens "$pki/tokens.json" \
     > "$work/ferry$i.log" 2>&1 &
   pids+=($!)
 done
@@ -104,7 +105,7 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 ferry=(./bin/ferry --servers "127.0.0.1:$((7101 + offset)),127.0.0.1:$((7102 + offset)),127.0.0.1:$((7103 + offset))"
-  --ca "$pki/ca.pem" --json bench --size "$size" --no-progress)
+  --ca "$pki/ca.pem" --token-file "$pki/bench.token" --json bench --size "$size" --no-progress)
 
 # ferry_stats SHAPE JSON
 ferry_stats() {
