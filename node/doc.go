@@ -6,6 +6,14 @@
 // protocol by handing each request to the local partition leader, or by
 // answering "not leader" with the leader's client address.
 //
+// The web dashboard (package dashboard) reads the cluster through the Go
+// client dialled at this node's own client port, with the viewer's token,
+// so node imports client: that way the dashboard can do no more than the
+// person looking at it. On the client port a connection presenting a node
+// certificate of the cluster CA is a cluster member with every right, the
+// trust the raft port gives the same certificate (the SQS endpoint beside
+// a node dials that way); users get tokens.
+//
 // It must never change queue state except through a partition's Propose, nor
 // the catalog except through the meta group's proposals.
 package node
