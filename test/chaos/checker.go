@@ -121,6 +121,9 @@ func (c *checker) count() {
 		}
 		for _, a := range s.Attempts {
 			n.SendAttempts[a.Outcome]++
+			if a.Outcome == Failed {
+				n.SendFailures[errorClass(a.Err)]++
+			}
 		}
 	}
 	n.Deliveries = len(c.h.Deliveries)

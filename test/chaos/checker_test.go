@@ -351,3 +351,15 @@ func TestCheck_AckedRedeliveredAllowsForClockFaults(t *testing.T) {
 		t.Fatalf("a clock behind gave skew windows %v", w)
 	}
 }
+
+func TestErrorClass_FoldsNumbersIntoOneKey(t *testing.T) {
+	a := errorClass("partition 12 of q: not leader (leader n3), 1024 bytes")
+	b := errorClass("partition 7 of q: not leader (leader n1), 99 bytes")
+	if a != b || a != "partition # of q: not leader (leader n#), # bytes" {
+		t.Fatalf("classes %q and %q", a, b)
+	}
+	m := map[string]int{"x": 1, "y": 5, "z": 3}
+	if got := topKeys(m, 2); len(got) != 2 || got[0] != "y" || got[1] != "z" {
+		t.Fatalf("topKeys = %v", got)
+	}
+}

@@ -29,6 +29,9 @@ type Counts struct {
 	Settles          map[string]int `json:"settles"`
 	DeadLettered     int            `json:"dead_lettered"`
 	DeadByReason     map[string]int `json:"dead_by_reason"`
+	// SendFailures counts failed send attempts by error text (digits
+	// folded to '#', so one cause is one line).
+	SendFailures map[string]int `json:"send_failures,omitempty"`
 }
 
 // UnknownSends says what became of messages with an unconfirmed attempt.
@@ -70,6 +73,7 @@ func newReport() *Report {
 	r.Counts.SendAttempts = map[Outcome]int{}
 	r.Counts.Settles = map[string]int{}
 	r.Counts.DeadByReason = map[string]int{}
+	r.Counts.SendFailures = map[string]int{}
 	for _, k := range ViolationKinds {
 		r.ViolationCounts[k] = 0
 	}
@@ -112,6 +116,12 @@ func (r *Report) Summary(w io.Writer) {
 	row("sent (messages)", c.Messages)
 	row("confirmed / failed / unknown", c.Confirmed, " / ", c.Failed, " / ", c.Unknown)
 	row("send attempts", formatMap(c.SendAttempts))
+	for i, k := range topKeys(c.SendFailures, 6) {
+		if i == 0 {
+			row("send failures by error", "")
+		}
+		row("  "+k, c.SendFailures[k])
+	}
 	row("unknown sends", fmt.Sprintf("%d confirmed on retry, %d delivered, %d never seen",
 		r.UnknownSends.ConfirmedOnRetry, r.UnknownSends.Delivered, r.UnknownSends.NeverSeen))
 	row("deliveries", c.Deliveries, " of ", c.DeliveredMessages, " messages (", c.ExpiredOnArrival, " already expired when handed out)")
@@ -153,6 +163,34 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "verdict: %s\n", verdict)
 	tw.Flush()
+}
+
+// topKeys returns the n keys of m with the largest counts, largest first.
+func topKeys(m map[string]int, n int) []string {
+	keys := sortedKeys(m)
+	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	return keys[:min(n, len(keys))]
+}
+
+// errorClass folds the digits of an error text and cuts it short, so
+// that one cause (whatever partition, node or count it names) is one key.
+func errorClass(text string) string {
+	b := []byte(text)
+	out := make([]byte, 0, len(b))
+	for i, c := range b {
+		if c >= '0' && c <= '9' {
+			if i > 0 && b[i-1] >= '0' && b[i-1] <= '9' {
+				continue
+			}
+			c = '#'
+		}
+		out = append(out, c)
+	}
+	const maxLen = 120
+	if len(out) > maxLen {
+		out = out[:maxLen]
+	}
+	return string(out)
 }
 
 // rd rounds a duration for display.
