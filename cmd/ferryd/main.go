@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/internal/memtrim"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -92,6 +93,7 @@ type options struct {
 	join, cluster, logLevel                string
 	configFile, logFormat                  string
 	memoryLimit                            string
+	memoryTrimInterval                     time.Duration
 	portOffset, bootstrapExpect, gcPercent int
 	fastGossip, pprof                      bool
 	maxClockOffset                         time.Duration
@@ -226,6 +228,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		"garbage collector target: heap growth over live data before a collection, in percent (GOGC, if set, wins)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "",
 		"soft limit on the Go heap and runtime, e.g. 256MiB or 2GiB: the collector works harder near it (GOMEMLIMIT, if set, wins; empty or 0: none)")
+	fs.DurationVar(&o.memoryTrimInterval, "memory-trim-interval", memtrim.DefaultConfig().Interval,
+		"how often to check for memory held beyond the live heap (over 32 MiB after a burst) and give it back to the system (0: never)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ on the HTTP port")
 	o.tls.register(fs)
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "gossip encryption key: base64 of 16, 24 or 32 random bytes, the same on every node")
@@ -403,6 +407,12 @@ func run(args []string) error {
 	if err != nil {
 		return errors.Join(err, n.Close())
 	}
+	stopTrim, err := startMemoryTrim(o.memoryTrimInterval, logger)
+	if err != nil {
+		sqsAPI.close()
+		return errors.Join(err, n.Close())
+	}
+	defer stopTrim()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	for {

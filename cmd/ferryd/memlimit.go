@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/ferrymq/ferry/internal/memtrim"
 )
 
 // memoryLimitMin is the smallest -memory-limit ferryd accepts: below it the
@@ -61,4 +66,28 @@ func applyMemoryLimit(limit string) error {
 	}
 	debug.SetMemoryLimit(n)
 	return nil
+}
+
+// startMemoryTrim runs a memtrim.Trimmer every interval (0: none) and
+// returns what stops it. Trims are logged at debug level.
+func startMemoryTrim(interval time.Duration, logger *slog.Logger) (stop func(), err error) {
+	if interval == 0 {
+		return func() {}, nil
+	}
+	cfg := memtrim.DefaultConfig()
+	cfg.Interval = interval
+	t, err := memtrim.New(cfg, func(before, after memtrim.Usage) {
+		logger.Debug("memory given back", "excess_before_bytes", before.Excess(), "excess_after_bytes", after.Excess(),
+			"live_bytes", after.LiveBytes)
+	})
+	if err != nil {
+		return nil, &usageError{fmt.Errorf("-memory-trim-interval: %w", err)}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.Run(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"math"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 func TestFerryd_ParseByteSize(t *testing.T) {
@@ -50,5 +52,23 @@ func TestFerryd_MemoryLimitFlagSetsTheRuntimeLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "1GiB")
 	if err := applyMemoryLimit("128MiB"); err != nil || debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		t.Fatalf("-memory-limit overrode GOMEMLIMIT (%v)", err)
+	}
+}
+
+func TestMemoryTrim_FlagRangeAndStop(t *testing.T) {
+	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
+	if err != nil || o.memoryTrimInterval != 10*time.Second {
+		t.Fatalf("default -memory-trim-interval %v (%v), want 10s", o.memoryTrimInterval, err)
+	}
+	var ue *usageError
+	if _, err := startMemoryTrim(time.Millisecond, slog.New(slog.DiscardHandler)); !errors.As(err, &ue) {
+		t.Fatalf("-memory-trim-interval 1ms: %v, want a usage error", err)
+	}
+	for _, d := range []time.Duration{0, time.Second} {
+		stop, err := startMemoryTrim(d, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("-memory-trim-interval %v: %v", d, err)
+		}
+		stop() // returns only once the loop has ended
 	}
 }

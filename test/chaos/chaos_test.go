@@ -92,7 +92,13 @@ func runChaos(t *testing.T, o Options) *Report {
 	o.Root = root
 	o.TLS = os.Getenv("FERRY_CHAOS_TLS") != "0"
 	if os.Getenv("FERRY_CHAOS_TMPFS") != "0" {
-		o.Tmpfs = "192m"
+		// Room for a node's steady footprint under the workload with the
+		// default segment sizes (the shared raft log's active segment
+		// alone may hold 64 MiB, each partition's body records another
+		// segment, plus the live bodies of backlog and dead letters) above
+		// the 64 MiB free-space reserve. A smaller disk keeps the nodes at
+		// their reserve, refusing sends, for much of a long run.
+		o.Tmpfs = "512m"
 	}
 	o.Logf = func(format string, args ...any) {
 		t.Logf("[%6.1fs] %s", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))

@@ -108,8 +108,15 @@ type GrowthBound struct {
 // DefaultGrowthBound allows half as much again plus a fixed slack.
 var DefaultGrowthBound = GrowthBound{Factor: 1.5, RSSSlack: 64 << 20, GoroutineSlack: 200, FDSlack: 64}
 
+// ProcessWarmup is how long after its first sample a node process is left
+// alone by ResourceGrowth: a process started (or restarted by a fault)
+// under load takes that long to reconnect its clients and peers, so its
+// first samples say nothing about growth.
+const ProcessWarmup = 60 * time.Second
+
 // ResourceGrowth judges each node process that lived through the steady
-// part of the run (samples from steadyFrom on): the smallest of its last
+// part of the run (samples from steadyFrom on, and from ProcessWarmup
+// after the process's first sample): the smallest of its last
 // three samples against the largest of its first three, per resource. It
 // returns a line per resource beyond the bound.
 func ResourceGrowth(samples []ResourceSample, steadyFrom time.Time, b GrowthBound) []string {
@@ -117,13 +124,20 @@ func ResourceGrowth(samples []ResourceSample, steadyFrom time.Time, b GrowthBoun
 		node  string
 		start int
 	}
+	firstSeen := map[proc]time.Time{}
+	for _, s := range samples {
+		p := proc{s.Node, s.Start}
+		if t, ok := firstSeen[p]; !ok || s.At.Before(t) {
+			firstSeen[p] = s.At
+		}
+	}
 	byProc := map[proc][]ResourceSample{}
 	var order []proc
 	for _, s := range samples {
-		if s.At.Before(steadyFrom) {
+		p := proc{s.Node, s.Start}
+		if s.At.Before(steadyFrom) || s.At.Before(firstSeen[p].Add(ProcessWarmup)) {
 			continue
 		}
-		p := proc{s.Node, s.Start}
 		if _, ok := byProc[p]; !ok {
 			order = append(order, p)
 		}

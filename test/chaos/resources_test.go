@@ -30,3 +30,28 @@ func TestResourceGrowth_FlagsSteadyGrowthOnly(t *testing.T) {
 		t.Fatalf("judged processes with too few steady samples: %q", late)
 	}
 }
+
+func TestResourceGrowth_IgnoresARestartedProcessWarmingUp(t *testing.T) {
+	t0 := time.Now()
+	var ss []ResourceSample
+	for i := range 40 {
+		at := t0.Add(time.Duration(i) * 10 * time.Second)
+		// n1 restarts at 100 s: it comes up idle (95 goroutines) and
+		// reaches its loaded level (370) as clients reconnect, then stays.
+		g := int64(370)
+		if i >= 10 && i < 14 {
+			g = 95 + int64(i-10)*90
+		}
+		start := 1
+		if i >= 10 {
+			start = 2
+		}
+		ss = append(ss, ResourceSample{At: at, Node: "n1", Start: start, RSSBytes: 50 << 20, Goroutines: g, OpenFDs: 40})
+		// n2 restarts at the same time and then keeps growing: a leak.
+		ss = append(ss, ResourceSample{At: at, Node: "n2", Start: start, RSSBytes: 50 << 20, Goroutines: 100 + int64(i)*30, OpenFDs: 40})
+	}
+	got := ResourceGrowth(ss, t0, DefaultGrowthBound)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "n2 (start #2): goroutines grew") {
+		t.Fatalf("growth found: %q, want only n2's goroutines after its warm-up", got)
+	}
+}
