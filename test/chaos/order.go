@@ -127,6 +127,7 @@ const (
 	CauseNackFailed    = "nack failed (lease expired)"
 	CauseUnseenLease   = "unseen lease (receive answer lost)"
 	CauseAttemptReused = "same attempt delivered twice"
+	CauseRedriven      = "redriven from the dead letters"
 )
 
 // duplicates counts the deliveries beyond each message's first, by the
@@ -146,6 +147,10 @@ func (c *checker) duplicates() {
 // cause explains why next followed prev.
 func (c *checker) cause(prev, next Delivery) string {
 	switch {
+	case next.Seq != prev.Seq:
+		// A redrive enqueues the dead letter again under a new seq, its
+		// attempts counted from zero.
+		return CauseRedriven
 	case next.Attempt == prev.Attempt:
 		return CauseAttemptReused
 	case next.Attempt > prev.Attempt+1:
