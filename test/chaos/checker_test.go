@@ -274,16 +274,21 @@ func TestCheck_DuplicateCauses(t *testing.T) {
 			b.settle(n, s.kind, s.out, 100*i+20, 100*i+30)
 		}
 	}
-	// b is rejected, redriven by an operator (a new seq, attempts from
-	// zero) and delivered again at attempt 1.
+	// b is rejected twice (after a failed reject), redriven by an
+	// operator (a new seq, attempts from zero) and delivered again at
+	// attempt 1: in attempt order alone, its attempt 1 would follow the
+	// first incarnation's attempt 1.
 	b.send("b", "", -1, OK, 0)
 	b.settle(b.deliver("b", 1, 1000, 1010, ActReject), SettleReject, OK, 1020, 1030)
+	b.h.Deliveries[len(b.h.Deliveries)-1].Seq = 4
+	b.settle(b.deliver("b", 2, 1100, 1110, ActReject), SettleReject, OK, 1120, 1130)
+	b.h.Deliveries[len(b.h.Deliveries)-1].Seq = 4
 	redriven := b.deliver("b", 1, 2000, 2010, ActAck)
 	b.h.Deliveries[redriven].Seq = 9
 	b.settle(redriven, SettleAck, OK, 2020, 2030)
 	b.final.MaxReceives["q"] = 10
 	rep := b.check(t, nil)
-	want := map[string]int{CauseNackUnknown: 1, CauseAckUnknown: 1, CauseAckLate: 1, CauseRejectFailed: 1,
+	want := map[string]int{CauseNackUnknown: 1, CauseAckUnknown: 1, CauseAckLate: 1, CauseRejectFailed: 2,
 		CauseUnseenLease: 1, CauseAttemptReused: 1, CauseRedriven: 1}
 	if !reflect.DeepEqual(rep.Duplicates, want) {
 		t.Errorf("duplicates %v, want %v", rep.Duplicates, want)

@@ -52,7 +52,8 @@ type SendAttempt struct {
 // Send is one message a producer created, with every attempt to send it.
 // Producers send one message at a time, so GroupIndex (the message's
 // position among its producer's messages of the group) is the group's send
-// order.
+// order: by seq (a redriven message comes back under a higher one), then
+// attempt, then receive start.
 type Send struct {
 	ID         string        `json:"id"`
 	Queue      string        `json:"queue"`
@@ -327,7 +328,8 @@ func (f Final) unskew(t time.Time) time.Time {
 }
 
 // sortedDeliveries returns the deliveries of each message in receive
-// order.
+// order: by seq (a redriven message comes back under a higher one), then
+// attempt, then receive start.
 func sortedDeliveries(h History) map[string][]Delivery {
 	out := map[string][]Delivery{}
 	for _, d := range h.Deliveries {
@@ -335,6 +337,11 @@ func sortedDeliveries(h History) map[string][]Delivery {
 	}
 	for _, ds := range out {
 		sort.SliceStable(ds, func(i, j int) bool {
+			// A redrive enqueues the message again under a higher seq of
+			// the same partition, its attempts counted from zero.
+			if ds[i].Seq != ds[j].Seq {
+				return ds[i].Seq < ds[j].Seq
+			}
 			if ds[i].Attempt != ds[j].Attempt {
 				return ds[i].Attempt < ds[j].Attempt
 			}
