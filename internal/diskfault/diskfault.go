@@ -71,9 +71,10 @@ func ParseKind(s string) (Kind, error) {
 	return 0, fmt.Errorf("%w: unknown kind %q (fsync, write or short-write)", ErrBadFault, s)
 }
 
-// SyncError returns the injected error for an fsync of a file in dir, or
-// nil. The wal calls it before every segment fsync.
-func SyncError(dir string) error { return syncError(dir) }
+// SyncError returns the injected error for an fsync of the file at path,
+// or nil. The wal calls it before every fsync of an append (Sync, SyncData,
+// sealing a segment), with the segment file's path.
+func SyncError(path string) error { return syncError(path) }
 
 // WriteFault says what a write of n bytes to the file at path does: it
 // may write the first allowed bytes, and must then fail with err. With no
@@ -81,7 +82,7 @@ func SyncError(dir string) error { return syncError(dir) }
 // write.
 func WriteFault(path string, n int) (allowed int, err error) { return writeFault(path, n) }
 
-// Arm makes the next count fsyncs of files in directories whose path
+// Arm makes the next count fsyncs of files whose path
 // contains match fail: ArmKind(Sync, match, count).
 func Arm(match string, count int) error { return ArmKind(Sync, match, count) }
 

@@ -31,11 +31,11 @@ func fire(path string, write bool) Kind {
 	return state.kind
 }
 
-func syncError(dir string) error {
-	if fire(dir, false) == 0 {
+func syncError(path string) error {
+	if fire(path, false) == 0 {
 		return nil
 	}
-	return fmt.Errorf("injected fsync failure in %s: %w", dir, syscall.EIO)
+	return fmt.Errorf("injected fsync failure on %s: %w", path, syscall.EIO)
 }
 
 func writeFault(path string, n int) (int, error) {
