@@ -13,13 +13,13 @@ import (
 	"github.com/ferrymq/ferry/internal/diskfault"
 )
 
-// While the leader's raft log writes fail (whole or short), sends fail
-// with ErrIO, are refused as not-leader while leadership moves, or are
-// confirmed by the replica that leads next; once the faults are spent the
+// While the leader's raft log writes (whole or short) or fsyncs fail,
+// sends fail with ErrIO, are refused as not-leader while leadership moves,
+// or are confirmed by the replica that leads next; once the faults are spent the
 // partition serves again. Every confirmed message is there, and no send
 // answered ErrIO was applied.
 func TestPartition_InjectedLogWriteErrors(t *testing.T) {
-	for _, kind := range []diskfault.Kind{diskfault.Write, diskfault.ShortWrite} {
+	for _, kind := range []diskfault.Kind{diskfault.Write, diskfault.ShortWrite, diskfault.Sync} {
 		t.Run(kind.String(), func(t *testing.T) { testInjectedLogWriteErrors(t, kind) })
 	}
 }
