@@ -12,8 +12,16 @@
 // whatever was armed, and a count of 0 disarms.
 //
 // The hooks (SyncError, WriteFault) are called by package wal before each
-// segment fsync and each segment write. In a normal build they return
-// constants and cost nothing measurable.
+// fsync of an append and each segment write, with the segment file's path.
+// In a normal build they return constants and cost nothing measurable.
+// The sync of a cut-back (wal's RollbackTo) is never failed, so that a
+// failed write can always be undone.
+//
+// Which files may be targeted is the caller's choice. The raft log store
+// (wal/raftlog) cuts a failed batch back and takes the next write; the
+// chaos suite targets only it ("/raftlog/"). A partition's body records
+// are written while raft applies a command, where a failed write is fatal
+// by design, so arming a fault that matches them stops the replica.
 package diskfault
 
 import (
