@@ -12,7 +12,8 @@
 // whatever was armed, and a count of 0 disarms.
 //
 // The hooks (SyncError, WriteFault) are called by package wal before each
-// fsync of an append and each segment write, with the segment file's path.
+// fsync of an append and each write of records to a segment, with the
+// segment file's path.
 // In a normal build they return constants and cost nothing measurable.
 // The sync of a cut-back (wal's RollbackTo) is never failed, so that a
 // failed write can always be undone.
