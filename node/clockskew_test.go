@@ -149,7 +149,7 @@ func TestNode_ClockControlOnlyInChaosBuilds(t *testing.T) {
 	}
 }
 
-// Likewise the fsync fault control: absent from a release build.
+// Likewise the disk fault control: absent from a release build.
 func TestNode_DiskFaultControlOnlyInChaosBuilds(t *testing.T) {
 	nd := startLoneNode(t, 1)
 	resp, err := http.Post("http://"+nd.HTTPAddr()+"/v1/debug/disk?match=raftlog&syncs=1", "text/plain", nil)
@@ -170,5 +170,27 @@ func TestNode_DiskFaultControlOnlyInChaosBuilds(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "1" {
 		t.Fatalf("chaos build: disk fault control answered %d %q", resp.StatusCode, body)
+	}
+	// The kind parameter arms write faults; an unknown kind is refused.
+	// The match names no file, so nothing fires meanwhile.
+	for _, tc := range []struct {
+		query  string
+		status int
+		left   string
+	}{
+		{"match=/no-such-dir/&kind=write&count=2", http.StatusOK, "2"},
+		{"match=/no-such-dir/&kind=short-write&count=3", http.StatusOK, "3"},
+		{"match=/no-such-dir/&kind=torn&count=1", http.StatusBadRequest, ""},
+		{"match=/no-such-dir/&kind=write&count=0", http.StatusOK, "0"},
+	} {
+		resp, err := http.Post("http://"+nd.HTTPAddr()+"/v1/debug/disk?"+tc.query, "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || (tc.left != "" && strings.TrimSpace(string(body)) != tc.left) {
+			t.Fatalf("chaos build: %s answered %d %q, want %d %q", tc.query, resp.StatusCode, body, tc.status, tc.left)
+		}
 	}
 }

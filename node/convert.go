@@ -23,7 +23,7 @@ func codeOf(err error) wire.Code {
 		return wire.CodeNotLeader
 	case errors.Is(err, partition.ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
 		return wire.CodeTimeout
-	case errors.Is(err, partition.ErrTimeout), errors.Is(err, partition.ErrClosed), errors.Is(err, partition.ErrClockUnverified), errors.Is(err, fsm.ErrClockStep), errors.Is(err, ErrClosed), errors.Is(err, ErrNoMetaLeader):
+	case errors.Is(err, partition.ErrTimeout), errors.Is(err, partition.ErrClosed), errors.Is(err, partition.ErrIO), errors.Is(err, partition.ErrClockUnverified), errors.Is(err, fsm.ErrClockStep), errors.Is(err, ErrClosed), errors.Is(err, ErrNoMetaLeader):
 		return wire.CodeUnavailable
 	case errors.Is(err, fsm.ErrInvalidConfig):
 		return wire.CodeInvalidConfig

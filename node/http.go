@@ -120,22 +120,36 @@ func (n *Node) handleClockShift(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "%s\n", clock.Offset())
 }
 
-// handleDiskFault serves the chaos suite's fsync fault control, present
-// only in a chaosdisk build: POST ?match=STRING&syncs=N makes the next N
-// fsyncs of logs whose directory contains STRING fail with EIO (0
-// disarms); both methods answer how many are still to fail.
+// handleDiskFault serves the chaos suite's disk fault control, present
+// only in a chaosdisk build. POST ?match=STRING&kind=KIND&count=N makes the
+// next N operations of KIND on log files whose path contains STRING fail
+// with EIO: KIND is fsync (the default), write (nothing written) or
+// short-write (half written); the fault replaces any armed before, and 0
+// disarms. The older form ?match=STRING&syncs=N arms fsync failures. Both
+// methods answer how many failures are still to fire.
 func (n *Node) handleDiskFault(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		q := r.URL.Query()
-		count, err := strconv.Atoi(q.Get("syncs"))
+		kind, err := diskfault.Sync, error(nil)
+		if k := q.Get("kind"); k != "" {
+			kind, err = diskfault.ParseKind(k)
+		}
+		param := "count"
+		if !q.Has(param) {
+			param = "syncs"
+		}
+		var count int
 		if err == nil {
-			err = diskfault.Arm(q.Get("match"), count)
+			count, err = strconv.Atoi(q.Get(param))
+		}
+		if err == nil {
+			err = diskfault.ArmKind(kind, q.Get("match"), count)
 		}
 		if err != nil {
-			http.Error(w, "syncs: "+err.Error()+"\n", http.StatusBadRequest)
+			http.Error(w, "disk fault: "+err.Error()+"\n", http.StatusBadRequest)
 			return
 		}
-		n.logger.Warn("fsync failures armed by the chaos control", "match", q.Get("match"), "syncs", count)
+		n.logger.Warn("disk faults armed by the chaos control", "match", q.Get("match"), "kind", kind.String(), "count", count)
 	}
 	fmt.Fprintf(w, "%d\n", diskfault.Remaining())
 }

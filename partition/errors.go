@@ -29,6 +29,15 @@ var (
 	// working; sends succeed again once space returns. Retryable.
 	ErrDiskFull = errors.New("disk full")
 
+	// ErrIO is returned for a command the leader could not write to its
+	// raft log (a disk write or fsync error, raftlog.ErrIO, or a full disk,
+	// raftlog.ErrDiskFull, both still matched by errors.Is). The write was
+	// cut back and never replicated, so nothing was applied; the replica
+	// gives up leadership. Retryable, on whichever replica leads next. (If
+	// the cut itself failed, raftlog.ErrFailed, the outcome is
+	// ErrUnknownOutcome instead.)
+	ErrIO = errors.New("leader could not write its raft log")
+
 	// ErrClockUnverified is returned for a command refused because this
 	// node's clock is known to be off the other nodes' (Config.ClockHealthy),
 	// or is more than Config.MaxClockStep ahead of the partition's clock and

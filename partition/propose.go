@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/raft"
 )
 
@@ -115,6 +116,15 @@ func (p *Partition) mapRaftError(err error) error {
 		return ErrTimeout
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrClosed
+	case errors.Is(err, raftlog.ErrFailed):
+		// The store could not cut a failed write back: the entries may
+		// still be on disk, and a restarted replica could propose them.
+		return fmt.Errorf("partition %s: %w: %w", p.cfg.GroupID, ErrUnknownOutcome, err)
+	case errors.Is(err, raftlog.ErrIO), errors.Is(err, raftlog.ErrDiskFull):
+		// raft answers a failed local write of the leader's log with the
+		// store's error and steps down: the entries were cut back and
+		// never sent, so the command was not applied.
+		return fmt.Errorf("partition %s: %w: %w", p.cfg.GroupID, ErrIO, err)
 	}
 	return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
 }

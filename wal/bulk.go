@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ferrymq/ferry/internal/diskfault"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,6 +107,17 @@ func cutSegment(seg *segment, size int64) error {
 	return nil
 }
 
+// injectedSyncError returns the fsync failure a chaosdisk build's armed
+// fault injects for seg, or nil. Appends' syncs (Sync, SyncData, the seal
+// of a rotated segment) call it; the sync of RollbackTo's cut does not,
+// so that an injected fault never stops a failed write being cut back.
+func injectedSyncError(seg *segment) error {
+	if err := diskfault.SyncError(seg.path); err != nil {
+		return fmt.Errorf("wal: sync segment %d: %w", seg.num, err)
+	}
+	return nil
+}
+
 // fdatasync makes seg's written bytes, and its size, durable.
 func fdatasync(seg *segment) error {
 	rc, err := seg.file.SyscallConn()
@@ -150,8 +162,12 @@ func (l *Log) SyncData() error {
 	l.mu.Unlock()
 
 	// Only the owner closes, rotates or deletes the active segment, so its
-	// file stays open while we sync without the lock.
-	err := fdatasync(seg)
+	// file stays open while we sync without the lock. In a chaosdisk build
+	// an armed fault may fail the sync instead.
+	err := injectedSyncError(seg)
+	if err == nil {
+		err = fdatasync(seg)
+	}
 	if err == nil && dirDirty {
 		err = syncDir(l.cfg.Dir)
 	}

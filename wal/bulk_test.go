@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"errors"
+	"os"
 	"testing"
 )
 
@@ -138,4 +139,47 @@ func TestWAL_RollbackToRetiredSegment(t *testing.T) {
 		t.Fatalf("reopen: %s", sum)
 	}
 	checkRead(t, l2, p, 11, []byte("x"))
+}
+
+// A write that failed part-way leaves part of a record in the file past
+// the end of the log (as a failing disk's short write does); RollbackTo
+// truncates it, so that later, shorter records cannot leave a torn tail
+// behind them and a reopen finds exactly the records written.
+func TestWAL_RollbackCutsPartialRecordInFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	l, _ := openLog(t, cfg)
+	kept := appendMany(t, l, 1, 3, func(int) int { return 100 })
+	if err := l.SyncData(); err != nil {
+		t.Fatal(err)
+	}
+	mark := l.End()
+	f, err := os.OpenFile(segmentPath(dir, mark.Pos().Segment), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := payloadFor(99, 2000)
+	if _, err := f.WriteAt(torn, int64(mark.Pos().Offset)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	_ = l.fail(errors.New("short write"))
+	l.mu.Unlock()
+	if err := l.RollbackTo(mark); err != nil {
+		t.Fatal(err)
+	}
+	kept = append(kept, appendMany(t, l, 10, 2, func(int) int { return 50 })...)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, sum := openLog(t, cfg)
+	if sum.Truncated || sum.Records != len(kept) {
+		t.Fatalf("reopen: %s, want %d records and no torn tail", sum, len(kept))
+	}
+	for _, r := range kept {
+		checkRead(t, l2, r.pos, r.key, r.payload)
+	}
 }

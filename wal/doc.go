@@ -83,4 +83,8 @@
 // RollbackTo with the End it took before the batch: the partial batch is
 // cut off, the cut is made durable, and the log takes writes again, which
 // is how a full disk becomes a retryable error rather than a failed log.
+// A write the disk failed part-way (a short write) leaves bytes in the file
+// beyond the log's end; RollbackTo truncates the file there, so no torn or
+// duplicate record survives. In a chaosdisk build, internal/diskfault can
+// fail segment writes (whole or short) and fsyncs on purpose.
 package wal

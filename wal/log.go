@@ -8,8 +8,6 @@ import (
 	"os"
 	"sort"
 	"sync"
-
-	"github.com/ferrymq/ferry/internal/diskfault"
 )
 
 // Log is an open segmented log. See the package documentation for which
@@ -141,6 +139,9 @@ func (l *Log) rotateLocked() error {
 	if err := old.flush(); err != nil {
 		return l.fail(err)
 	}
+	if err := injectedSyncError(old); err != nil {
+		return l.fail(err)
+	}
 	if err := old.file.Sync(); err != nil {
 		return l.fail(fmt.Errorf("wal: sync segment %d: %w", old.num, err))
 	}
@@ -220,11 +221,10 @@ func (l *Log) syncLocked() error {
 	if err := seg.flush(); err != nil {
 		return l.fail(err)
 	}
-	err := diskfault.SyncError(l.cfg.Dir) // nil but in chaos builds
-	if err == nil {
-		err = seg.file.Sync()
+	if err := injectedSyncError(seg); err != nil {
+		return l.fail(err)
 	}
-	if err != nil {
+	if err := seg.file.Sync(); err != nil {
 		return l.fail(fmt.Errorf("wal: sync segment %d: %w", seg.num, err))
 	}
 	if l.dirDirty {

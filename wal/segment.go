@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ferrymq/ferry/internal/diskfault"
 )
 
 // File-system constants.
@@ -183,7 +185,7 @@ func (s *segment) appendRecord(hdr, payload []byte) error {
 		return nil
 	}
 	for _, part := range [][]byte{hdr, payload} {
-		if _, err := s.file.WriteAt(part, s.flushedBytes); err != nil {
+		if _, err := s.writeFile(part, s.flushedBytes); err != nil {
 			return fmt.Errorf("wal: write segment %d offset %d: %w", s.num, s.flushedBytes, err)
 		}
 		s.flushedBytes += int64(len(part))
@@ -197,13 +199,29 @@ func (s *segment) flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
-	n, err := s.file.WriteAt(s.buf, s.flushedBytes)
+	n, err := s.writeFile(s.buf, s.flushedBytes)
 	s.flushedBytes += int64(n)
 	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
 	if err != nil {
 		return fmt.Errorf("wal: write segment %d offset %d: %w", s.num, s.flushedBytes, err)
 	}
 	return nil
+}
+
+// writeFile writes p at offset off of the segment file. In a chaosdisk
+// build an armed fault may fail it, after writing part of p or nothing;
+// either way the caller treats it as a failed write, and the owner's
+// RollbackTo truncates whatever reached the file.
+func (s *segment) writeFile(p []byte, off int64) (int, error) {
+	allowed, fault := diskfault.WriteFault(s.path, len(p))
+	if fault == nil {
+		return s.file.WriteAt(p, off)
+	}
+	n, err := s.file.WriteAt(p[:allowed], off)
+	if err == nil {
+		err = fault
+	}
+	return n, err
 }
 
 // close closes the segment's file.

@@ -56,8 +56,9 @@ const (
 	CodeNotLeader Code = 8
 
 	// CodeUnavailable means the request could not be started: no leader is
-	// elected, no quorum is reachable, or the node is shutting down. Nothing
-	// was done. Retryable after a backoff.
+	// elected, no quorum is reachable, the node is shutting down, or the
+	// leader could not write the request to its log (a disk error; it gives
+	// up leadership). Nothing was done. Retryable after a backoff.
 	CodeUnavailable Code = 9
 
 	// CodeTimeout means the request was started but its outcome is unknown:

@@ -7,6 +7,8 @@ const Armable = false
 
 func syncError(string) error { return nil }
 
-func arm(string, int) error { return ErrNotArmable }
+func writeFault(_ string, n int) (int, error) { return n, nil }
+
+func arm(Kind, string, int) error { return ErrNotArmable }
 
 func remaining() int { return 0 }

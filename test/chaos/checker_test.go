@@ -331,6 +331,11 @@ func TestSchedules_ReplayFromSeed(t *testing.T) {
 			t.Errorf("bounded schedule has %s %d times", k, seen[k])
 		}
 	}
+	for _, k := range []FaultKind{DiskFull, FsyncError, WriteError} {
+		if seen[k] != 1 {
+			t.Errorf("bounded schedule lacks the disk fault %s", k)
+		}
+	}
 	if reflect.DeepEqual(a, BoundedSchedule(43)) {
 		t.Error("different seeds, same schedule")
 	}

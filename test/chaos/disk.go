@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,23 +147,38 @@ const fsyncFailures = 3
 // with EIO, through the chaos build's control (POST /v1/debug/disk); 0
 // disarms. It returns how many are still to fail.
 func (c *Cluster) ArmFsyncFailures(ctx context.Context, n *Node, count int) (int, error) {
-	n.marker("%d raft log fsyncs armed to fail", count)
-	u := c.url(n, fmt.Sprintf("/v1/debug/disk?match=raftlog&syncs=%d", count))
+	return c.ArmDiskFault(ctx, n, "fsync", count)
+}
+
+// ArmDiskFault makes the next count operations of kind ("fsync", "write"
+// or "short-write") on the node's raft log fail with EIO, through the
+// chaos build's control (POST /v1/debug/disk?kind=KIND&count=N); the fault
+// replaces any armed before, and 0 disarms. It returns how many are still
+// to fail.
+func (c *Cluster) ArmDiskFault(ctx context.Context, n *Node, kind string, count int) (int, error) {
+	n.marker("%d raft log %s failures armed", count, kind)
+	u := c.url(n, fmt.Sprintf("/v1/debug/disk?match=%s&kind=%s&count=%d", url.QueryEscape(raftLogMatch), url.QueryEscape(kind), count))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return 0, err
 	}
 	resp, err := c.httpc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("arm %s's fsync failures: %w", n.ID, err)
+		return 0, fmt.Errorf("arm %s's %s failures: %w", n.ID, kind, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("arm %s's fsync failures: %s: %s", n.ID, resp.Status, strings.TrimSpace(string(body)))
+		return 0, fmt.Errorf("arm %s's %s failures: %s: %s", n.ID, kind, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return strconv.Atoi(strings.TrimSpace(string(body)))
 }
+
+// raftLogMatch selects the node's raft log files (DataDir/raftlog/...)
+// and nothing else: body records are written while raft applies a
+// command, where a failed write is fatal by design, so no fault targets
+// them.
+const raftLogMatch = "/raftlog/"
 
 // fsyncFault makes a random node's next raft log fsyncs fail with EIO:
 // the batches they carry must fail and be cut back, the node must keep
@@ -186,6 +202,42 @@ func (in *Injector) fsyncFault(ctx context.Context, rng *rand.Rand, rec *FaultRe
 		defer cancel()
 		left, err := c.ArmFsyncFailures(hctx, n, 0)
 		rec.Detail += fmt.Sprintf(" (%d fired)", fsyncFailures-left)
+		return err
+	}, nil
+}
+
+// writeFailures is how many raft log writes a write-error fault makes
+// fail.
+const writeFailures = 3
+
+// writeFault makes a random node's next raft log writes fail with EIO,
+// either before writing anything or after writing half (a short write,
+// drawn from the fault's seed): the batches they carry must fail and be
+// cut back, leaving no torn or duplicate record, the node must keep
+// running and take writes again, and nothing confirmed may be lost.
+func (in *Injector) writeFault(ctx context.Context, rng *rand.Rand, rec *FaultRecord) (func() error, error) {
+	c := in.c
+	n := pickNode(rng, c.Up())
+	if n == nil {
+		return nil, fmt.Errorf("no node up")
+	}
+	kind, how := "write", "fail with EIO"
+	if rng.IntN(2) == 1 {
+		kind, how = "short-write", "write half, then fail with EIO"
+	}
+	rec.Targets = []string{n.ID}
+	rec.Detail = fmt.Sprintf("next %d raft log writes %s", writeFailures, how)
+	if _, err := c.ArmDiskFault(ctx, n, kind, writeFailures); err != nil {
+		return nil, err
+	}
+	return func() error {
+		if !n.Running() {
+			return nil
+		}
+		hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		left, err := c.ArmDiskFault(hctx, n, kind, 0)
+		rec.Detail += fmt.Sprintf(" (%d fired)", writeFailures-left)
 		return err
 	}, nil
 }

@@ -41,10 +41,11 @@
 // ahead, an hour behind, or a partition leader's clock jumping by seconds
 // to hours either way (ferryd is built with the chaosclock and chaosdisk
 // tags: the harness shifts its clock over POST /v1/debug/clock and arms
-// fsync failures over POST /v1/debug/disk); a leader-follower link made
-// slow and lossy, both ways or one way; a node's data directory (each
-// node's is a small tmpfs) filled to a megabyte; and a node's next three
-// raft log fsyncs failing with EIO. Faults
+// fsync and write failures over POST /v1/debug/disk); a leader-follower
+// link made slow and lossy, both ways or one way; a node's data directory
+// (each node's is a small tmpfs) filled to a megabyte; a node's next three
+// raft log fsyncs failing with EIO; and a node's next three raft log
+// writes failing with EIO, whole or after writing half. Faults
 // come one at a time; after each the harness waits until every partition
 // has a leader and every replica has caught up. While a clock fault runs a
 // node ahead, the checker takes the servers' stamps (lease deadlines,
@@ -70,8 +71,15 @@
 // running, and take work again. An fsync-error fault makes the node's next
 // three raft log fsyncs fail (internal/diskfault, present only in chaosdisk
 // builds): the batches they carried fail and are cut back, and the node
-// must keep running and take writes again. The tmpfs are unmounted when the run ends,
-// so a kept run keeps logs and history.json but not the nodes' data.
+// must keep running and take writes again. A write-error fault does the
+// same to the node's next three raft log writes, each failing before it
+// writes anything or (drawn from the fault's seed) after writing half its
+// bytes, as a failing disk's short write: the cut must leave no torn or
+// duplicate record. Both target only files under the node's raftlog
+// directory; body records are written while raft applies, where a failed
+// write is fatal by design, so no fault targets them. The tmpfs are
+// unmounted when the run ends, so a kept run keeps logs and history.json
+// but not the nodes' data.
 //
 // At the end the harness heals everything, stops the producers, has the
 // consumers ack everything until every queue is empty, lists the dead

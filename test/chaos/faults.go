@@ -30,11 +30,12 @@ const (
 	SlowOneWay    FaultKind = "slow-link-one-way"     // a leader-follower link is slow and lossy one way
 	DiskFull      FaultKind = "disk-full"             // a node's data directory (a small tmpfs) fills up
 	FsyncError    FaultKind = "fsync-error"           // a node's next raft log fsyncs fail with EIO
+	WriteError    FaultKind = "write-error"           // a node's next raft log writes fail with EIO, whole or short
 )
 
 // AllFaults lists every kind, in a fixed order.
 var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode,
-	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError}
+	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError}
 
 func (k FaultKind) needsFirewall() bool {
 	return k == Isolate || k == Split || k == Bridge || k == SlowLink || k == SlowOneWay
@@ -60,7 +61,7 @@ func holdFor(rng *rand.Rand, k FaultKind) time.Duration {
 		return 500 * time.Millisecond
 	case PauseLeader, PauseFollower:
 		return 3*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
-	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError:
+	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError:
 		// Long enough for the nodes to measure the offset and hand over
 		// leadership, or for the slow link to back up.
 		return 6*time.Second + time.Duration(rng.Int64N(int64(4*time.Second)))
@@ -218,6 +219,8 @@ func (in *Injector) inject(ctx context.Context, spec FaultSpec, rec *FaultRecord
 		return in.diskFault(rng, rec)
 	case FsyncError:
 		return in.fsyncFault(ctx, rng, rec)
+	case WriteError:
+		return in.writeFault(ctx, rng, rec)
 	case CrashAll:
 		rec.Targets, rec.Detail = []string{"all"}, "kill -9 of every node"
 		c.KillAll()

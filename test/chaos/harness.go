@@ -91,8 +91,8 @@ type ClusterOptions struct {
 
 // BuildFerryd compiles the server binary into dir and returns its path,
 // with the chaosclock and chaosdisk tags: the chaos build's clock can be
-// shifted (Cluster.ShiftClock) and its raft log fsyncs made to fail
-// (Cluster.ArmFsyncFailures).
+// shifted (Cluster.ShiftClock) and its raft log fsyncs and writes made to
+// fail (Cluster.ArmFsyncFailures, Cluster.ArmDiskFault).
 func BuildFerryd(dir string) (string, error) {
 	bin := filepath.Join(dir, "ferryd")
 	goTool, err := exec.LookPath("go")

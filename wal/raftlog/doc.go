@@ -75,7 +75,11 @@
 // (ENOSPC, EDQUOT) or ErrIO; nothing of the batch reached the indexes, so
 // disk and memory agree, and the store takes the next write. Only if the
 // cut itself fails does the store refuse writes (ErrFailed) until it is
-// reopened. FreeBytes lets callers refuse large writes early.
+// reopened. A write the disk failed part-way (a short write) leaves part of
+// a record in the file; the cut truncates it, so no torn or duplicate
+// record survives. In a chaosdisk build, internal/diskfault fails segment
+// writes (whole or short) and fsyncs on purpose, to exercise this path.
+// FreeBytes lets callers refuse large writes early.
 //
 // # Recovery
 //
