@@ -119,3 +119,31 @@ func TestShaper_DelaysOneWayThroughTheChain(t *testing.T) {
 		t.Errorf("a→b median latency %v after heal, want well under %v", fast, delay)
 	}
 }
+
+// TestShaper_WithoutDelayerSaysSo checks that a link slowed where the
+// delayer cannot run gets no queueing rules and a detail that says why.
+func TestShaper_WithoutDelayerSaysSo(t *testing.T) {
+	t.Run("turned-off", func(t *testing.T) {
+		t.Setenv("FERRY_CHAOS_NO_NFQUEUE", "1")
+		s := &Shaper{ok: true, queue: testLinkQueue}
+		if d := s.startDelayer(LinkShape{Delay: 50 * time.Millisecond}); s.delayer != nil ||
+			!strings.Contains(d, "no delay or reordering") || !strings.Contains(d, "FERRY_CHAOS_NO_NFQUEUE=1") {
+			t.Errorf("detail %q, delayer %v; want no delayer and the reason", d, s.delayer)
+		}
+	})
+	t.Run("queue-busy", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root for NFQUEUE")
+		}
+		q, err := nfq.Open(testLinkQueue, 16)
+		if err != nil {
+			t.Skipf("NFQUEUE unavailable: %v", err)
+		}
+		defer q.Close()
+		s := &Shaper{ok: true, queue: testLinkQueue}
+		if d := s.startDelayer(LinkShape{Delay: 50 * time.Millisecond}); s.delayer != nil ||
+			!strings.Contains(d, "no delay or reordering") || !strings.Contains(d, "already bound") {
+			t.Errorf("detail %q, delayer %v; want no delayer and the reason", d, s.delayer)
+		}
+	})
+}
