@@ -286,7 +286,7 @@ func (in *Injector) linkFault(ctx context.Context, rng *rand.Rand, k FaultKind, 
 	heal := func() error {
 		err := in.links.Heal(in.fw)
 		if st, ok := in.links.LastDelayStats(); ok {
-			rec.Detail += fmt.Sprintf("; delayer held %d packets (%d reordered, %d released early at heal, %d passed at once over its bound)",
+			rec.Detail += fmt.Sprintf("; the delayer took %d packets (%d reordered, %d released early at heal, %d let by at once over its bound)",
 				st.Queued, st.Reordered, st.Flushed, st.Overflow)
 		}
 		return err
