@@ -42,10 +42,11 @@
 // to hours either way (ferryd is built with the chaosclock and chaosdisk
 // tags: the harness shifts its clock over POST /v1/debug/clock and arms
 // fsync and write failures over POST /v1/debug/disk); a leader-follower
-// link made slow and lossy, both ways or one way; a node's data directory
-// (each node's is a small tmpfs) filled to a megabyte; a node's next three
-// raft log fsyncs failing with EIO; and a node's next three raft log
-// writes failing with EIO, whole or after writing half. Faults
+// link made slow, lossy, delayed, jittery and reordering, both ways or one
+// way; a node's data directory (each node's is a tmpfs) filled to a
+// megabyte; a node's next three raft log fsyncs failing with EIO; and a
+// node's next three raft log writes failing with EIO, whole or after
+// writing half. Faults
 // come one at a time; after each the harness waits until every partition
 // has a leader and every replica has caught up. While a clock fault runs a
 // node ahead, the checker takes the servers' stamps (lease deadlines,
@@ -55,12 +56,35 @@
 //
 // A slowed link is an htb qdisc (handle fe7:) on lo with one rate-limited
 // class; u32 filters matching the chosen (source, destination) node
-// addresses lead into it, so nothing else on lo is slowed. Where the
-// kernel has netem, the class also delays (50-250 ms, ±20 ms), drops and
-// reorders; otherwise loss comes from iptables statistic rules in the
-// chaos chain, and the fault's detail says so. Healing deletes the qdisc;
-// it is deleted too when the run ends or is interrupted, and a stale one
-// when the next run starts. FERRY_CHAOS_NO_TC=1 skips these faults.
+// addresses lead into it, so nothing else on lo is slowed. Each fault
+// draws a delay of 20-150 ms, a jitter of 5-30 ms, a reordered fraction
+// (5, 10 or 25%) and a loss (1, 5 or 15%). Where the kernel has netem, the
+// class also delays, drops and reorders.
+//
+// Where it has none (a kernel without sch_netem), the harness delays in
+// userspace through NFQUEUE (package nfq): rules in the chaos chain, after
+// the loss rules (iptables statistic), send the chosen pair's packets to
+// queue 7301 (-j NFQUEUE --queue-bypass), and a Delayer in the test
+// process, speaking nfnetlink_queue over a netlink socket, holds each
+// packet for the delay plus a uniform draw within ±jitter and then
+// accepts it; the reordered fraction is held one delay longer, so packets
+// queued after it overtake it. Verdicts come from one goroutine with a
+// heap, at most 4096 packets are held (beyond that they pass at once, and
+// are counted), and the kernel queue is bounded and fails open. These
+// rules and the loss rules match "-o lo", that is on OUTPUT only: a
+// packet between two loopback addresses crosses both OUTPUT and INPUT, and
+// would otherwise be dropped or delayed twice. The fault's detail in the
+// report states the delay, jitter and reordering applied and, after the
+// heal, how many packets the delayer held and reordered.
+//
+// Healing deletes the qdisc, flushes the chain and stops the delayer,
+// which accepts every packet it still holds. The qdisc, the rules and the
+// delayer go too when the run ends or is interrupted, and a stale qdisc
+// and chain when the next run starts; a delayer dies with its process,
+// and --queue-bypass then lets the pair's packets pass. Without netem and
+// without NFQUEUE (or with FERRY_CHAOS_NO_NFQUEUE=1) the link is only
+// rate-limited and lossy, and the detail says so. FERRY_CHAOS_NO_TC=1
+// skips these faults.
 //
 // # Disk faults
 //

@@ -23,6 +23,7 @@ const Chain = "FERRY-CHAOS"
 // as well. Client traffic (from 127.0.0.1 to the client ports) is never
 // cut: the workload's clients reach every node, as Jepsen's do.
 type Firewall struct {
+	chain   string // Chain, but for tests of the rules
 	mu      sync.Mutex
 	ok      bool
 	why     string // why partitions cannot be made, when !ok
@@ -34,8 +35,12 @@ type Firewall struct {
 // turned off with FERRY_CHAOS_NO_IPTABLES=1), removes a stale chain and
 // installs a fresh one. When iptables cannot be used, Available reports
 // false and Reason says why; nothing fails.
-func NewFirewall() *Firewall {
-	f := &Firewall{}
+func NewFirewall() *Firewall { return newFirewall(Chain) }
+
+// newFirewall is NewFirewall with another chain, for tests that must not
+// disturb a chaos run's chain.
+func newFirewall(chain string) *Firewall {
+	f := &Firewall{chain: chain}
 	switch {
 	case os.Getenv("FERRY_CHAOS_NO_IPTABLES") == "1":
 		f.why = "FERRY_CHAOS_NO_IPTABLES=1"
@@ -88,11 +93,11 @@ func iptables(args ...string) error {
 }
 
 func (f *Firewall) install() error {
-	if err := iptables("-N", Chain); err != nil {
+	if err := iptables("-N", f.chain); err != nil {
 		return err
 	}
 	for _, hook := range []string{"OUTPUT", "INPUT"} {
-		if err := iptables("-I", hook, "1", "-j", Chain); err != nil {
+		if err := iptables("-I", hook, "1", "-j", f.chain); err != nil {
 			return err
 		}
 	}
@@ -103,11 +108,11 @@ func (f *Firewall) install() error {
 // not there.
 func (f *Firewall) removeChain() {
 	for _, hook := range []string{"OUTPUT", "INPUT"} {
-		for i := 0; i < 10 && iptables("-D", hook, "-j", Chain) == nil; i++ {
+		for i := 0; i < 10 && iptables("-D", hook, "-j", f.chain) == nil; i++ {
 		}
 	}
-	_ = iptables("-F", Chain)
-	_ = iptables("-X", Chain)
+	_ = iptables("-F", f.chain)
+	_ = iptables("-X", f.chain)
 }
 
 // Cut drops all traffic between every node of a and every node of b, in
@@ -119,7 +124,7 @@ func (f *Firewall) Cut(a, b []*Node) error {
 		return errors.New("partitions unavailable: " + f.why)
 	}
 	var errs []error
-	rule := func(args ...string) { errs = append(errs, iptables(append([]string{"-A", Chain}, args...)...)) }
+	rule := func(args ...string) { errs = append(errs, iptables(append([]string{"-A", f.chain}, args...)...)) }
 	for _, x := range a {
 		for _, y := range b {
 			rule("-s", x.IP, "-d", y.IP, "-j", "DROP")
@@ -134,7 +139,10 @@ func (f *Firewall) Cut(a, b []*Node) error {
 	return errors.Join(errs...)
 }
 
-// Lossy drops a fraction p of the packets from one node to another.
+// Lossy drops a fraction p of the packets from one node to another. The
+// rule matches "-o lo", that is only where the chain is reached from
+// OUTPUT: a packet between two loopback addresses passes OUTPUT and then
+// INPUT, and a rule matching in both would drop it twice over.
 func (f *Firewall) Lossy(from, to *Node, p float64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -142,8 +150,22 @@ func (f *Firewall) Lossy(from, to *Node, p float64) error {
 		return errors.New("partitions unavailable: " + f.why)
 	}
 	f.cutting = true
-	return iptables("-A", Chain, "-s", from.IP, "-d", to.IP, "-m", "statistic", "--mode", "random",
+	return iptables("-A", f.chain, "-s", from.IP, "-d", to.IP, "-o", "lo", "-m", "statistic", "--mode", "random",
 		"--probability", fmt.Sprintf("%.3f", p), "-j", "DROP")
+}
+
+// Queue sends the packets from one node to another to NFQUEUE number num,
+// once (on OUTPUT, as Lossy), with --queue-bypass: while no process has
+// the queue bound, the packets pass unqueued.
+func (f *Firewall) Queue(from, to *Node, num uint16) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ok {
+		return errors.New("partitions unavailable: " + f.why)
+	}
+	f.cutting = true
+	return iptables("-A", f.chain, "-s", from.IP, "-d", to.IP, "-o", "lo", "-j", "NFQUEUE",
+		"--queue-num", fmt.Sprint(num), "--queue-bypass")
 }
 
 // Heal removes every rule (the chain stays, empty).
@@ -154,7 +176,7 @@ func (f *Firewall) Heal() error {
 		return nil
 	}
 	f.cutting = false
-	return iptables("-F", Chain)
+	return iptables("-F", f.chain)
 }
 
 // Close removes the chain and its hooks. Safe to call more than once.
