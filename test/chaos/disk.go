@@ -184,26 +184,8 @@ const raftLogMatch = "/raftlog/"
 // the batches they carry must fail and be cut back, the node must keep
 // running and take writes again, and nothing confirmed may be lost.
 func (in *Injector) fsyncFault(ctx context.Context, rng *rand.Rand, rec *FaultRecord) (func() error, error) {
-	c := in.c
-	n := pickNode(rng, c.Up())
-	if n == nil {
-		return nil, fmt.Errorf("no node up")
-	}
-	rec.Targets = []string{n.ID}
-	rec.Detail = fmt.Sprintf("next %d raft log fsyncs fail with EIO", fsyncFailures)
-	if _, err := c.ArmFsyncFailures(ctx, n, fsyncFailures); err != nil {
-		return nil, err
-	}
-	return func() error {
-		if !n.Running() {
-			return nil
-		}
-		hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		left, err := c.ArmFsyncFailures(hctx, n, 0)
-		rec.Detail += fmt.Sprintf(" (%d fired)", fsyncFailures-left)
-		return err
-	}, nil
+	return in.armedDiskFault(ctx, rng, rec, "fsync", fsyncFailures,
+		fmt.Sprintf("next %d raft log fsyncs fail with EIO", fsyncFailures))
 }
 
 // writeFailures is how many raft log writes a write-error fault makes
@@ -216,18 +198,24 @@ const writeFailures = 3
 // cut back, leaving no torn or duplicate record, the node must keep
 // running and take writes again, and nothing confirmed may be lost.
 func (in *Injector) writeFault(ctx context.Context, rng *rand.Rand, rec *FaultRecord) (func() error, error) {
+	kind, how := "write", "fail with EIO"
+	if rng.IntN(2) == 1 {
+		kind, how = "short-write", "write half, then fail with EIO"
+	}
+	return in.armedDiskFault(ctx, rng, rec, kind, writeFailures,
+		fmt.Sprintf("next %d raft log writes %s", writeFailures, how))
+}
+
+// armedDiskFault arms count failures of kind on a random running node and
+// returns the heal that disarms them and records how many fired.
+func (in *Injector) armedDiskFault(ctx context.Context, rng *rand.Rand, rec *FaultRecord, kind string, count int, detail string) (func() error, error) {
 	c := in.c
 	n := pickNode(rng, c.Up())
 	if n == nil {
 		return nil, fmt.Errorf("no node up")
 	}
-	kind, how := "write", "fail with EIO"
-	if rng.IntN(2) == 1 {
-		kind, how = "short-write", "write half, then fail with EIO"
-	}
-	rec.Targets = []string{n.ID}
-	rec.Detail = fmt.Sprintf("next %d raft log writes %s", writeFailures, how)
-	if _, err := c.ArmDiskFault(ctx, n, kind, writeFailures); err != nil {
+	rec.Targets, rec.Detail = []string{n.ID}, detail
+	if _, err := c.ArmDiskFault(ctx, n, kind, count); err != nil {
 		return nil, err
 	}
 	return func() error {
@@ -237,7 +225,7 @@ func (in *Injector) writeFault(ctx context.Context, rng *rand.Rand, rec *FaultRe
 		hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		left, err := c.ArmDiskFault(hctx, n, kind, 0)
-		rec.Detail += fmt.Sprintf(" (%d fired)", writeFailures-left)
+		rec.Detail += fmt.Sprintf(" (%d fired)", count-left)
 		return err
 	}, nil
 }
