@@ -239,4 +239,7 @@ func TestChaos_Soak(t *testing.T) {
 	for _, g := range ResourceGrowth(rep.Resources, steady, DefaultGrowthBound) {
 		t.Errorf("resource growth: %s", g)
 	}
+	for _, l := range IdleLeaks(rep.IdleBefore, rep.IdleAfter, IdleGoroutineBound) {
+		t.Errorf("goroutine leak: %s", l)
+	}
 }

@@ -66,6 +66,10 @@ type Report struct {
 	// Resources are the nodes' sampled RSS, goroutines and open files
 	// (Options.SampleEvery).
 	Resources []ResourceSample `json:"resources,omitempty"`
+	// IdleBefore and IdleAfter sample every node with no workload: once
+	// the queues exist, and once the workload's clients have closed.
+	IdleBefore []ResourceSample `json:"idle_before,omitempty"`
+	IdleAfter  []ResourceSample `json:"idle_after,omitempty"`
 }
 
 func newReport() *Report {
@@ -149,6 +153,19 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintln(tw, "resources (sampled; RSS / goroutines / open files):")
 		tw.Flush()
 		resourceCurves(w, r.Resources, r.Started, 12)
+	}
+	if len(r.IdleBefore) > 0 && len(r.IdleAfter) > 0 {
+		fmt.Fprintln(tw, "with no load, before -> after the run (RSS / goroutines / open files):")
+		idle := map[string]ResourceSample{}
+		for _, s := range r.IdleBefore {
+			idle[s.Node] = s
+		}
+		for _, a := range r.IdleAfter {
+			if b, ok := idle[a.Node]; ok {
+				row(a.Node, fmt.Sprintf("%dMB/%dg/%dfd -> %dMB/%dg/%dfd", b.RSSBytes>>20, b.Goroutines, b.OpenFDs,
+					a.RSSBytes>>20, a.Goroutines, a.OpenFDs))
+			}
+		}
 	}
 	fmt.Fprintln(tw, "violations:")
 	for _, k := range ViolationKinds {

@@ -193,3 +193,47 @@ func resourceCurves(w io.Writer, samples []ResourceSample, t0 time.Time, points 
 		fmt.Fprintf(w, "  %s  %s\n", n, strings.Join(parts, " "))
 	}
 }
+
+// IdleSettle is how long settleIdle waits for the nodes' goroutines to come
+// back down once the workload's clients have closed.
+const IdleSettle = 30 * time.Second
+
+// IdleGoroutineBound is how far above its count before the load a node's
+// goroutines may stay once the load is gone: connections, long polls and
+// handlers end with their clients, so what stays beyond this is a leak.
+var IdleGoroutineBound = GrowthBound{Factor: 1.25, GoroutineSlack: 40}
+
+// settleIdle samples every node until each one's goroutines are within
+// IdleGoroutineBound of the first idle sample, or IdleSettle has passed,
+// and returns the last samples.
+func (r *run) settleIdle(ctx context.Context) []ResourceSample {
+	deadline := time.Now().Add(IdleSettle)
+	for {
+		got := r.c.SampleResources(ctx)
+		if len(IdleLeaks(r.idleBefore, got, IdleGoroutineBound)) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return got
+		}
+		sleep(ctx, time.Second)
+	}
+}
+
+// IdleLeaks compares each node's goroutines with no load, before and after
+// the run, and returns a line per node beyond the bound.
+func IdleLeaks(before, after []ResourceSample, b GrowthBound) []string {
+	base := map[string]int64{}
+	for _, s := range before {
+		base[s.Node] = s.Goroutines
+	}
+	var out []string
+	for _, s := range after {
+		first, ok := base[s.Node]
+		if !ok {
+			continue
+		}
+		if limit := int64(float64(first)*b.Factor) + b.GoroutineSlack; s.Goroutines > limit {
+			out = append(out, fmt.Sprintf("%s: %d goroutines with no load after the run, %d before it (bound %d)",
+				s.Node, s.Goroutines, first, limit))
+		}
+	}
+	return out
+}

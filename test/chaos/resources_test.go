@@ -55,3 +55,12 @@ func TestResourceGrowth_IgnoresARestartedProcessWarmingUp(t *testing.T) {
 		t.Fatalf("growth found: %q, want only n2's goroutines after its warm-up", got)
 	}
 }
+
+func TestIdleLeaks_FlagsGoroutinesThatStayAfterTheLoad(t *testing.T) {
+	before := []ResourceSample{{Node: "n1", Goroutines: 100}, {Node: "n2", Goroutines: 100}, {Node: "n3", Goroutines: 100}}
+	after := []ResourceSample{{Node: "n1", Goroutines: 160}, {Node: "n2", Goroutines: 170}, {Node: "n4", Goroutines: 900}}
+	got := IdleLeaks(before, after, IdleGoroutineBound)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "n2: 170 goroutines") {
+		t.Fatalf("leaks %q, want only n2 (bound 165)", got)
+	}
+}

@@ -65,8 +65,11 @@ type run struct {
 	faults    []FaultRecord
 	notes     []string
 	resources []ResourceSample // guarded by mu
-	mu        sync.Mutex       // guards c and admin for cleanup on a signal, and resources
-	cleanOnce sync.Once
+	// idleBefore and idleAfter sample every node with no workload: once
+	// the queues exist, and once the workload's clients have closed.
+	idleBefore, idleAfter []ResourceSample
+	mu                    sync.Mutex // guards c and admin for cleanup on a signal, and resources
+	cleanOnce             sync.Once
 }
 
 // DefaultServerArgs make partitions snapshot often, so that restarted and
@@ -119,6 +122,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := Check(r.w.Rec.Snapshot(), final)
 	rep.Seed, rep.Nodes, rep.Started, rep.Duration = o.Seed, o.Nodes, started, time.Since(started)
 	rep.DataDir, rep.Faults, rep.Resources = o.Root, r.faults, r.resources
+	rep.IdleBefore, rep.IdleAfter = r.idleBefore, r.idleAfter
 	annotateGaps(rep.Gaps, r.faults)
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
@@ -176,6 +180,9 @@ func (r *run) setup(ctx context.Context) error {
 	}
 	if err := r.c.WaitHealthy(sctx, r.placement); err != nil {
 		return err
+	}
+	if r.o.SampleEvery > 0 {
+		r.idleBefore = r.c.SampleResources(sctx)
 	}
 	r.w = &Workload{Seed: r.o.Seed, Addrs: r.c.ClientAddrs(), TLS: r.c.ClientTLS, Token: r.c.AdminToken, Producers: r.o.Producers, Consumers: r.o.Consumers,
 		Pace: r.o.Pace, Rec: &Recorder{}, Logf: r.o.Logf}
@@ -245,6 +252,9 @@ func (r *run) finish(ctx context.Context) Final {
 	drained, left := r.w.Drain(dctx, r.admin)
 	cancel()
 	r.w.StopConsumers()
+	if r.o.SampleEvery > 0 {
+		r.idleAfter = r.settleIdle(ctx)
+	}
 	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	dead, listed := ListDeadLetters(lctx, r.admin)
 	cancel()
