@@ -276,6 +276,71 @@ func (l *Log) MarkDeadAt(pos Pos) error {
 	return l.MarkDead(pos, n)
 }
 
+// ReadHeadAndRange reads, with one read of the file where they are close,
+// the first len(head) payload bytes of the record at pos into head and
+// the len(p) payload bytes starting off into p. Both ranges must lie
+// within the payload. A body that sits in the middle of a large record
+// costs two reads (the head, then the range); one near its start costs
+// one, instead of a read of the record header per range. The checksum is
+// not verified, as in ReadRange.
+func (l *Log) ReadHeadAndRange(pos Pos, head []byte, off int64, p []byte) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	seg, err := l.segmentForLocked(pos)
+	if err != nil {
+		return err
+	}
+	start := int64(pos.Offset)
+	if off >= 0 && off+int64(len(p)) <= int64(len(head))+oneReadGapBytes {
+		// Record header, head and range in one read.
+		end := max(off+int64(len(p)), int64(len(head)))
+		buf := make([]byte, recordHeaderBytes+end)
+		if _, err := l.readRecordPrefix(seg, start, buf); err != nil {
+			return err
+		}
+		copy(head, buf[recordHeaderBytes:])
+		copy(p, buf[recordHeaderBytes+off:])
+		return nil
+	}
+	buf := make([]byte, recordHeaderBytes+len(head))
+	n, err := l.readRecordPrefix(seg, start, buf)
+	if err != nil {
+		return err
+	}
+	copy(head, buf[recordHeaderBytes:])
+	if off < 0 || off+int64(len(p)) > int64(n) {
+		return fmt.Errorf("%w: %v: range [%d,%d) outside the %d-byte payload", ErrBadPosition, pos, off, off+int64(len(p)), n)
+	}
+	return seg.readAt(p, start+recordHeaderBytes+off)
+}
+
+// oneReadGapBytes is how many payload bytes between the head and the range
+// ReadHeadAndRange reads rather than make a second read.
+const oneReadGapBytes = 16 << 10
+
+// readRecordPrefix reads buf (a record header and as much of the payload
+// as fits after it) at start and returns the payload length, checked
+// against the segment and against len(buf).
+func (l *Log) readRecordPrefix(seg *segment, start int64, buf []byte) (int, error) {
+	if start+int64(len(buf)) > seg.sizeBytes {
+		return 0, fmt.Errorf("%w: segment %d offset %d: %d bytes run past its end at %d", ErrBadPosition, seg.num, start, len(buf), seg.sizeBytes)
+	}
+	if err := seg.readAt(buf, start); err != nil {
+		return 0, err
+	}
+	n := parseRecordHeader(buf).length
+	if int64(n) > seg.sizeBytes-start-recordHeaderBytes {
+		return 0, corruptf(seg.num, start, "record length %d runs past the segment end at %d", n, seg.sizeBytes)
+	}
+	if int64(len(buf)-recordHeaderBytes) > int64(n) {
+		return 0, fmt.Errorf("%w: segment %d offset %d: %d payload bytes asked of a %d-byte record", ErrBadPosition, seg.num, start, len(buf)-recordHeaderBytes, n)
+	}
+	return int(n), nil
+}
+
 // ReadRange fills p with payload bytes of the record at pos, starting off
 // bytes into the payload. The range must lie within the payload. The
 // record's checksum is not verified (that would read the whole record);

@@ -183,3 +183,42 @@ func TestWAL_RollbackCutsPartialRecordInFile(t *testing.T) {
 		checkRead(t, l2, r.pos, r.key, r.payload)
 	}
 }
+
+func TestWAL_ReadHeadAndRange(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	cfg.Logger = testConfig("").Logger
+	l, _ := openLog(t, cfg)
+	// A small record (one read), a large one read near its start (one
+	// read) and far into it (two reads); the last stays in the write
+	// buffer, the others are flushed by the large one.
+	recs := appendMany(t, l, 1, 3, func(i int) int { return []int{100, 200 << 10, 50}[i] })
+	cases := []struct {
+		rec       int
+		headBytes int
+		off, n    int64
+	}{
+		{0, 10, 20, 30}, {0, 10, 0, 100}, {1, 38, 38, 1000}, {1, 38, 150 << 10, 4096}, {2, 8, 8, 42},
+	}
+	for _, c := range cases {
+		r := recs[c.rec]
+		head, got := make([]byte, c.headBytes), make([]byte, c.n)
+		if err := l.ReadHeadAndRange(r.pos, head, c.off, got); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if !bytes.Equal(head, r.payload[:c.headBytes]) || !bytes.Equal(got, r.payload[c.off:c.off+c.n]) {
+			t.Fatalf("%+v: wrong bytes", c)
+		}
+	}
+	for _, c := range []struct {
+		headBytes int
+		off, n    int64
+	}{{10, 95, 10}, {10, -1, 5}, {101, 0, 5}, {10, 150 << 10, 10}} {
+		head, got := make([]byte, c.headBytes), make([]byte, c.n)
+		if err := l.ReadHeadAndRange(recs[0].pos, head, c.off, got); err == nil {
+			t.Fatalf("%+v outside a 100-byte payload: no error", c)
+		}
+	}
+	if err := l.ReadHeadAndRange(recs[1].pos, make([]byte, 38), 200<<10-10, make([]byte, 20)); !errors.Is(err, ErrBadPosition) {
+		t.Fatalf("range past a large payload: %v", err)
+	}
+}

@@ -158,3 +158,35 @@ func BenchmarkRaftlog_Open(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkRaftlog_ReadData reads 1 KiB bodies out of stored entries the
+// way a delivery does: one body per call, from an entry holding one body
+// (near its start) and from merged entries of 64 (mostly far into them).
+func BenchmarkRaftlog_ReadData(b *testing.B) {
+	for _, perEntry := range []int{1, 64} {
+		b.Run(fmt.Sprintf("bodies_per_entry=%d", perEntry), func(b *testing.B) {
+			cfg := DefaultConfig(b.TempDir())
+			cfg.Logger = slog.New(slog.DiscardHandler)
+			s, _ := openStore(b, cfg)
+			g := mustGroup(b, s, "q/read")
+			const bodyBytes, entries = 1024, 256
+			logs := make([]*raft.Log, entries)
+			for i := range logs {
+				logs[i] = &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: make([]byte, perEntry*bodyBytes)}
+			}
+			if err := g.StoreLogs(logs); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				pos, _, ok := g.EntryPos(uint64(i%entries + 1))
+				if !ok {
+					b.Fatal("entry gone")
+				}
+				if _, err := s.ReadData(pos, (i/entries)%perEntry*bodyBytes, bodyBytes); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -297,7 +297,10 @@ func (s *Store) readDataLocked(pos wal.Pos, off, n int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: range of %d bytes at %d", ErrBadPosition, n, off)
 	}
 	var hb [entryHeaderBytes]byte
-	if err := s.log.ReadRange(pos, 0, hb[:]); err != nil {
+	buf := make([]byte, n)
+	// The entry header and the range come in one read when they are close
+	// (a body in a small entry), in two otherwise.
+	if err := s.log.ReadHeadAndRange(pos, hb[:], int64(entryDataOffset+off), buf); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadPosition, err)
 	}
 	if !isEntryKind(hb[0]) {
@@ -306,10 +309,6 @@ func (s *Store) readDataLocked(pos wal.Pos, off, n int) ([]byte, error) {
 	dataLen := binary.LittleEndian.Uint32(hb[30:34])
 	if int64(off)+int64(n) > int64(dataLen) {
 		return nil, fmt.Errorf("%w: range [%d,%d) outside the %d-byte Data at %v", ErrBadPosition, off, off+n, dataLen, pos)
-	}
-	buf := make([]byte, n)
-	if err := s.log.ReadRange(pos, int64(entryDataOffset+off), buf); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadPosition, err)
 	}
 	return buf, nil
 }
