@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the same shapes of work against NATS JetStream (3 nodes, R3, file
-# storage) and then a Ferry cluster (3 nodes, R3, TLS on as `make run`
+# storage) and then a Ferry cluster (3 nodes, R3, started as `make run`
 # starts it), one after the other on loopback with data in temporary
 # directories, and prints one table with the ratio Ferry / NATS.
 #
@@ -8,7 +8,9 @@
 #   go install github.com/nats-io/nats-server/v2@v2.15.2
 #   go install github.com/nats-io/natscli/nats@v0.5.0
 # BENCH_SCALE (percent, default 100) scales every message count; BENCH_SIZE is the
-# body size (256); BENCH_ONLY=ferry or nats runs one side. Not part of `make test`: it loads the machine for minutes.
+# body size (256); BENCH_ONLY=ferry or nats runs one side. BENCH_TLS=1 (the
+# default) runs both with TLS on client connections and between servers (one
+# throwaway CA from `ferryd dev-pki`); BENCH_TLS=0 runs both in plaintext. Not part of `make test`: it loads the machine for minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:$(go env GOPATH)/bin"
@@ -33,6 +35,9 @@ stop_all() {
 trap 'stop_all; rm -rf "$work"' EXIT
 results="$work/results.tsv"
 : > "$results"
+tls=${BENCH_TLS:-1}
+pki="$work/pki"
+./bin/ferryd dev-pki -dir "$pki" -nodes node1,node2,node3 >/dev/null
 
 # record SYSTEM SHAPE MSGS_PER_S P50_MS
 record() { printf '%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
@@ -40,16 +45,28 @@ record() { printf '%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
 run_nats() {
 nats_port=24222
 for i in 1 2 3; do
+  client_tls="" route_tls=""
+  if [ "$tls" = 1 ]; then
+    client_tls="tls { cert_file: \"$pki/node$i.pem\", key_file: \"$pki/node$i-key.pem\", ca_file: \"$pki/ca.pem\" }"
+    route_tls="tls { cert_file: \"$pki/node$i.pem\", key_file: \"$pki/node$i-key.pem\", ca_file: \"$pki/ca.pem\", verify: true }"
+  fi
   cat > "$work/nats$i.conf" <<EOF
 server_name: n$i
 listen: 127.0.0.1:$((nats_port + i - 1))
+$client_tls
 jetstream { store_dir: "$work/nats$i" }
-cluster { name: bench, listen: 127.0.0.1:$((26221 + i)), routes: [nats://127.0.0.1:26222, nats://127.0.0.1:26223, nats://127.0.0.1:26224] }
+cluster { name: bench, listen: 127.0.0.1:$((26221 + i)), routes: [nats://127.0.0.1:26222, nats://127.0.0.1:26223, nats://127.0.0.1:26224]
+  $route_tls }
 EOF
   nats-server -c "$work/nats$i.conf" > "$work/nats$i.log" 2>&1 &
   pids+=($!)
 done
 export NATS_URL="nats://127.0.0.1:$nats_port"
+nats() { command nats "$@"; }
+if [ "$tls" = 1 ]; then
+  export NATS_URL="tls://127.0.0.1:$nats_port"
+  nats() { command nats --tlsca "$pki/ca.pem" "$@"; }
+fi
 for _ in $(seq 1 100); do
   nats server check jetstream >/dev/null 2>&1 && nats stream ls >/dev/null 2>&1 && break
   sleep 0.2
@@ -87,25 +104,27 @@ stop_all
 
 run_ferry() {
 echo "== Ferry" >&2
-pki="$work/pki"
 (umask 077; mkdir -p "$pki"; head -c 32 /dev/urandom | base64 > "$pki/gossip.key")
-./bin/ferryd dev-pki -dir "$pki" -nodes node1,node2,node3 >/dev/null
 ./bin/ferryd token -name bench -cluster admin -file "$pki/tokens.json" -secret-file "$pki/bench.token" 2>/dev/null
 offset=2000 # clients on 9101-9103, away from `make run`'s ports
 seeds="127.0.0.1:$((7301 + offset)),127.0.0.1:$((7302 + offset)),127.0.0.1:$((7303 + offset))"
 for i in 1 2 3; do
+  security=(-tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem")
+  [ "$tls" = 1 ] || security=(-insecure)
   ./bin/ferryd -id "node$i" -data-dir "$work/node$i" -ip 127.0.0.1 -port-offset $((offset + i - 1)) \
     -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$pki/gossip.key" \
-    -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" -tokens "$pki/tokens.json" \
+    "${security[@]}" -tokens "$pki/tokens.json" \
     > "$work/ferry$i.log" 2>&1 &
   pids+=($!)
 done
+scheme=https client_security=(--ca "$pki/ca.pem")
+[ "$tls" = 1 ] || { scheme=http; client_security=(--insecure); }
 for _ in $(seq 1 150); do
-  curl -sf --cacert "$pki/ca.pem" "https://127.0.0.1:$((7201 + offset))/readyz" >/dev/null 2>&1 && break
+  curl -sf --cacert "$pki/ca.pem" "$scheme://127.0.0.1:$((7201 + offset))/readyz" >/dev/null 2>&1 && break
   sleep 0.2
 done
 ferry=(./bin/ferry --servers "127.0.0.1:$((7101 + offset)),127.0.0.1:$((7102 + offset)),127.0.0.1:$((7103 + offset))"
-  --ca "$pki/ca.pem" --token-file "$pki/bench.token" --json bench --size "$size" --no-progress)
+  "${client_security[@]}" --token-file "$pki/bench.token" --json bench --size "$size" --no-progress)
 
 # ferry_stats SHAPE JSON
 ferry_stats() {
