@@ -90,22 +90,31 @@ func (b *replicaBodies) Ref(index uint64, off, n int, key uint64) (fsm.Loc, erro
 	return fsm.Loc{A: index, B: uint32(off), C: uint32(n)}, nil
 }
 
-// Retain counts a reference restored from a local snapshot.
-func (b *replicaBodies) Retain(key uint64, loc fsm.Loc) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// Retain counts a reference restored from a local snapshot and returns the
+// key the payload is held under: seq for an entry reference (entries are
+// never reported to compaction by key), the record's own key for a body
+// record (an older seq when the body was redriven to seq).
+func (b *replicaBodies) Retain(seq uint64, loc fsm.Loc) (uint64, error) {
 	if loc.A != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
 		if _, _, ok := b.logs.EntryPos(loc.A); !ok {
-			return fmt.Errorf("partition bodies: restored %v names raft entry %d, which the log no longer holds", loc, loc.A)
+			return 0, fmt.Errorf("partition bodies: restored %v names raft entry %d, which the log no longer holds", loc, loc.A)
 		}
 		b.refs[loc.A]++
-		return nil
+		return seq, nil
 	}
+	key, err := b.records.Retain(seq, loc)
+	if err != nil {
+		return 0, fmt.Errorf("partition bodies: restored %v: %w", loc, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.retained == nil {
-		return fmt.Errorf("partition bodies: %v restored after start-up", loc)
+		return 0, fmt.Errorf("partition bodies: %v restored after start-up", loc)
 	}
 	b.retained[wal.Pos{Segment: loc.B, Offset: loc.C}] = struct{}{}
-	return nil
+	return key, nil
 }
 
 // finishRestore marks dead every body record that no restored message
