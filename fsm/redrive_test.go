@@ -185,7 +185,24 @@ func TestFSM_RedriveTwiceCompactAndRestoreOnEntryStore(t *testing.T) {
 	r.redrive()
 	digest := f.Digest()
 
+	// A full snapshot (what a follower that lacks the entries is sent)
+	// stores the body again under the message's own seq: no key to map.
+	var full bytes.Buffer
 	snap := f.Snapshot()
+	wantNoErr(t, snap.Persist(&full))
+	snap.Release()
+	follower, err := New(DefaultQueueConfig(), NewMemBodyStore())
+	wantNoErr(t, err)
+	wantNoErr(t, follower.Restore(&full))
+	wantNoErr(t, follower.checkInvariants())
+	if follower.Digest() != digest || follower.keys.len() != 0 {
+		t.Fatalf("full restore: digest equal %v, %d redriven keys", follower.Digest() == digest, follower.keys.len())
+	}
+	if got := allBodies(t, follower, r.now+int64(time.Hour)); got["m-4"] != "map[]"+string(body) {
+		t.Fatalf("full restore: body of m-4 %q", got["m-4"])
+	}
+
+	snap = f.Snapshot()
 	var local bytes.Buffer
 	wantNoErr(t, snap.PersistLocal(&local))
 	snap.Release()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/internal/tmpfs"
+	"github.com/ferrymq/ferry/wal"
 )
 
 // A redrive writes no body on any replica: with the body records of both
@@ -71,4 +72,31 @@ func TestPartition_RedriveOnFollowersWithFullBodyDisks(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// Restoring a body record returns the key it was written under, which
+// differs from the restored message's seq once the body was redriven; an
+// entry reference is never reported by key, so its seq comes back.
+func TestReplicaBodies_RetainReturnsTheRecordKey(t *testing.T) {
+	w, _, err := wal.Open(wal.DefaultConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	b := newReplicaBodies(w, nil, nil)
+	loc, err := b.Append(5, []byte("payload of seq 5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := newReplicaBodies(w, nil, nil)
+	key, err := restarted.Retain(9, loc)
+	if err != nil || key != 5 {
+		t.Fatalf("Retain(9, %v) = %d, %v; want the record's key 5", loc, key, err)
+	}
+	if err := restarted.finishRestore(); err != nil {
+		t.Fatal(err)
+	}
+	if _, payload, err := restarted.Read(loc); err != nil || string(payload) != "payload of seq 5" {
+		t.Fatalf("a retained record was released: %q %v", payload, err)
+	}
 }
