@@ -2,6 +2,7 @@ package partition
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -98,5 +99,76 @@ func TestReplicaBodies_RetainReturnsTheRecordKey(t *testing.T) {
 	}
 	if _, payload, err := restarted.Read(loc); err != nil || string(payload) != "payload of seq 5" {
 		t.Fatalf("a retained record was released: %q %v", payload, err)
+	}
+}
+
+// A dead letter waits while many messages come and go, so its payload is
+// moved out of its old entry into a body record (keyed by its seq). It is
+// then redriven (the new message takes that record over, writing nothing),
+// the replica snapshots and restarts, and the redriven message is
+// delivered with its body and acked.
+func TestPartition_RedrivenBodyRecordSurvivesRestart(t *testing.T) {
+	c := newTestCluster(t, 1, storageConfig)
+	p := c.reps[c.leader()]
+	send(t, p, "patient", 1)
+	keptAt := p.Status().AppliedIndex
+	held, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "slow", Max: 1, Visibility: time.Hour}, 0)
+	if err != nil || len(held) != 1 {
+		t.Fatalf("receive the patient message: %v %d", err, len(held))
+	}
+	res, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdReject, Reject: &fsm.RejectCmd{Items: []fsm.RejectItem{{Receipt: held[0].Receipt}}}})
+	if err != nil || res.Settled[0] != nil {
+		t.Fatalf("reject: %v %v", err, res.Settled)
+	}
+	for i := range 150 {
+		send(t, p, fmt.Sprintf("churn%d", i), 1)
+		ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1}, 0)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("receive %d: %v %d", i, err, len(ds))
+		}
+		if errs, err := p.Ack(ctxT(t), []fsm.Receipt{ds[0].Receipt}); err != nil || errs[0] != nil {
+			t.Fatalf("ack %d: %v %v", i, err, errs)
+		}
+	}
+	eventually(t, 10*time.Second, "the dead letter's payload to move into a body record", func() bool {
+		if _, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdTick}); err != nil {
+			t.Fatalf("tick: %v", err)
+		}
+		_ = p.raft.Snapshot().Error()
+		first, _ := p.logs.FirstIndex()
+		return first > keptAt && p.body.Stats().RecordsAppended > 0
+	})
+	appended := p.body.Stats().RecordsAppended
+	res, err = p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdRedrive, Redrive: &fsm.DeadFilter{}})
+	if err != nil || res.Count != 1 {
+		t.Fatalf("redrive: %v, %d redriven", err, res.Count)
+	}
+	if n := p.body.Stats().RecordsAppended; n != appended {
+		t.Fatalf("the redrive wrote %d body records", n-appended)
+	}
+	if err := p.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	c.stop(0)
+	c.start(0)
+	p = c.reps[c.leader()]
+	if n := p.body.Stats().RecordsAppended; n != 0 {
+		t.Fatalf("the restart wrote %d body records", n)
+	}
+	p.mu.Lock()
+	_, err = p.fsm.CompactBodies()
+	p.mu.Unlock()
+	if err != nil {
+		t.Fatalf("compaction after the restart: %v", err)
+	}
+	ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 10}, 0)
+	if err != nil || len(ds) != 1 || ds[0].ID != "patient-0" || string(ds[0].Body) != "body patient" {
+		t.Fatalf("after the restart: %v %+v", err, ds)
+	}
+	if errs, err := p.Ack(ctxT(t), []fsm.Receipt{ds[0].Receipt}); err != nil || errs[0] != nil {
+		t.Fatalf("ack of the redriven message: %v %v", err, errs)
+	}
+	if live := p.body.Stats().LiveBytes; live != 0 {
+		t.Fatalf("%d body record bytes live after the ack", live)
 	}
 }
