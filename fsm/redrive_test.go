@@ -316,3 +316,32 @@ func TestFSM_RedrivenBodyRecordSurvivesCompactionAndRestart(t *testing.T) {
 		t.Fatalf("%d live bytes left in the wal after acking everything", s.LiveBytes)
 	}
 }
+
+// Relocating a redriven body out of its entry stores it under the
+// message's own seq: the redriven key is forgotten, compaction keeps the
+// copy, and the ack releases it.
+func TestFSM_RelocatedRedrivenBodyNeedsNoKey(t *testing.T) {
+	store := NewMemEntryStore()
+	f, err := New(DefaultQueueConfig(), store)
+	wantNoErr(t, err)
+	r := &redriveRig{t: t, f: f, put: store.PutEntry, now: t0}
+	r.send("m", 2, 100)
+	r.deadLetterFirst("m-0")
+	r.redrive()
+	if f.keys.len() != 1 {
+		t.Fatalf("%d redriven keys after the redrive, want 1", f.keys.len())
+	}
+	n, _, err := f.RelocateBodies(func(l Loc) bool { return l.A != 0 }, 1<<30, func() error { return nil })
+	wantNoErr(t, err)
+	wantNoErr(t, f.checkInvariants())
+	if n != 1 || f.keys.len() != 0 || store.LiveEntries() != 0 {
+		t.Fatalf("relocated %d; %d redriven keys, %d entries live", n, f.keys.len(), store.LiveEntries())
+	}
+	_, err = f.CompactBodies()
+	wantNoErr(t, err)
+	d := r.receiveBody("m-0", redriveBody("m", 0, 100))
+	r.ack([]Delivery{d})
+	if store.Live() != 0 {
+		t.Fatalf("%d locations live after the ack", store.Live())
+	}
+}

@@ -59,8 +59,9 @@ func newReplicaBodies(records *wal.Log, logs *raftlog.GroupLog, store *raftlog.S
 // the next append once space returns instead of failing for good. But the
 // append runs while raft applies a command, and the FSM treats its failure
 // as fatal (it panics rather than let the replica diverge): the cut only
-// keeps the files clean for the restart. Sends are refused below the disk
-// reserve so that a full disk does not get here; an I/O error is not
+// keeps the files clean for the restart. Only a send entry in the old
+// encoding appends during apply (a redrive appends nothing), and sends are
+// refused below the disk reserve so that a full disk does not get here; an I/O error is not
 // recovered from in place, and the chaos suite injects none here.
 func (b *replicaBodies) Append(key uint64, payload []byte) (fsm.Loc, error) {
 	mark := b.records.End()
