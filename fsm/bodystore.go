@@ -49,11 +49,17 @@ type EntryBodyStore interface {
 }
 
 // Retainer is implemented by stores that count references to their
-// locations. Restoring a local snapshot (see Snapshot.PersistLocal) calls
-// Retain for every message it keeps, so that the store learns again which
-// locations are live; each Retain is later matched by one MarkDead.
+// locations, or that must tell a restore under which key they hold one.
+// Restoring a local snapshot (see Snapshot.PersistLocal) calls Retain for
+// every message it keeps, so that the store learns again which locations
+// are live; each Retain is later matched by one MarkDead.
+//
+// Retain returns the key the store holds loc under: the key Append or Ref
+// was given, which Compact reports. It is seq, the message's own, unless
+// the message took the payload over from a dead letter it was redriven
+// from (the dead letter's seq, or the one it took it from in turn).
 type Retainer interface {
-	Retain(key uint64, loc Loc) error
+	Retain(seq uint64, loc Loc) (key uint64, err error)
 }
 
 // Compactor is implemented by body stores that reclaim space by moving live
@@ -90,6 +96,16 @@ func (s WALBodyStore) Read(loc Loc) (uint64, []byte, error) {
 		return 0, nil, err
 	}
 	return s.Log.Read(p)
+}
+
+// Retain returns the key of the record at loc. A record stays live until
+// it is marked dead, so nothing is counted.
+func (s WALBodyStore) Retain(_ uint64, loc Loc) (uint64, error) {
+	p, err := posOfLoc(loc)
+	if err != nil {
+		return 0, err
+	}
+	return s.Log.KeyAt(p)
 }
 
 // MarkDead marks the record at loc dead.
@@ -215,16 +231,13 @@ func markDead(refs map[Loc]*memRef, p *memPins, loc Loc, payloadBytes int, drop 
 }
 
 // retain is Retain of both in-memory stores.
-func retain(refs map[Loc]*memRef, key uint64, loc Loc) error {
+func retain(refs map[Loc]*memRef, loc Loc) (uint64, error) {
 	r, ok := refs[loc]
 	if !ok {
-		return fmt.Errorf("mem store: retaining absent record %v", loc)
-	}
-	if r.key != key {
-		return fmt.Errorf("mem store: record %v has key %d, not %d", loc, r.key, key)
+		return 0, fmt.Errorf("mem store: retaining absent record %v", loc)
 	}
 	r.refs++
-	return nil
+	return r.key, nil
 }
 
 // drop forgets a record unless it was retained again meanwhile.
@@ -234,12 +247,12 @@ func (s *MemBodyStore) drop(loc Loc) {
 	}
 }
 
-// Retain adds a reference to the record at loc, which must hold key. A
+// Retain adds a reference to the record at loc and returns its key. A
 // record marked dead but kept readable by a pin comes back to life.
-func (s *MemBodyStore) Retain(key uint64, loc Loc) error {
+func (s *MemBodyStore) Retain(_ uint64, loc Loc) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return retain(s.records, key, loc)
+	return retain(s.records, loc)
 }
 
 // Pin keeps every record readable until release is called.

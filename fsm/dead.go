@@ -172,6 +172,12 @@ func deadView(m *message) DeadLetter {
 // the end of the queue (and of their group): new seq, attempts reset, id,
 // group, headers, body and history kept. Limits on depth do not apply: an
 // operator's redrive is never refused half-way.
+//
+// A redrive writes nothing to the body store: the new message takes over
+// the dead letter's stored payload (its location, size and checksum) as it
+// is, since the bytes do not change. Applying it therefore cannot fail on a
+// full disk, on any replica. The store keeps the payload under the dead
+// letter's seq; f.keys maps that key to the new message for compaction.
 func (f *FSM) applyRedrive(d DeadFilter) (int, error) {
 	if err := d.validate(); err != nil {
 		return 0, err
@@ -185,11 +191,8 @@ func (f *FSM) applyRedrive(d DeadFilter) (int, error) {
 
 func (f *FSM) redriveOne(old *message) {
 	f.detach(old)
-	_, payload, err := f.store.Read(old.pos)
-	if err != nil {
-		panic(fmt.Sprintf("fsm: body of dead letter %d unreadable: %v", old.seq, err))
-	}
-	f.forgetBody(old)
+	key := f.keys.key(old.seq)
+	f.keys.drop(old.seq)
 	f.lastSeq++
 	in := *old.info
 	if in.firstEnqueuedAt == 0 {
@@ -197,8 +200,9 @@ func (f *FSM) redriveOne(old *message) {
 	}
 	in.deadAt, in.deadReason, in.deadText = 0, 0, ""
 	in.addEvent(Event{Kind: EventRedriven, At: f.clock, Attempt: old.attempts})
-	m := &message{seq: f.lastSeq, idData: old.idData, idLen: old.idLen, enqueuedAt: f.clock, info: &in}
-	f.storeBody(m, payload)
+	m := &message{seq: f.lastSeq, idData: old.idData, idLen: old.idLen, enqueuedAt: f.clock, info: &in,
+		pos: old.pos, stored: old.stored, crc: old.crc}
+	f.keys.set(m.seq, key)
 	f.table.put(m)
 	f.gauges.bytes += int64(m.stored)
 	if old.group != nil {

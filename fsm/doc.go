@@ -8,7 +8,9 @@
 // every payload as one field in its stored form, so a store that keeps the
 // replicated log (an EntryBodyStore, fed by ApplyEntry) refers to the
 // payload where the entry holds it instead of writing it again; other
-// stores (WALBodyStore, MemBodyStore) keep copies.
+// stores (WALBodyStore, MemBodyStore) keep copies. A redrive writes
+// nothing: the new message takes over the dead letter's stored payload
+// where it lies (see applyRedrive and bodyKeys).
 //
 // Every change arrives as a Command carrying the leader's clock. Applying the
 // same commands in the same order yields the same state and the same answers

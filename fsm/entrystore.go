@@ -118,11 +118,11 @@ func (s *MemEntryStore) MarkDead(loc Loc, payloadBytes int) error {
 	return markDead(s.refs, &s.memPins, loc, payloadBytes, s.drop)
 }
 
-// Retain adds a reference to loc, which must hold key.
-func (s *MemEntryStore) Retain(key uint64, loc Loc) error {
+// Retain adds a reference to loc and returns its key.
+func (s *MemEntryStore) Retain(_ uint64, loc Loc) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return retain(s.refs, key, loc)
+	return retain(s.refs, loc)
 }
 
 // Pin keeps every location readable until release is called.

@@ -38,6 +38,7 @@ type FSM struct {
 	lastMark  int64                   // time of the newest mark
 	counters  Counters
 	gauges    gauges
+	keys      bodyKeys // redriven messages whose body is stored under an older seq
 	// skipBodies leaves deliveries without headers and bodies: a replica
 	// that is not the leader answers no client, so reading them is waste.
 	skipBodies bool
@@ -98,6 +99,7 @@ func (f *FSM) reset() {
 	f.lastMark = 0
 	f.counters = Counters{}
 	f.gauges = gauges{}
+	f.keys.reset()
 }
 
 // Apply decodes one log entry and applies it. Accepted messages' payloads

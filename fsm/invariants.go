@@ -80,6 +80,9 @@ func (f *FSM) checkInvariants() error {
 	if err := f.checkGroups(); err != nil {
 		return err
 	}
+	if err := f.checkBodyKeys(); err != nil {
+		return err
+	}
 	if (f.dedup.len() == 0) != (f.marks.len() == 0) {
 		return fmt.Errorf("fsm invariant: %d dedup ids, %d marks", f.dedup.len(), f.marks.len())
 	}
@@ -113,6 +116,20 @@ func (f *FSM) checkGroups() error {
 	})
 	if grouped != members {
 		return fmt.Errorf("fsm invariant: %d grouped messages, %d group members", grouped, members)
+	}
+	return nil
+}
+
+// checkBodyKeys verifies that f.keys names only messages the FSM holds, and
+// that its two maps are inverses.
+func (f *FSM) checkBodyKeys() error {
+	if len(f.keys.ownerByKey) != f.keys.len() {
+		return fmt.Errorf("fsm invariant: %d body keys by seq, %d owners by key", f.keys.len(), len(f.keys.ownerByKey))
+	}
+	for seq, key := range f.keys.keyBySeq {
+		if f.anyBySeq(seq) == nil || f.keys.owner(key) != seq || key == seq {
+			return fmt.Errorf("fsm invariant: body key %d of seq %d names no held message or is not its own inverse", key, seq)
+		}
 	}
 	return nil
 }

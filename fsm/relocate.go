@@ -54,6 +54,7 @@ func (f *FSM) RelocateBodies(move func(Loc) bool, budgetBytes int, durable func(
 			panic(fmt.Sprintf("fsm: relocate seq %d: body store rejected mark-dead of %v: %v", c.m.seq, c.m.pos, err))
 		}
 		c.m.pos = c.to
+		f.keys.drop(c.m.seq) // the copy is stored under the message's own seq
 	}
 	return len(copies), movedBytes, nil
 }

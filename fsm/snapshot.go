@@ -370,7 +370,7 @@ func (f *FSM) Restore(r io.Reader) error {
 		f.Reset()
 	}
 	for _, m := range old {
-		f.forgetBody(m)
+		f.releaseBody(m)
 	}
 	return err
 }
@@ -487,9 +487,11 @@ func (f *FSM) keepBody(m *message, sm *snapMessage) error {
 	m.pos = sm.loc()
 	m.stored, m.crc = sm.Stored, sm.CRC
 	if r, ok := f.store.(Retainer); ok {
-		if err := r.Retain(m.seq, m.pos); err != nil {
+		key, err := r.Retain(m.seq, m.pos)
+		if err != nil {
 			return fmt.Errorf("seq %d: body store: %w", m.seq, err)
 		}
+		f.keys.set(m.seq, key) // a body redriven to m is stored under an older seq
 	}
 	return nil
 }

@@ -124,6 +124,13 @@ func (f *FSM) finish(m *message) {
 
 // forgetBody tells the store m's body is no longer needed.
 func (f *FSM) forgetBody(m *message) {
+	f.keys.drop(m.seq)
+	f.releaseBody(m)
+}
+
+// releaseBody is forgetBody for a message no longer in the FSM's state (a
+// message of the state a restore replaced): f.keys is left alone.
+func (f *FSM) releaseBody(m *message) {
 	if err := f.store.MarkDead(m.pos, int(m.stored)); err != nil {
 		panic("fsm: body store rejected mark-dead: " + err.Error())
 	}

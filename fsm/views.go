@@ -38,17 +38,21 @@ func (f *FSM) HasEligible() bool { return f.gauges.eligible > 0 }
 // of mostly dead segments or log entries. It is not a command: locations
 // are local to a replica and nothing logical changes. The caller holds the
 // FSM's lock.
+//
+// The store reports each payload under the key it was stored with: the seq
+// of the message that stored it, which for a redriven message is an older
+// seq than its own (see applyRedrive); f.keys finds the owner.
 func (f *FSM) CompactBodies() (wal.CompactStats, error) {
 	c, ok := f.store.(Compactor)
 	if !ok {
 		return wal.CompactStats{}, nil
 	}
 	live := func(key uint64, loc Loc) bool {
-		m := f.anyBySeq(key)
+		m := f.anyBySeq(f.keys.owner(key))
 		return m != nil && m.pos == loc
 	}
 	moved := func(key uint64, from, to Loc) {
-		if m := f.anyBySeq(key); m != nil && m.pos == from {
+		if m := f.anyBySeq(f.keys.owner(key)); m != nil && m.pos == from {
 			m.pos = to
 		}
 	}

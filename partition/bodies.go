@@ -59,8 +59,9 @@ func newReplicaBodies(records *wal.Log, logs *raftlog.GroupLog, store *raftlog.S
 // the next append once space returns instead of failing for good. But the
 // append runs while raft applies a command, and the FSM treats its failure
 // as fatal (it panics rather than let the replica diverge): the cut only
-// keeps the files clean for the restart. Sends are refused below the disk
-// reserve so that a full disk does not get here; an I/O error is not
+// keeps the files clean for the restart. Only a send entry in the old
+// encoding appends during apply (a redrive appends nothing), and sends are
+// refused below the disk reserve so that a full disk does not get here; an I/O error is not
 // recovered from in place, and the chaos suite injects none here.
 func (b *replicaBodies) Append(key uint64, payload []byte) (fsm.Loc, error) {
 	mark := b.records.End()
@@ -90,22 +91,31 @@ func (b *replicaBodies) Ref(index uint64, off, n int, key uint64) (fsm.Loc, erro
 	return fsm.Loc{A: index, B: uint32(off), C: uint32(n)}, nil
 }
 
-// Retain counts a reference restored from a local snapshot.
-func (b *replicaBodies) Retain(key uint64, loc fsm.Loc) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// Retain counts a reference restored from a local snapshot and returns the
+// key the payload is held under: seq for an entry reference (entries are
+// never reported to compaction by key), the record's own key for a body
+// record (an older seq when the body was redriven to seq).
+func (b *replicaBodies) Retain(seq uint64, loc fsm.Loc) (uint64, error) {
 	if loc.A != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
 		if _, _, ok := b.logs.EntryPos(loc.A); !ok {
-			return fmt.Errorf("partition bodies: restored %v names raft entry %d, which the log no longer holds", loc, loc.A)
+			return 0, fmt.Errorf("partition bodies: restored %v names raft entry %d, which the log no longer holds", loc, loc.A)
 		}
 		b.refs[loc.A]++
-		return nil
+		return seq, nil
 	}
+	key, err := b.records.Retain(seq, loc)
+	if err != nil {
+		return 0, fmt.Errorf("partition bodies: restored %v: %w", loc, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.retained == nil {
-		return fmt.Errorf("partition bodies: %v restored after start-up", loc)
+		return 0, fmt.Errorf("partition bodies: %v restored after start-up", loc)
 	}
 	b.retained[wal.Pos{Segment: loc.B, Offset: loc.C}] = struct{}{}
-	return nil
+	return key, nil
 }
 
 // finishRestore marks dead every body record that no restored message

@@ -29,11 +29,6 @@ func (p *Partition) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, e
 	if err := p.checkLeader(); err != nil {
 		return fsm.Result{}, err
 	}
-	if cmd.Type == fsm.CmdRedrive {
-		if err := p.checkRedriveRoom(*cmd.Redrive); err != nil {
-			return fsm.Result{}, err
-		}
-	}
 	cmd.At = p.now().UnixNano()
 	if err := p.checkClockStep(cmd); err != nil {
 		return fsm.Result{}, err
@@ -68,24 +63,6 @@ func (p *Partition) propose(cmd fsm.Command, timeout time.Duration) (fsm.Result,
 		return fsm.Result{}, fmt.Errorf("partition %s: unexpected apply response %T", p.cfg.GroupID, f.Response())
 	}
 	return res, nil
-}
-
-// checkRedriveRoom refuses a redrive the disk has no room for: a redrive
-// copies the selected dead letters' bodies into new body records, and a
-// body that cannot be stored while a command applies is fatal. Like a send,
-// it must leave the reserve free.
-func (p *Partition) checkRedriveRoom(filter fsm.DeadFilter) error {
-	p.mu.Lock()
-	letters, err := p.fsm.ListDead(filter)
-	p.mu.Unlock()
-	if err != nil {
-		return nil // the FSM will refuse the filter itself
-	}
-	var need uint64
-	for _, l := range letters {
-		need += uint64(l.Bytes)
-	}
-	return p.disk.checkRoom(time.Now(), need)
 }
 
 func (p *Partition) checkLeader() error {

@@ -192,6 +192,29 @@ func (l *Log) Read(pos Pos) (key uint64, payload []byte, err error) {
 	return h.key, payload, nil
 }
 
+// KeyAt returns the key of the record at pos, reading its header only (the
+// payload and its checksum are not read). It is safe to call concurrently
+// with every other method.
+func (l *Log) KeyAt(pos Pos) (uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	seg, err := l.segmentForLocked(pos)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := l.payloadLengthLocked(seg, pos); err != nil {
+		return 0, err
+	}
+	var b [recordHeaderBytes]byte
+	if err := seg.readAt(b[:], int64(pos.Offset)); err != nil {
+		return 0, err
+	}
+	return parseRecordHeader(b[:]).key, nil
+}
+
 // segmentForLocked returns the segment holding a record header at pos.
 func (l *Log) segmentForLocked(pos Pos) (*segment, error) {
 	seg, ok := l.segments[pos.Segment]
