@@ -101,6 +101,7 @@ func cutSegment(seg *segment, size int64) error {
 	if err := seg.file.Truncate(seg.flushedBytes); err != nil {
 		return fmt.Errorf("wal: truncate segment %d at offset %d: %w", seg.num, seg.flushedBytes, err)
 	}
+	seg.prewritten = false
 	if err := fdatasync(seg); err != nil {
 		return err
 	}

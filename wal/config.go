@@ -55,6 +55,17 @@ type Config struct {
 	// its Raft log.
 	SyncOnAppend bool
 
+	// PreallocateSegments prepares the next segment file in the background
+	// while the active one fills: written full of zeros to SegmentBytesMax
+	// and fsynced, then renamed into place at rotation, so that appends
+	// overwrite existing blocks and an fdatasync need not commit a new file
+	// size (about half the latency on ext4). The spare is prepared once the
+	// active segment is half full; the first segment of a directory and
+	// the one active at Open are not pre-written. The spare takes up to
+	// SegmentBytesMax of extra disk (Stats.SpareBytes); failing to prepare
+	// it (a full disk) never fails an append. Off by default.
+	PreallocateSegments bool
+
 	// Logger receives recovery reports and background failures (a segment
 	// file that could not be deleted after a pin was released). Nil means
 	// slog.Default().

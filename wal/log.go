@@ -28,6 +28,9 @@ type Log struct {
 	pins      map[uint64]uint32 // pin id -> highest segment number it covers
 	nextPinID uint64
 
+	spare         spareState // see prealloc.go
+	spareFailures uint64
+
 	recordsAppended uint64
 	segmentsCreated uint64
 	segmentsDeleted uint64
@@ -44,6 +47,9 @@ func Open(cfg Config) (*Log, RecoverySummary, error) {
 	if err := os.MkdirAll(cfg.Dir, dirMode); err != nil {
 		return nil, RecoverySummary{}, fmt.Errorf("wal: create directory %s: %w", cfg.Dir, err)
 	}
+	if err := removeStaleSpare(cfg.Dir); err != nil {
+		return nil, RecoverySummary{}, err
+	}
 	l := &Log{
 		cfg:      cfg,
 		logger:   cfg.Logger,
@@ -58,6 +64,9 @@ func Open(cfg Config) (*Log, RecoverySummary, error) {
 		return nil, sum, err
 	}
 	l.logger.Debug("wal: opened", "dir", cfg.Dir, "summary", sum.String())
+	l.mu.Lock()
+	l.startSpareLocked()
+	l.mu.Unlock()
 	return l, sum, nil
 }
 
@@ -121,6 +130,7 @@ func (l *Log) appendLocked(key uint64, payload []byte) (Pos, error) {
 	seg.records++
 	seg.recordBytes += size
 	l.recordsAppended++
+	l.startSpareLocked()
 	if l.cfg.SyncOnAppend {
 		if err := l.syncLocked(); err != nil {
 			return Pos{}, err
@@ -139,15 +149,21 @@ func (l *Log) rotateLocked() error {
 	if err := old.flush(); err != nil {
 		return l.fail(err)
 	}
+	if err := trimPrewritten(old); err != nil {
+		return l.fail(err)
+	}
 	if err := injectedSyncError(old); err != nil {
 		return l.fail(err)
 	}
 	if err := old.file.Sync(); err != nil {
 		return l.fail(fmt.Errorf("wal: sync segment %d: %w", old.num, err))
 	}
-	next, err := createSegment(l.cfg.Dir, old.num+1)
-	if err != nil {
-		return err
+	next := l.takeSpareLocked(old.num + 1)
+	if next == nil {
+		var err error
+		if next, err = createSegment(l.cfg.Dir, old.num+1); err != nil {
+			return err
+		}
 	}
 	next.buf, old.buf = old.buf[:0], nil
 	l.addSegment(next)
@@ -263,14 +279,22 @@ func (l *Log) syncLocked() error {
 // only for pins to be released are deleted now: reads fail after Close in
 // any case. Calling Close again returns nil.
 func (l *Log) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
+	l.mu.RLock()
+	closed := l.closed
+	l.mu.RUnlock()
+	if closed {
 		return nil
 	}
-	var errs []error
+	spareErr := l.stopSpare()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	errs := []error{spareErr}
 	if l.failed == nil {
-		errs = append(errs, l.syncLocked())
+		if err := trimPrewritten(l.active); err != nil {
+			errs = append(errs, l.fail(err))
+		} else {
+			errs = append(errs, l.syncLocked())
+		}
 	}
 	l.closed = true
 	for _, seg := range l.segments {
@@ -322,6 +346,16 @@ type Stats struct {
 	SegmentsDeleted uint64
 	// Pins is the number of pins not yet released.
 	Pins int
+	// SpareBytes is disk written ahead of records by
+	// Config.PreallocateSegments, which TotalBytes does not count: the
+	// spare segment file waiting for the next rotation, if one is ready,
+	// and the zeros after the active segment's end. A spare still being
+	// filled is not counted.
+	SpareBytes int64
+	// SpareFailures counts spares that could not be prepared (a full disk,
+	// say) or were interrupted by Close; rotation then creates an empty
+	// segment.
+	SpareFailures uint64
 }
 
 // Stats returns current sizes and counters. Safe for concurrent use.
@@ -334,10 +368,15 @@ func (l *Log) Stats() Stats {
 		SegmentsCreated: l.segmentsCreated,
 		SegmentsDeleted: l.segmentsDeleted,
 		Pins:            len(l.pins),
+		SpareBytes:      l.spare.bytes,
+		SpareFailures:   l.spareFailures,
 	}
 	if l.active != nil {
 		st.ActiveSegment = l.active.num
 		st.UnflushedBytes = int64(len(l.active.buf))
+		if l.active.prewritten {
+			st.SpareBytes += max(l.cfg.SegmentBytesMax-l.active.sizeBytes, 0)
+		}
 	}
 	for _, seg := range l.segments {
 		if seg.pendingDelete {

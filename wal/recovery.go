@@ -208,18 +208,26 @@ func (l *Log) repairActive(seg *segment, sum *RecoverySummary) error {
 	if err != nil || fe == nil {
 		return err
 	}
-	// A record after the damage means the damage is not a torn tail.
-	rest := make([]byte, seg.sizeBytes-fe.offset-1)
+	end, err := dataEnd(seg.file, fe.offset, seg.sizeBytes)
+	if err != nil {
+		return fmt.Errorf("wal: segment %d: %w", seg.num, err)
+	}
+	if end == fe.offset {
+		return l.truncateTail(seg, fe.offset, zeroTailReason, sum)
+	}
+	// A record after the damage means the damage is not a torn tail. Only
+	// the bytes before the trailing zeros are read.
+	rest := make([]byte, max(end-fe.offset-1, 0))
 	if _, err := seg.file.ReadAt(rest, fe.offset+1); err != nil {
 		return fmt.Errorf("wal: read tail of segment %d: %w", seg.num, err)
 	}
-	p, exhausted := findValidRecord(rest, l.cfg.RecordBytesMax, tailSearchBudgetBytes)
+	p, exhausted := findValidRecordZeroTail(rest, seg.sizeBytes-fe.offset-1-int64(len(rest)), l.cfg.RecordBytesMax, tailSearchBudgetBytes)
 	if p >= 0 {
 		return corruptf(seg.num, fe.offset, "%s, yet a valid record follows at offset %d", fe.reason, fe.offset+1+int64(p))
 	}
 	if exhausted {
 		return corruptf(seg.num, fe.offset, "%s, and the %d bytes after it could not be ruled out as valid records",
-			fe.reason, len(rest))
+			fe.reason, seg.sizeBytes-fe.offset-1)
 	}
 	return l.truncateTail(seg, fe.offset, fe.reason, sum)
 }

@@ -111,6 +111,9 @@ type segment struct {
 	recordBytes int64 // sizeBytes minus the header
 	deadBytes   int64
 
+	// prewritten is set while the file extends past sizeBytes with zeros
+	// written before the records (see prealloc.go).
+	prewritten    bool
 	sealed        bool
 	pendingDelete bool // entirely dead, waiting for pins to be released
 	deleted       bool

@@ -95,6 +95,13 @@ type Config struct {
 	// re-register the positions it retains (RetainPos) after a restart.
 	HoldDeadAtOpen bool
 
+	// PreallocateSegments has the next segment file written full of zeros
+	// in the background, so that appends overwrite existing blocks and an
+	// fdatasync commits no size change (see wal.Config.PreallocateSegments).
+	// It costs up to SegmentBytesMax of extra disk (Stats.SpareBytes). On
+	// in DefaultConfig.
+	PreallocateSegments bool
+
 	// Logger receives recovery reports and background failures. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -116,6 +123,8 @@ func DefaultConfig(dir string) Config {
 		CompactLiveRatio: DefaultCompactLiveRatio,
 		CompactBytesMax:  DefaultCompactBytesMax,
 		GroupsMax:        DefaultGroupsMax,
+
+		PreallocateSegments: true,
 	}
 }
 
@@ -191,5 +200,6 @@ func (c Config) walConfig() wal.Config {
 	wc.RecordBytesMax = int(c.SegmentBytesMax - walSegmentHeaderBytes - walRecordHeaderBytes)
 	wc.CompactLiveRatio = c.CompactLiveRatio
 	wc.Logger = c.Logger
+	wc.PreallocateSegments = c.PreallocateSegments
 	return wc
 }

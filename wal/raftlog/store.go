@@ -240,8 +240,11 @@ type Stats struct {
 	// those deleted since Open.
 	SegmentsLive    int
 	SegmentsDeleted uint64
-	// DiskBytes is the size of all segment files.
+	// DiskBytes is the size of all segment files, SpareBytes included.
 	DiskBytes int64
+	// SpareBytes is disk written ahead of records by PreallocateSegments:
+	// the spare segment file and the zeros after the active segment's end.
+	SpareBytes int64
 	// LiveBytes is the record bytes not yet reclaimable.
 	LiveBytes int64
 	// RecordsCompacted and BytesCompacted count records copied forward.
@@ -261,7 +264,8 @@ func (s *Store) Stats() Stats {
 	}
 	s.mu.RUnlock()
 	ws := s.log.Stats()
-	st.SegmentsLive, st.DiskBytes, st.LiveBytes = ws.Segments, ws.TotalBytes, ws.LiveBytes
+	st.SegmentsLive, st.LiveBytes = ws.Segments, ws.LiveBytes
+	st.DiskBytes, st.SpareBytes = ws.TotalBytes+ws.SpareBytes, ws.SpareBytes
 	st.EntriesAppended = s.st.entriesAppended.Load()
 	st.EntryBytesAppended = s.st.entryBytesAppended.Load()
 	st.Batches = s.st.batches.Load()

@@ -1,0 +1,198 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pre-written segments. With Config.PreallocateSegments the next segment
+// file (the spare) is written full of zeros and fsynced in the background
+// while the active segment fills, under spareFileName. Rotation renames it
+// into place and writes its header, so that appends overwrite blocks that
+// already exist and an fdatasync commits no size change. At most one spare
+// exists, prepared once the active segment is half full; preparing it
+// never fails an append: without a ready spare, rotation creates an empty
+// segment as before. The first segment of a directory, and the one active
+// when a Log is opened, are not pre-written; every later one can be.
+const (
+	// spareFileName is the spare's name while it is prepared and waits.
+	// Recovery deletes a spare left by a crash.
+	spareFileName = "spare.seg.tmp"
+	// spareFillChunkBytes is the size of one zero write while filling the
+	// spare; Close interrupts the fill between chunks.
+	spareFillChunkBytes = 1 << 20
+)
+
+// spareState is the Log's spare segment file. Fields are guarded by
+// Log.mu.
+type spareState struct {
+	file      *os.File // a ready spare, or nil
+	bytes     int64    // size of the ready spare's file
+	preparing bool     // a goroutine is filling a spare
+	stop      chan struct{}
+	done      chan struct{} // closed when the preparing goroutine ends
+}
+
+// removeStaleSpare deletes a spare left by an earlier process.
+func removeStaleSpare(dir string) error {
+	err := os.Remove(filepath.Join(dir, spareFileName))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("wal: remove stale spare segment: %w", err)
+	}
+	return nil
+}
+
+// startSpareLocked starts preparing a spare if preallocation is on, the
+// active segment is at least half full, and no spare is ready or being
+// prepared. Waiting for half keeps idle logs from holding a spare.
+func (l *Log) startSpareLocked() {
+	if !l.cfg.PreallocateSegments || l.closed || l.spare.file != nil || l.spare.preparing ||
+		l.active.sizeBytes < l.cfg.SegmentBytesMax/2 {
+		return
+	}
+	l.spare.preparing = true
+	l.spare.stop = make(chan struct{})
+	l.spare.done = make(chan struct{})
+	go l.prepareSpare(l.spare.stop, l.spare.done)
+}
+
+// prepareSpare writes a zero-filled, fsynced spare and offers it to the
+// Log. On failure or stop the file is removed and rotation goes on as if
+// preallocation were off until the next attempt (at the next rotation).
+func (l *Log) prepareSpare(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	path := filepath.Join(l.cfg.Dir, spareFileName)
+	f, err := fillSpare(path, l.cfg.SegmentBytesMax, stop)
+	if err == nil {
+		err = syncDir(l.cfg.Dir)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.spare.preparing = false
+	if err == nil && l.closed {
+		err = ErrClosed
+	}
+	if err != nil {
+		if f != nil {
+			_ = f.Close()
+		}
+		_ = os.Remove(path)
+		l.spareFailures++
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, errSpareStopped) {
+			l.logger.Warn("wal: preparing a pre-written segment failed; rotating without one",
+				"dir", l.cfg.Dir, "err", err)
+		}
+		return
+	}
+	l.spare.file, l.spare.bytes = f, l.cfg.SegmentBytesMax
+}
+
+// errSpareStopped reports a fill interrupted by Close.
+var errSpareStopped = errors.New("wal: spare preparation stopped")
+
+// fillSpare creates path and writes size zero bytes to it in chunks,
+// checking stop between chunks, then fsyncs it.
+func fillSpare(path string, size int64, stop <-chan struct{}) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, segmentFileMode)
+	if err != nil {
+		return nil, fmt.Errorf("wal: create spare segment: %w", err)
+	}
+	zeros := make([]byte, min(size, spareFillChunkBytes))
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		select {
+		case <-stop:
+			return f, errSpareStopped
+		default:
+		}
+		chunk := zeros[:min(int64(len(zeros)), size-off)]
+		if _, err := f.WriteAt(chunk, off); err != nil {
+			return f, fmt.Errorf("wal: fill spare segment at offset %d: %w", off, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return f, fmt.Errorf("wal: sync spare segment: %w", err)
+	}
+	return f, nil
+}
+
+// takeSpareLocked turns the ready spare into segment num, or returns nil
+// if there is none or it cannot be used (the caller then creates the
+// segment as usual). It starts preparing the next spare either way.
+func (l *Log) takeSpareLocked(num uint32) *segment {
+	defer l.startSpareLocked()
+	f := l.spare.file
+	if f == nil {
+		return nil
+	}
+	l.spare.file, l.spare.bytes = nil, 0
+	from := filepath.Join(l.cfg.Dir, spareFileName)
+	path := filepath.Join(l.cfg.Dir, segmentFileName(num))
+	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE); err != nil {
+		_ = f.Close()
+		_ = os.Remove(from)
+		l.logger.Warn("wal: could not use the pre-written segment", "dir", l.cfg.Dir, "segment", num, "err", err)
+		return nil
+	}
+	hdr := encodeSegmentHeader(num)
+	if _, err := f.WriteAt(hdr[:], 0); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		l.logger.Warn("wal: could not use the pre-written segment", "dir", l.cfg.Dir, "segment", num, "err", err)
+		return nil
+	}
+	return &segment{
+		num:          num,
+		path:         path,
+		file:         f,
+		sizeBytes:    segmentHeaderBytes,
+		flushedBytes: segmentHeaderBytes,
+		prewritten:   true,
+	}
+}
+
+// stopSpare interrupts a spare being prepared, waits for it, and removes
+// a ready spare. Close calls it without holding l.mu.
+func (l *Log) stopSpare() error {
+	l.mu.Lock()
+	preparing, stop, done := l.spare.preparing, l.spare.stop, l.spare.done
+	if preparing {
+		close(stop)
+	}
+	l.mu.Unlock()
+	if preparing {
+		<-done
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.spare.file
+	if f == nil {
+		return nil
+	}
+	l.spare.file, l.spare.bytes = nil, 0
+	err := errors.Join(f.Close(), os.Remove(filepath.Join(l.cfg.Dir, spareFileName)))
+	if err != nil {
+		return fmt.Errorf("wal: remove spare segment: %w", err)
+	}
+	return nil
+}
+
+// trimPrewritten cuts the zeros after a pre-written segment's logical end
+// (flushed first) and makes the cut durable, so that a sealed or closed
+// segment file ends at its last record.
+func trimPrewritten(seg *segment) error {
+	if !seg.prewritten {
+		return nil
+	}
+	if err := seg.flush(); err != nil {
+		return err
+	}
+	if err := seg.file.Truncate(seg.flushedBytes); err != nil {
+		return fmt.Errorf("wal: truncate segment %d at offset %d: %w", seg.num, seg.flushedBytes, err)
+	}
+	seg.prewritten = false
+	return nil
+}
