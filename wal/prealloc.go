@@ -33,6 +33,9 @@ type spareState struct {
 	file      *os.File // a ready spare, or nil
 	bytes     int64    // size of the ready spare's file
 	preparing bool     // a goroutine is filling a spare
+	// failedFor is the active segment during which preparing a spare
+	// last failed; no new attempt is made until the next rotation.
+	failedFor uint32
 	stop      chan struct{}
 	done      chan struct{} // closed when the preparing goroutine ends
 }
@@ -51,7 +54,7 @@ func removeStaleSpare(dir string) error {
 // prepared. Waiting for half keeps idle logs from holding a spare.
 func (l *Log) startSpareLocked() {
 	if !l.cfg.PreallocateSegments || l.closed || l.spare.file != nil || l.spare.preparing ||
-		l.active.sizeBytes < l.cfg.SegmentBytesMax/2 {
+		l.active.sizeBytes < l.cfg.SegmentBytesMax/2 || l.spare.failedFor == l.active.num {
 		return
 	}
 	l.spare.preparing = true
@@ -82,6 +85,9 @@ func (l *Log) prepareSpare(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		_ = os.Remove(path)
 		l.spareFailures++
+		if l.active != nil {
+			l.spare.failedFor = l.active.num
+		}
 		if !errors.Is(err, ErrClosed) && !errors.Is(err, errSpareStopped) {
 			l.logger.Warn("wal: preparing a pre-written segment failed; rotating without one",
 				"dir", l.cfg.Dir, "err", err)
@@ -95,7 +101,11 @@ func (l *Log) prepareSpare(stop <-chan struct{}, done chan<- struct{}) {
 var errSpareStopped = errors.New("wal: spare preparation stopped")
 
 // fillSpare creates path and writes size zero bytes to it in chunks,
-// checking stop between chunks, then fsyncs it.
+// checking stop between chunks, then fsyncs it. Before each chunk it
+// checks that the file system keeps at least size bytes free after the
+// chunk, room for the active segment to fill up, and gives up otherwise:
+// the spare must not be what fills the disk under an append. (Other
+// writers to the same file system can still race it.)
 func fillSpare(path string, size int64, stop <-chan struct{}) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, segmentFileMode)
 	if err != nil {
@@ -109,6 +119,9 @@ func fillSpare(path string, size int64, stop <-chan struct{}) (*os.File, error) 
 		default:
 		}
 		chunk := zeros[:min(int64(len(zeros)), size-off)]
+		if err := checkSpareRoom(f, size+int64(len(chunk))); err != nil {
+			return f, err
+		}
 		if _, err := f.WriteAt(chunk, off); err != nil {
 			return f, fmt.Errorf("wal: fill spare segment at offset %d: %w", off, err)
 		}
@@ -121,9 +134,9 @@ func fillSpare(path string, size int64, stop <-chan struct{}) (*os.File, error) 
 
 // takeSpareLocked turns the ready spare into segment num, or returns nil
 // if there is none or it cannot be used (the caller then creates the
-// segment as usual). It starts preparing the next spare either way.
+// segment as usual). The next spare is started by a later append, once
+// the new segment is half full.
 func (l *Log) takeSpareLocked(num uint32) *segment {
-	defer l.startSpareLocked()
 	f := l.spare.file
 	if f == nil {
 		return nil
@@ -194,5 +207,21 @@ func trimPrewritten(seg *segment) error {
 		return fmt.Errorf("wal: truncate segment %d at offset %d: %w", seg.num, seg.flushedBytes, err)
 	}
 	seg.prewritten = false
+	return nil
+}
+
+// errSpareNoRoom reports a spare given up to keep room for appends.
+var errSpareNoRoom = errors.New("wal: too little free space for a spare segment")
+
+// checkSpareRoom returns errSpareNoRoom if the file system holding f has
+// fewer than needBytes available.
+func checkSpareRoom(f *os.File, needBytes int64) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("wal: statfs for spare segment: %w", err)
+	}
+	if free := st.Bavail * uint64(st.Bsize); free < uint64(needBytes) {
+		return fmt.Errorf("%w: %d bytes free, %d wanted", errSpareNoRoom, free, needBytes)
+	}
 	return nil
 }
