@@ -64,6 +64,17 @@
 // segment that is shorter than its header, or whose bytes are all zero, was
 // torn while being created and gets a fresh header.
 //
+// With Config.PreallocateSegments a segment may be pre-written: its file
+// was filled with zeros to SegmentBytesMax before rotation renamed it into
+// place, and records overwrite those zeros. After a crash such an active
+// segment ends in zeros. Recovery locates the last non-zero byte with
+// bounded reads from the file end: a damaged record followed only by zeros
+// is a torn tail and is cut off; the search for valid records after damage
+// reads only up to the last non-zero byte, counting the zeros after it
+// without reading them. Sealed segments are cut to their last record before
+// the next segment appears, and Close cuts the active one. A file named
+// "spare.seg.tmp" is a spare being prepared and is deleted by Open.
+//
 // After Open every recovered record counts as live: dead-byte accounting is
 // held in memory only, so the owner marks records dead again (Scan lists
 // them) or resets the directory with Remove and appends afresh.
