@@ -115,7 +115,8 @@ func (l *Log) appendLocked(key uint64, payload []byte) (Pos, error) {
 		return Pos{}, fmt.Errorf("%w: payload of %d bytes does not fit in a segment of %d bytes",
 			ErrRecordTooLarge, len(payload), l.cfg.SegmentBytesMax)
 	}
-	if l.active.sizeBytes > segmentHeaderBytes && l.active.sizeBytes+size > l.cfg.SegmentBytesMax {
+	if l.active.sizeBytes > segmentHeaderBytes &&
+		(l.active.sizeBytes+size > l.cfg.SegmentBytesMax || l.sealEarlyLocked()) {
 		if err := l.rotateLocked(); err != nil {
 			return Pos{}, err
 		}

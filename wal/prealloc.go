@@ -17,7 +17,9 @@ import (
 // exists, prepared once the active segment is half full; preparing it
 // never fails an append: without a ready spare, rotation creates an empty
 // segment as before. The first segment of a directory, and the one active
-// when a Log is opened, are not pre-written; every later one can be.
+// when a Log is opened, are not pre-written: once such a segment holds
+// earlySealBytes a spare is prepared and the segment is sealed early when
+// it is ready.
 const (
 	// spareFileName is the spare's name while it is prepared and waits.
 	// Recovery deletes a spare left by a crash.
@@ -49,12 +51,36 @@ func removeStaleSpare(dir string) error {
 	return nil
 }
 
+// earlySealBytes is how full an active segment that was not pre-written
+// must be before a spare is prepared for it and it is sealed early, as
+// soon as the spare is ready: a log opened on such a segment then gets
+// pre-written segments after a few MiB rather than a whole segment.
+// Segments of at most twice this size just wait for half, as usual.
+const earlySealBytes = 4 << 20
+
+// spareStartBytesLocked is the active segment size at which a spare is
+// prepared: half the segment, or earlySealBytes for an active segment
+// that was not pre-written if that is less.
+func (l *Log) spareStartBytesLocked() int64 {
+	half := l.cfg.SegmentBytesMax / 2
+	if l.active.prewritten {
+		return half
+	}
+	return min(half, earlySealBytes)
+}
+
+// sealEarlyLocked reports whether the active segment, which was not
+// pre-written, should be sealed now that a spare is ready.
+func (l *Log) sealEarlyLocked() bool {
+	return l.spare.file != nil && !l.active.prewritten && l.active.sizeBytes >= earlySealBytes
+}
+
 // startSpareLocked starts preparing a spare if preallocation is on, the
-// active segment is at least half full, and no spare is ready or being
-// prepared. Waiting for half keeps idle logs from holding a spare.
+// active segment has reached spareStartBytesLocked, and no spare is ready
+// or being prepared. Waiting keeps idle logs from holding a spare.
 func (l *Log) startSpareLocked() {
 	if !l.cfg.PreallocateSegments || l.closed || l.spare.file != nil || l.spare.preparing ||
-		l.active.sizeBytes < l.cfg.SegmentBytesMax/2 || l.spare.failedFor == l.active.num {
+		l.active.sizeBytes < l.spareStartBytesLocked() || l.spare.failedFor == l.active.num {
 		return
 	}
 	l.spare.preparing = true

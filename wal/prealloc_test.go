@@ -317,3 +317,31 @@ func TestWAL_PreallocDiskFullNeverFailsAppends(t *testing.T) {
 		checkRead(t, l, r.pos, r.key, r.payload)
 	}
 }
+
+func TestWAL_PreallocSealsUnwrittenSegmentEarly(t *testing.T) {
+	cfg := preallocConfig(t.TempDir(), 16<<20)
+	l, _ := openLog(t, cfg)
+	var recs []record
+	for key := uint64(1); l.Stats().TotalBytes < earlySealBytes; key++ {
+		recs = append(recs, appendMany(t, l, key, 1, func(int) int { return 3000 })...)
+	}
+	waitUntil(t, "the spare to be ready", func() bool { return l.Stats().SpareBytes == cfg.SegmentBytesMax })
+	recs = append(recs, appendMany(t, l, 100000, 3, func(int) int { return 100 })...)
+	if got := recs[len(recs)-3].pos.Segment; got != 2 {
+		t.Fatalf("the append after the spare was ready went to segment %d, want 2", got)
+	}
+	if got := fileSize(t, segmentPath(cfg.Dir, 2)); got != cfg.SegmentBytesMax {
+		t.Fatalf("segment 2 is %d bytes, want a pre-written %d", got, cfg.SegmentBytesMax)
+	}
+	if got := fileSize(t, segmentPath(cfg.Dir, 1)); got >= cfg.SegmentBytesMax/2 {
+		t.Fatalf("segment 1 is %d bytes: it should have been sealed early", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, sum := openLog(t, cfg)
+	if sum.Truncated || sum.Records != len(recs) {
+		t.Fatalf("reopen: %v", sum)
+	}
+	checkRecovered(t, l2, recs)
+}
