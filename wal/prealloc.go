@@ -106,10 +106,10 @@ func (l *Log) prepareSpare(stop <-chan struct{}, done chan<- struct{}) {
 		err = ErrClosed
 	}
 	if err != nil {
-		if f != nil {
+		if f != nil { // a file this call created; nothing else is removed
 			_ = f.Close()
+			_ = os.Remove(path)
 		}
-		_ = os.Remove(path)
 		l.spareFailures++
 		if l.active != nil {
 			l.spare.failedFor = l.active.num
