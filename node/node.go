@@ -239,6 +239,9 @@ func (n *Node) RaftAddr() string { return n.raftAddr }
 func openLogStore(cfg Config, logger *slog.Logger) (*raftlog.Store, error) {
 	lc := raftlog.DefaultConfig(filepath.Join(cfg.DataDir, "raftlog"))
 	lc.Logger = logger
+	if cfg.RaftLogNoPrewrite {
+		lc.PreallocateSegments = false
+	}
 	store, sum, err := raftlog.Open(lc)
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)

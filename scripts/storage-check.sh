@@ -7,7 +7,8 @@
 #     until the queue serves a receive again.
 # Ports 7041-7043, 7141-7143, 7241-7243, 7341-7343; data in a temporary
 # directory that is removed at the end (KEEP=1 keeps it). The cluster runs in
-# plaintext (-insecure): what is measured is storage, not TLS.
+# plaintext (-insecure): what is measured is storage, not TLS. FERRYD_ARGS adds
+# flags to every node (e.g. FERRYD_ARGS=-raft-log-prewrite=false).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1000000}
@@ -22,7 +23,7 @@ gossip_key=$(head -c 32 /dev/urandom | base64)
 start() {
   local i=$1
   ./bin/ferryd -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((39 + i)) \
-    -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-key "$gossip_key" -insecure -pprof >>"$dir/node$i.log" 2>&1 &
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-key "$gossip_key" -insecure -pprof ${FERRYD_ARGS:-} >>"$dir/node$i.log" 2>&1 &
   pid[$i]=$!
 }
 cleanup() {

@@ -183,6 +183,7 @@ func (l tlsOptions) apply(cfg *node.Config) {
 type raftOptions struct {
 	heartbeat, election, leaderLease, snapshotInterval time.Duration
 	snapshotThreshold, trailingLogs                    uint64
+	logPrewrite                                        bool
 }
 
 func (r *raftOptions) register(fs *flag.FlagSet) {
@@ -192,11 +193,14 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&r.snapshotThreshold, "raft-snapshot-threshold", 0, "partition log entries that trigger a snapshot (0 = default 8192)")
 	fs.Uint64Var(&r.trailingLogs, "raft-trailing-logs", 0, "partition log entries kept after a snapshot (0 = default 10240)")
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
+	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", true,
+		"append the raft log into segment files written with zeros ahead of time (faster fdatasync; each segment is written twice)")
 }
 
 func (r raftOptions) apply(cfg *node.Config) {
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = r.heartbeat, r.election, r.leaderLease
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = r.snapshotThreshold, r.trailingLogs, r.snapshotInterval
+	cfg.RaftLogNoPrewrite = !r.logPrewrite
 }
 
 // parseFlags reads the environment twins of the flags, then args (which
