@@ -91,7 +91,10 @@ func runChaos(t *testing.T, o Options) *Report {
 	t0 := time.Now()
 	o.Root = root
 	o.TLS = os.Getenv("FERRY_CHAOS_TLS") != "0"
-	if os.Getenv("FERRY_CHAOS_TMPFS") != "0" {
+	switch {
+	case os.Getenv("FERRY_CHAOS_TMPFS") == "0":
+		o.Tmpfs = ""
+	case o.Tmpfs == "":
 		// Room for a node's steady footprint under the workload with the
 		// default segment sizes (the shared raft log's active segment
 		// alone may hold 64 MiB, each partition's body records another
@@ -230,8 +233,15 @@ func TestChaos_Soak(t *testing.T) {
 		s.Gap = 20*time.Second + time.Duration(gaps.Int64N(int64(30*time.Second)))
 		return s, true
 	}
+	// The workload keeps every dead letter (the checker accounts for each
+	// one), about 45,000 an hour with some of the largest size: an hour
+	// filled 512 MiB data directories within 20 minutes, after which a
+	// lagging replica could not store the snapshot that would let it catch
+	// up. Each node gets 64 MiB of disk per minute of soak, at least 2 GiB
+	// of tmpfs (memory only as far as it is written).
+	tmpfs := fmt.Sprintf("%dm", max(2048, 64*int(d/time.Minute)))
 	rep := runChaos(t, Options{Seed: seed, Nodes: envInt(t, "FERRY_CHAOS_NODES", 3), FaultPhase: d, Next: next,
-		Producers: 4, Consumers: 3, Pace: 40 * time.Millisecond, SampleEvery: 10 * time.Second})
+		Producers: 4, Consumers: 3, Pace: 40 * time.Millisecond, SampleEvery: 10 * time.Second, Tmpfs: tmpfs})
 	if rep == nil {
 		return
 	}

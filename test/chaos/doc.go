@@ -93,7 +93,9 @@
 // room for a node's steady footprint under the workload (the raft log's
 // active segment alone may hold 64 MiB) above the 64 MiB free-space
 // reserve, so that only a disk-full fault brings a node to its reserve; on
-// 192 MiB a 30-minute soak spent most of its time refusing sends. A
+// 192 MiB a 30-minute soak spent most of its time refusing sends. The
+// soak keeps every dead letter for an hour, so its nodes get 64 MiB per
+// minute of soak, at least 2 GiB. A
 // disk-full fault fills one with a file until 1 MiB is left, holds, and
 // deletes it: the node must refuse sends (queue full: disk full), keep
 // running, and take work again. An fsync-error fault makes the node's next

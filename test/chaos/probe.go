@@ -201,14 +201,20 @@ func (c *Cluster) health(ctx context.Context, placement map[PartRef][]string, ta
 // same digest at the same applied index, or ctx ends; it returns the last
 // observation.
 func (c *Cluster) Converge(ctx context.Context, placement map[PartRef][]string) []Convergence {
+	var best []Convergence
 	for {
 		out, agreed := c.convergence(ctx, placement)
 		if agreed {
 			return out
 		}
+		// A reading cut short by the deadline names no replica; report
+		// the last one that saw the replicas instead.
+		if ctx.Err() == nil || best == nil {
+			best = out
+		}
 		select {
 		case <-ctx.Done():
-			return out
+			return best
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
