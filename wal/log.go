@@ -357,6 +357,9 @@ type Stats struct {
 	// say) or were interrupted by Close; rotation then creates an empty
 	// segment.
 	SpareFailures uint64
+	// ActivePrewritten reports whether the active segment is a pre-written
+	// one (its file extends past its records with zeros).
+	ActivePrewritten bool
 }
 
 // Stats returns current sizes and counters. Safe for concurrent use.
@@ -377,6 +380,7 @@ func (l *Log) Stats() Stats {
 		st.UnflushedBytes = int64(len(l.active.buf))
 		if l.active.prewritten {
 			st.SpareBytes += max(l.cfg.SegmentBytesMax-l.active.sizeBytes, 0)
+			st.ActivePrewritten = true
 		}
 	}
 	for _, seg := range l.segments {

@@ -19,7 +19,13 @@ func TestRaftlog_CrashInPrewrittenSegment(t *testing.T) {
 	g := mustGroup(t, s, "g")
 	var want []*raft.Log
 	next := uint64(1)
-	for s.log.Stats().ActiveSegment < 3 {
+	// Until entries land in a pre-written segment: a rotation that finds
+	// no spare ready yet makes an empty segment, and the next one that
+	// finds one is pre-written.
+	for st := s.log.Stats(); st.ActiveSegment < 3 || !st.ActivePrewritten; st = s.log.Stats() {
+		if st.ActiveSegment > 50 {
+			t.Fatalf("no pre-written segment after %d rotations: %+v", st.ActiveSegment, st)
+		}
 		batch := entries(next, next+3, 1, 500)
 		mustStore(t, g, batch)
 		want = append(want, batch...)
