@@ -228,8 +228,12 @@ func (g *metaGroup) close() {
 			g.raft.LeadershipTransfer().Error()
 		}
 	}
-	g.raft.Shutdown().Error()
+	// The transport closes first: hashicorp/raft answers a heartbeat on
+	// the transport's goroutine, which Shutdown does not wait for, and one
+	// still running when the store closes panics ("failed to save current
+	// term: database not open").
 	g.trans.Close()
+	g.raft.Shutdown().Error()
 	g.store.Close()
 }
 

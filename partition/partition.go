@@ -54,6 +54,8 @@ type Partition struct {
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
 	acks      *batcher[fsm.Receipt, error]
 	closing   chan struct{}
+	// raftDown is closed once raft has shut down (see waitApplied).
+	raftDown  chan struct{}
 	closeOnce sync.Once
 	loops     sync.WaitGroup
 }
@@ -74,6 +76,7 @@ func Open(cfg Config) (*Partition, error) {
 		ready:     make(chan struct{}),
 		deadlines: make(chan struct{}, 1),
 		closing:   make(chan struct{}),
+		raftDown:  make(chan struct{}),
 		snaps:     newSnapshotTrigger(),
 	}
 	if p.logger == nil {
@@ -234,6 +237,7 @@ func (p *Partition) Close() error {
 			}
 		}
 		err = p.raft.Shutdown().Error()
+		close(p.raftDown)
 		p.loops.Wait()
 		if c, ok := p.cfg.Transport.(io.Closer); ok {
 			c.Close()

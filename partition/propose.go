@@ -55,7 +55,7 @@ func (p *Partition) propose(cmd fsm.Command, timeout time.Duration) (fsm.Result,
 			fsm.ErrMessageTooLarge, cmd.Type, len(data), EntryBytesMax)
 	}
 	f := p.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
+	if err := p.waitApplied(f); err != nil {
 		return fsm.Result{}, p.mapRaftError(err)
 	}
 	res, ok := f.Response().(fsm.Result)
@@ -172,4 +172,26 @@ func (p *Partition) ReceiveAck(ctx context.Context, receipts []fsm.Receipt, rc f
 		ds = nil
 	}
 	return res.Settled, ds, nil
+}
+
+// waitApplied waits for f's outcome, or for raft to have shut down: a
+// future raft took into its apply queue just as it shut down is never
+// answered (its wait has no shutdown channel), and Close, which waits for
+// the replica's loops after shutting raft down, would wait for it forever.
+// In that case the goroutine waiting on f is left behind, blocked for
+// good; it holds nothing else.
+func (p *Partition) waitApplied(f raft.ApplyFuture) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-p.raftDown:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
 }
