@@ -239,9 +239,7 @@ func (n *Node) RaftAddr() string { return n.raftAddr }
 func openLogStore(cfg Config, logger *slog.Logger) (*raftlog.Store, error) {
 	lc := raftlog.DefaultConfig(filepath.Join(cfg.DataDir, "raftlog"))
 	lc.Logger = logger
-	if cfg.RaftLogNoPrewrite {
-		lc.PreallocateSegments = false
-	}
+	lc.PreallocateSegments = cfg.RaftLogPrewrite
 	store, sum, err := raftlog.Open(lc)
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)

@@ -193,14 +193,14 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&r.snapshotThreshold, "raft-snapshot-threshold", 0, "partition log entries that trigger a snapshot (0 = default 8192)")
 	fs.Uint64Var(&r.trailingLogs, "raft-trailing-logs", 0, "partition log entries kept after a snapshot (0 = default 10240)")
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
-	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", true,
-		"append the raft log into segment files written with zeros ahead of time (faster fdatasync; each segment is written twice)")
+	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", false,
+		"append the raft log into segment files written with zeros ahead of time (faster fdatasync; each segment is written twice, and the fill's flush can stall confirms under bulk load)")
 }
 
 func (r raftOptions) apply(cfg *node.Config) {
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = r.heartbeat, r.election, r.leaderLease
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = r.snapshotThreshold, r.trailingLogs, r.snapshotInterval
-	cfg.RaftLogNoPrewrite = !r.logPrewrite
+	cfg.RaftLogPrewrite = r.logPrewrite
 }
 
 // parseFlags reads the environment twins of the flags, then args (which

@@ -265,12 +265,12 @@ func TestFerrydToken_MakesAnEntryTheNodeLoads(t *testing.T) {
 
 func TestFerryd_RaftLogPrewriteFlag(t *testing.T) {
 	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
-	if err != nil || o.config(nil).RaftLogNoPrewrite {
-		t.Fatalf("pre-written raft log segments are not the default (%v)", err)
+	if err != nil || o.config(nil).RaftLogPrewrite {
+		t.Fatalf("pre-written raft log segments are on by default (%v)", err)
 	}
-	t.Setenv("FERRY_RAFT_LOG_PREWRITE", "false")
+	t.Setenv("FERRY_RAFT_LOG_PREWRITE", "true")
 	o, err = parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
-	if err != nil || !o.config(nil).RaftLogNoPrewrite {
-		t.Fatalf("FERRY_RAFT_LOG_PREWRITE=false did not turn them off (%v)", err)
+	if err != nil || !o.config(nil).RaftLogPrewrite {
+		t.Fatalf("FERRY_RAFT_LOG_PREWRITE=true did not turn them on (%v)", err)
 	}
 }
