@@ -49,6 +49,11 @@ type batcher[I, O any] struct {
 	mu    sync.Mutex
 	queue []*batchRequest[I, O]
 	wake  chan struct{}
+
+	// Owned by the worker: how many requests the next proposal expects
+	// (see Config.GatherWait) and the timer that bounds the wait.
+	expect int
+	timer  *time.Timer
 }
 
 type batchRequest[I, O any] struct {
@@ -166,6 +171,9 @@ func (b *batcher[I, O]) take() []batchSlice[I, O] {
 
 func (b *batcher[I, O]) run() {
 	defer b.p.loops.Done()
+	b.timer = time.NewTimer(time.Hour)
+	b.timer.Stop()
+	defer b.timer.Stop()
 	for {
 		select {
 		case <-b.p.closing:
@@ -173,21 +181,70 @@ func (b *batcher[I, O]) run() {
 			return
 		case <-b.wake:
 		}
+		b.gather()
 		for slices := b.take(); len(slices) > 0; slices = b.take() {
-			b.propose(slices)
+			answered := b.propose(slices)
 			select {
 			case <-b.p.closing:
 				b.failQueued(ErrClosed)
 				return
 			default:
 			}
+			// The requests just answered are likely to come back; those
+			// queued meanwhile are already here.
+			requests, _ := b.queued()
+			b.expect = answered + requests
+			b.gather()
+		}
+	}
+}
+
+// queued returns how many requests and untaken items wait in the queue.
+func (b *batcher[I, O]) queued() (requests, items int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.queue {
+		items += len(r.items) - r.taken
+	}
+	return len(b.queue), items
+}
+
+// gather waits, at most Config.GatherWait, until b.expect requests are
+// queued or a proposal's worth of items is: concurrent synchronous
+// clients answered by one proposal then share the next one, rather than
+// splitting into cohorts that take alternate raft rounds. It returns at
+// once when nothing more is expected, so a lone client never waits, and
+// when the partition closes.
+func (b *batcher[I, O]) gather() {
+	wait := b.p.cfg.GatherWait
+	if wait <= 0 || b.expect <= 1 {
+		return
+	}
+	requests, items := b.queued()
+	if requests == 0 || requests >= b.expect || items >= fsm.BatchMax {
+		return
+	}
+	b.timer.Reset(wait)
+	defer b.timer.Stop()
+	for {
+		select {
+		case <-b.p.closing:
+			return
+		case <-b.timer.C:
+			return
+		case <-b.wake:
+		}
+		requests, items = b.queued()
+		if requests >= b.expect || items >= fsm.BatchMax {
+			return
 		}
 	}
 }
 
 // propose sends one merged command for slices and hands each request its
-// results once all its items are answered.
-func (b *batcher[I, O]) propose(slices []batchSlice[I, O]) {
+// results once all its items are answered. It returns how many requests
+// the proposal carried.
+func (b *batcher[I, O]) propose(slices []batchSlice[I, O]) int {
 	var items []I
 	live := slices[:0]
 	for _, s := range slices {
@@ -199,7 +256,7 @@ func (b *batcher[I, O]) propose(slices []batchSlice[I, O]) {
 		live = append(live, s)
 	}
 	if len(live) == 0 {
-		return
+		return 0
 	}
 	res, err := b.p.Propose(context.Background(), b.command(items))
 	if err == nil && res.Err != nil {
@@ -221,6 +278,7 @@ func (b *batcher[I, O]) propose(slices []batchSlice[I, O]) {
 		b.settle(s, out[:n:n], nil)
 		out = out[n:]
 	}
+	return len(live)
 }
 
 // settle records a slice's outcome and answers its request when the last

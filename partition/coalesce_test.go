@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ferrymq/ferry/fsm"
 )
@@ -76,5 +77,60 @@ func TestPartition_AckIsMergedAndPerReceipt(t *testing.T) {
 	cancel()
 	if _, err := p.Ack(ctx, []fsm.Receipt{ds[1].Receipt}); err != nil && !errors.Is(err, ErrTimeout) {
 		t.Fatalf("cancelled ack: %v", err)
+	}
+}
+
+// syncSenders runs senders goroutines that each send perSender messages
+// one request at a time, and returns how many raft entries they took.
+func syncSenders(t *testing.T, p *Partition, senders, perSender int) uint64 {
+	t.Helper()
+	before := p.Status().AppliedIndex
+	var wg sync.WaitGroup
+	for w := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perSender {
+				out, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: fmt.Sprintf("s%d-%d", w, i), Body: []byte("x")}})
+				if err != nil || len(out) != 1 || out[0].Err != nil {
+					t.Errorf("send: %v %+v", err, out)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return p.Status().AppliedIndex - before
+}
+
+// TestPartition_GatherKeepsSynchronousSendersInOneProposal: senders that
+// each wait for their answer before sending again share one proposal per
+// round once gathering has seen them all, instead of splitting into
+// cohorts that take alternate rounds (two entries per round of sends).
+func TestPartition_GatherKeepsSynchronousSendersInOneProposal(t *testing.T) {
+	const senders, perSender = 8, 30
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.GatherWait = GatherWaitMax })
+	p := c.reps[c.leader()]
+	entries := syncSenders(t, p, senders, perSender)
+	// perSender rounds, plus a few while the senders start and finish.
+	if entries > perSender+perSender/2 {
+		t.Fatalf("%d senders x %d synchronous sends took %d raft entries, want about %d (one per round)",
+			senders, perSender, entries, perSender)
+	}
+	t.Logf("%d senders x %d synchronous sends in %d raft entries", senders, perSender, entries)
+}
+
+// TestPartition_GatherNeverDelaysALoneSender: one synchronous sender is
+// proposed as soon as it arrives, however long GatherWait is.
+func TestPartition_GatherNeverDelaysALoneSender(t *testing.T) {
+	const sends = 20
+	c := newTestCluster(t, 1, func(cfg *Config) { cfg.GatherWait = GatherWaitMax })
+	p := c.reps[c.leader()]
+	start := time.Now()
+	syncSenders(t, p, 1, sends)
+	// Were each send held for GatherWait, they would take sends x 10 ms
+	// more than raft needs; allow a loaded machine most of that.
+	if took := time.Since(start); took > sends*GatherWaitMax {
+		t.Fatalf("%d sends by one sender took %v", sends, took)
 	}
 }

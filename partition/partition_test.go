@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/hashicorp/raft"
 )
 
 func TestPartition_ReplicatesAndConverges(t *testing.T) {
@@ -191,6 +193,17 @@ func TestPartition_ConfigValidateNamesTheField(t *testing.T) {
 	cfg := DefaultConfig("g", "n", t.TempDir())
 	if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("missing transport accepted: %v", err)
+	}
+	_, cfg.Transport = raft.NewInmemTransportWithTimeout("a", time.Second)
+	for _, gw := range []time.Duration{-time.Microsecond, GatherWaitMax + 1} {
+		cfg.GatherWait = gw
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Config.GatherWait") {
+			t.Errorf("GatherWait %v: %v", gw, err)
+		}
+	}
+	cfg.GatherWait = 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("GatherWait 0 (no waiting): %v", err)
 	}
 }
 

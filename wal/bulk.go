@@ -75,7 +75,7 @@ func (l *Log) RollbackTo(m Mark) error {
 	target.recordBytes = start - segmentHeaderBytes
 	target.deadBytes = min(target.deadBytes, target.recordBytes)
 	target.sealed = false
-	l.active = target
+	l.activate(target)
 	if l.dirDirty {
 		if err := syncDir(l.cfg.Dir); err != nil {
 			return l.fail(err)

@@ -27,6 +27,7 @@ func TestWAL_ConfigValidate(t *testing.T) {
 		{"Config.CompactLiveRatio", func(c *Config) { c.CompactLiveRatio = 1 }},
 		{"Config.CompactLiveRatio", func(c *Config) { c.CompactLiveRatio = -0.1 }},
 		{"Config.CompactLiveRatio", func(c *Config) { c.CompactLiveRatio = math.NaN() }},
+		{"Config.PrewriteRateMaxBytesPerSecond", func(c *Config) { c.PrewriteRateMaxBytesPerSecond = -1 }},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig("/tmp/x")

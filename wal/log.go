@@ -30,6 +30,7 @@ type Log struct {
 
 	spare         spareState // see prealloc.go
 	spareFailures uint64
+	sparesSkipped uint64
 
 	recordsAppended uint64
 	segmentsCreated uint64
@@ -357,6 +358,10 @@ type Stats struct {
 	// say) or were interrupted by Close; rotation then creates an empty
 	// segment.
 	SpareFailures uint64
+	// SparesSkipped counts active segments for which no spare was
+	// prepared because they were written faster than
+	// Config.PrewriteRateMaxBytesPerSecond.
+	SparesSkipped uint64
 	// ActivePrewritten reports whether the active segment is a pre-written
 	// one (its file extends past its records with zeros).
 	ActivePrewritten bool
@@ -374,6 +379,7 @@ func (l *Log) Stats() Stats {
 		Pins:            len(l.pins),
 		SpareBytes:      l.spare.bytes,
 		SpareFailures:   l.spareFailures,
+		SparesSkipped:   l.sparesSkipped,
 	}
 	if l.active != nil {
 		st.ActiveSegment = l.active.num

@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,12 +17,14 @@ import (
 // tests: large enough that a zero tail dwarfs the records.
 const preallocSegmentBytes = 1 << 20
 
-// preallocConfig returns a test config with PreallocateSegments on.
+// preallocConfig returns a test config with PreallocateSegments on and
+// no rate bound that a test's appends could pass.
 func preallocConfig(dir string, segmentBytes int64) Config {
 	cfg := testConfig(dir)
 	cfg.SegmentBytesMax = segmentBytes
 	cfg.RecordBytesMax = 4000
 	cfg.PreallocateSegments = true
+	cfg.PrewriteRateMaxBytesPerSecond = math.MaxInt64
 	return cfg
 }
 
@@ -344,4 +347,84 @@ func TestWAL_PreallocSealsUnwrittenSegmentEarly(t *testing.T) {
 		t.Fatalf("reopen: %v", sum)
 	}
 	checkRecovered(t, l2, recs)
+}
+
+// TestWAL_PreallocSkipsFastSegments: a segment appended to faster than
+// PrewriteRateMaxBytesPerSecond gets no spare, is counted in
+// SparesSkipped, and rotation makes an ordinary segment; the next segment
+// is judged again.
+func TestWAL_PreallocSkipsFastSegments(t *testing.T) {
+	cfg := preallocConfig(t.TempDir(), preallocSegmentBytes)
+	cfg.PrewriteRateMaxBytesPerSecond = 1 // every append rate is too high
+	l, _ := openLog(t, cfg)
+	fillPastHalf(t, l, 1)
+	st := l.Stats()
+	if st.SparesSkipped != 1 || st.SpareBytes != 0 || fileExists(filepath.Join(cfg.Dir, spareFileName)) {
+		t.Fatalf("a fast segment should get no spare: %+v", st)
+	}
+	var recs []record
+	for key := uint64(10_000); len(recs) == 0 || recs[len(recs)-1].pos.Segment < 2; key++ {
+		recs = append(recs, appendMany(t, l, key, 1, func(int) int { return 1000 })...)
+	}
+	if st := l.Stats(); st.ActivePrewritten || st.SpareBytes != 0 {
+		t.Fatalf("segment 2 should be an ordinary segment: %+v", st)
+	}
+	if got := fileSize(t, segmentPath(cfg.Dir, 2)); got >= cfg.SegmentBytesMax {
+		t.Fatalf("segment 2 is %d bytes: pre-written", got)
+	}
+	for key := uint64(20_000); l.Stats().SparesSkipped < 2; key++ {
+		if l.Stats().ActiveSegment > 2 {
+			t.Fatalf("segment 2 was never judged: %+v", l.Stats())
+		}
+		appendMany(t, l, key, 1, func(int) int { return 1000 })
+	}
+}
+
+// TestWAL_PreallocRateIsMeasuredSinceActivation checks the rate judgement
+// against a fixed clock: bytes written since the segment became active
+// over the time since then.
+func TestWAL_PreallocRateIsMeasuredSinceActivation(t *testing.T) {
+	cfg := preallocConfig(t.TempDir(), preallocSegmentBytes)
+	cfg.PrewriteRateMaxBytesPerSecond = 1 << 20
+	l, _ := openLog(t, cfg)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t0 := time.Unix(1000, 0)
+	l.active.activeSince, l.active.activeBaseBytes = t0, 4096
+	l.active.sizeBytes = 4096 + 1<<20 // 1 MiB since activation
+	cases := []struct {
+		after time.Duration
+		high  bool
+	}{
+		{0, true},
+		{500 * time.Millisecond, true},
+		{1100 * time.Millisecond, false},
+		{time.Minute, false},
+	}
+	for _, c := range cases {
+		if got := l.activeRateTooHighLocked(t0.Add(c.after)); got != c.high {
+			t.Errorf("1 MiB in %v: too high = %v, want %v", c.after, got, c.high)
+		}
+	}
+	l.active.sizeBytes = 4096 // nothing written yet
+	if l.activeRateTooHighLocked(t0) {
+		t.Error("no bytes written should never be too fast")
+	}
+}
+
+// TestWAL_PreallocPauseStops: the pause between fill chunks ends at once
+// when the fill is stopped.
+func TestWAL_PreallocPauseStops(t *testing.T) {
+	stop := make(chan struct{})
+	close(stop)
+	start := time.Now()
+	if pauseFill(time.Hour, stop) {
+		t.Fatal("a stopped pause should report false")
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a stopped pause took %v", took)
+	}
+	if !pauseFill(time.Millisecond, make(chan struct{})) {
+		t.Fatal("an unstopped pause should report true")
+	}
 }

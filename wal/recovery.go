@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // zeroCheckBytes is the chunk size used when checking a file for all zeros.
@@ -86,6 +87,13 @@ func (l *Log) addSegment(seg *segment) {
 		l.active.sealed = true
 	}
 	l.segments[seg.num] = seg
+	l.activate(seg)
+}
+
+// activate makes seg the active segment and starts measuring its append
+// rate.
+func (l *Log) activate(seg *segment) {
+	seg.activeSince, seg.activeBaseBytes = time.Now(), seg.sizeBytes
 	l.active = seg
 }
 

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ferrymq/ferry/internal/diskfault"
 )
@@ -113,10 +114,15 @@ type segment struct {
 
 	// prewritten is set while the file extends past sizeBytes with zeros
 	// written before the records (see prealloc.go).
-	prewritten    bool
-	sealed        bool
-	pendingDelete bool // entirely dead, waiting for pins to be released
-	deleted       bool
+	prewritten bool
+	sealed     bool
+	// activeSince and activeBaseBytes are when the segment last became
+	// the active one and its size then: the append rate that decides
+	// whether a spare is worth pre-writing (prealloc.go).
+	activeSince     time.Time
+	activeBaseBytes int64
+	pendingDelete   bool // entirely dead, waiting for pins to be released
+	deleted         bool
 }
 
 // createSegment creates segment num in dir and writes its header.

@@ -193,8 +193,8 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&r.snapshotThreshold, "raft-snapshot-threshold", 0, "partition log entries that trigger a snapshot (0 = default 8192)")
 	fs.Uint64Var(&r.trailingLogs, "raft-trailing-logs", 0, "partition log entries kept after a snapshot (0 = default 10240)")
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
-	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", false,
-		"append the raft log into segment files written with zeros ahead of time (faster fdatasync; each segment is written twice, and the fill's flush can stall confirms under bulk load)")
+	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", true,
+		"append the raft log into segment files written with zeros ahead of time, for a faster fdatasync (not for segments written faster than 32 MiB/s)")
 }
 
 func (r raftOptions) apply(cfg *node.Config) {

@@ -265,12 +265,16 @@ func TestFerrydToken_MakesAnEntryTheNodeLoads(t *testing.T) {
 
 func TestFerryd_RaftLogPrewriteFlag(t *testing.T) {
 	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
-	if err != nil || o.config(nil).RaftLogPrewrite {
-		t.Fatalf("pre-written raft log segments are on by default (%v)", err)
-	}
-	t.Setenv("FERRY_RAFT_LOG_PREWRITE", "true")
-	o, err = parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
 	if err != nil || !o.config(nil).RaftLogPrewrite {
-		t.Fatalf("FERRY_RAFT_LOG_PREWRITE=true did not turn them on (%v)", err)
+		t.Fatalf("pre-written raft log segments should be on by default (%v)", err)
+	}
+	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-raft-log-prewrite=false"}, io.Discard)
+	if err != nil || o.config(nil).RaftLogPrewrite {
+		t.Fatalf("-raft-log-prewrite=false did not turn them off (%v)", err)
+	}
+	t.Setenv("FERRY_RAFT_LOG_PREWRITE", "false")
+	o, err = parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
+	if err != nil || o.config(nil).RaftLogPrewrite {
+		t.Fatalf("FERRY_RAFT_LOG_PREWRITE=false did not turn them off (%v)", err)
 	}
 }

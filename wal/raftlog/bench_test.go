@@ -3,6 +3,7 @@ package raftlog
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -205,6 +206,7 @@ func BenchmarkRaftlog_StoreLogsPrewritten(b *testing.B) {
 				cfg.SegmentBytesMax = 16 << 20
 				cfg.EntryBytesMax = 1 << 20
 				cfg.PreallocateSegments = prealloc
+				cfg.PrewriteRateMaxBytesPerSecond = math.MaxInt64 // measure the pre-written path at any rate
 				s, _ := openStore(b, cfg)
 				warmPastFirstSegment(b, s)
 				stores := make([]raft.LogStore, groups)

@@ -102,6 +102,12 @@ type Config struct {
 	// in DefaultConfig.
 	PreallocateSegments bool
 
+	// PrewriteRateMaxBytesPerSecond: no spare is prepared for a segment
+	// appended to faster than this (see
+	// wal.Config.PrewriteRateMaxBytesPerSecond). Zero means
+	// wal.DefaultPrewriteRateMaxBytesPerSecond.
+	PrewriteRateMaxBytesPerSecond int64
+
 	// Logger receives recovery reports and background failures. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -124,7 +130,8 @@ func DefaultConfig(dir string) Config {
 		CompactBytesMax:  DefaultCompactBytesMax,
 		GroupsMax:        DefaultGroupsMax,
 
-		PreallocateSegments: true,
+		PreallocateSegments:           true,
+		PrewriteRateMaxBytesPerSecond: wal.DefaultPrewriteRateMaxBytesPerSecond,
 	}
 }
 
@@ -189,6 +196,8 @@ func (c Config) Validate() error {
 		return bad("GroupsMax", c.GroupsMax, fmt.Sprintf("between 1 and %d", GroupsLimit))
 	case c.SyncMode != SyncData && c.SyncMode != SyncNone:
 		return bad("SyncMode", c.SyncMode, "SyncData or SyncNone")
+	case c.PrewriteRateMaxBytesPerSecond < 0:
+		return bad("PrewriteRateMaxBytesPerSecond", c.PrewriteRateMaxBytesPerSecond, "zero (the default) or more")
 	}
 	return nil
 }
@@ -201,5 +210,8 @@ func (c Config) walConfig() wal.Config {
 	wc.CompactLiveRatio = c.CompactLiveRatio
 	wc.Logger = c.Logger
 	wc.PreallocateSegments = c.PreallocateSegments
+	if c.PrewriteRateMaxBytesPerSecond != 0 {
+		wc.PrewriteRateMaxBytesPerSecond = c.PrewriteRateMaxBytesPerSecond
+	}
 	return wc
 }

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"math"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -15,6 +16,7 @@ func TestRaftlog_CrashInPrewrittenSegment(t *testing.T) {
 	if !cfg.PreallocateSegments {
 		t.Fatal("DefaultConfig should turn PreallocateSegments on")
 	}
+	cfg.PrewriteRateMaxBytesPerSecond = math.MaxInt64 // a spare at any append rate
 	s, _ := openStore(t, cfg)
 	g := mustGroup(t, s, "g")
 	var want []*raft.Log

@@ -139,15 +139,16 @@ func TestRaftlog_GroupNamesAndDrop(t *testing.T) {
 
 func TestRaftlog_ConfigValidateNamesField(t *testing.T) {
 	cases := map[string]func(*Config){
-		"Dir":              func(c *Config) { c.Dir = "" },
-		"SegmentBytesMax":  func(c *Config) { c.SegmentBytesMax = 10 },
-		"EntryBytesMax":    func(c *Config) { c.EntryBytesMax = int(c.SegmentBytesMax) },
-		"BatchBytesMax":    func(c *Config) { c.BatchBytesMax = 1 },
-		"BatchCallsMax":    func(c *Config) { c.BatchCallsMax = BatchCallsLimit + 1 },
-		"CompactLiveRatio": func(c *Config) { c.CompactLiveRatio = 1.5 },
-		"CompactBytesMax":  func(c *Config) { c.CompactBytesMax = -1 },
-		"GroupsMax":        func(c *Config) { c.GroupsMax = -2 },
-		"SyncMode":         func(c *Config) { c.SyncMode = 7 },
+		"Dir":                           func(c *Config) { c.Dir = "" },
+		"SegmentBytesMax":               func(c *Config) { c.SegmentBytesMax = 10 },
+		"EntryBytesMax":                 func(c *Config) { c.EntryBytesMax = int(c.SegmentBytesMax) },
+		"BatchBytesMax":                 func(c *Config) { c.BatchBytesMax = 1 },
+		"BatchCallsMax":                 func(c *Config) { c.BatchCallsMax = BatchCallsLimit + 1 },
+		"CompactLiveRatio":              func(c *Config) { c.CompactLiveRatio = 1.5 },
+		"CompactBytesMax":               func(c *Config) { c.CompactBytesMax = -1 },
+		"GroupsMax":                     func(c *Config) { c.GroupsMax = -2 },
+		"SyncMode":                      func(c *Config) { c.SyncMode = 7 },
+		"PrewriteRateMaxBytesPerSecond": func(c *Config) { c.PrewriteRateMaxBytesPerSecond = -1 },
 	}
 	for field, mutate := range cases {
 		cfg := DefaultConfig(t.TempDir())
