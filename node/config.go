@@ -48,6 +48,13 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
+	// ProposalGatherWait is partition.Config.GatherWait for every
+	// partition: how long a merged send or ack proposal waits, at most,
+	// for the requests it still expects (the clients its previous
+	// proposal answered). Zero turns the wait off; at most
+	// partition.GatherWaitMax. DefaultConfig sets
+	// partition.DefaultGatherWait.
+	ProposalGatherWait time.Duration
 	// RaftLogPrewrite turns on the raft log store's pre-written segments
 	// (raftlog.Config.PreallocateSegments): the next segment file is
 	// written with zeros ahead of time, in paced and separately synced
@@ -189,10 +196,11 @@ func DefaultConfig(id, dir, ip string, offset int) Config {
 	return Config{
 		ID: id, DataDir: dir,
 		RaftAddr: addr(7001), ClientAddr: addr(7101), HTTPAddr: addr(7201), GossipAddr: addr(7301),
-		ClusterName:       "ferry",
-		ReconcileInterval: 2 * time.Second,
-		RaftLogPrewrite:   true,
-		MaxConns:          DefaultMaxConns, MaxConnsPerIP: DefaultMaxConnsPerIP,
+		ClusterName:        "ferry",
+		ReconcileInterval:  2 * time.Second,
+		RaftLogPrewrite:    true,
+		ProposalGatherWait: partition.DefaultGatherWait,
+		MaxConns:           DefaultMaxConns, MaxConnsPerIP: DefaultMaxConnsPerIP,
 		IdleTimeout: DefaultIdleTimeout, FrameTimeout: DefaultFrameTimeout,
 	}
 }
@@ -224,6 +232,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileInterval <= 0 {
 		return bad("ReconcileInterval", c.ReconcileInterval, "must be positive")
+	}
+	if c.ProposalGatherWait < 0 || c.ProposalGatherWait > partition.GatherWaitMax {
+		return bad("ProposalGatherWait", c.ProposalGatherWait, fmt.Sprintf("must be between 0 (off) and %v", partition.GatherWaitMax))
 	}
 	if err := checkGossipKeys(c.GossipKeys); err != nil {
 		return err
@@ -342,6 +353,7 @@ func (c Config) partitionConfig(pc partition.Config) partition.Config {
 		pc.SnapshotInterval = c.SnapshotInterval
 	}
 	pc.TickIntervalMax = min(pc.TickIntervalMax, pc.HeartbeatTimeout)
+	pc.GatherWait = c.ProposalGatherWait
 	pc.Now = clock.Now
 	return pc
 }

@@ -2,9 +2,11 @@ package node
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -48,5 +50,32 @@ func TestNode_CreateAndUpdateTakeZeroAsAValue(t *testing.T) {
 	want.MaxReceives, want.MaxBytes = 4, 0
 	if updated.Queue.Config != want {
 		t.Fatalf("updated config %+v, want %+v", updated.Queue.Config, want)
+	}
+}
+
+// TestConfig_ProposalGatherWait: DefaultConfig gathers, zero turns it off,
+// out-of-range values are refused by name, and the value reaches every
+// partition's config.
+func TestConfig_ProposalGatherWait(t *testing.T) {
+	cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
+	cfg.Insecure = true
+	if cfg.ProposalGatherWait != partition.DefaultGatherWait {
+		t.Fatalf("default %v, want %v", cfg.ProposalGatherWait, partition.DefaultGatherWait)
+	}
+	if got := cfg.partitionConfig(partition.DefaultConfig("g", "n1", t.TempDir())).GatherWait; got != partition.DefaultGatherWait {
+		t.Fatalf("partition gets %v", got)
+	}
+	for _, d := range []time.Duration{-time.Microsecond, partition.GatherWaitMax + time.Microsecond} {
+		cfg.ProposalGatherWait = d
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Config.ProposalGatherWait") {
+			t.Errorf("%v: %v, want an invalid config error naming it", d, err)
+		}
+	}
+	cfg.ProposalGatherWait = 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("0 (off): %v", err)
+	}
+	if got := cfg.partitionConfig(partition.DefaultConfig("g", "n1", t.TempDir())).GatherWait; got != 0 {
+		t.Fatalf("off, but the partition gets %v", got)
 	}
 }

@@ -10,7 +10,10 @@
 # BENCH_SCALE (percent, default 100) scales every message count; BENCH_SIZE is the
 # body size (256); BENCH_ONLY=ferry or nats runs one side. BENCH_TLS=1 (the
 # default) runs both with TLS on client connections and between servers (one
-# throwaway CA from `ferryd dev-pki`); BENCH_TLS=0 runs both in plaintext. Not part of `make test`: it loads the machine for minutes.
+# throwaway CA from `ferryd dev-pki`); BENCH_TLS=0 runs both in plaintext.
+# FERRYD_ARGS adds flags to every Ferry node (e.g.
+# FERRYD_ARGS=-raft-log-prewrite=false). Not part of `make test`: it loads
+# the machine for minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:$(go env GOPATH)/bin"
@@ -113,7 +116,7 @@ for i in 1 2 3; do
   [ "$tls" = 1 ] || security=(-insecure)
   ./bin/ferryd -id "node$i" -data-dir "$work/node$i" -ip 127.0.0.1 -port-offset $((offset + i - 1)) \
     -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$pki/gossip.key" \
-    "${security[@]}" -tokens "$pki/tokens.json" \
+    "${security[@]}" -tokens "$pki/tokens.json" ${FERRYD_ARGS:-} \
     > "$work/ferry$i.log" 2>&1 &
   pids+=($!)
 done

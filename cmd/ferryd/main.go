@@ -45,6 +45,7 @@ import (
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/memtrim"
 	"github.com/ferrymq/ferry/node"
+	"github.com/ferrymq/ferry/partition"
 )
 
 func main() {
@@ -181,9 +182,9 @@ func (l tlsOptions) apply(cfg *node.Config) {
 // thresholds so that restarted and wiped replicas are rebuilt from
 // snapshots). Zero keeps the node's defaults.
 type raftOptions struct {
-	heartbeat, election, leaderLease, snapshotInterval time.Duration
-	snapshotThreshold, trailingLogs                    uint64
-	logPrewrite                                        bool
+	heartbeat, election, leaderLease, snapshotInterval, gatherWait time.Duration
+	snapshotThreshold, trailingLogs                                uint64
+	logPrewrite                                                    bool
 }
 
 func (r *raftOptions) register(fs *flag.FlagSet) {
@@ -193,6 +194,8 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&r.snapshotThreshold, "raft-snapshot-threshold", 0, "partition log entries that trigger a snapshot (0 = default 8192)")
 	fs.Uint64Var(&r.trailingLogs, "raft-trailing-logs", 0, "partition log entries kept after a snapshot (0 = default 10240)")
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
+	fs.DurationVar(&r.gatherWait, "proposal-gather-wait", partition.DefaultGatherWait,
+		"longest wait of a merged send or ack proposal for the clients its previous proposal answered (0 = off, at most 10ms)")
 	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", true,
 		"append the raft log into segment files written with zeros ahead of time, for a faster fdatasync (not for segments written faster than 32 MiB/s)")
 }
@@ -201,6 +204,7 @@ func (r raftOptions) apply(cfg *node.Config) {
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = r.heartbeat, r.election, r.leaderLease
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = r.snapshotThreshold, r.trailingLogs, r.snapshotInterval
 	cfg.RaftLogPrewrite = r.logPrewrite
+	cfg.ProposalGatherWait = r.gatherWait
 }
 
 // parseFlags reads the environment twins of the flags, then args (which

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/node"
+	"github.com/ferrymq/ferry/partition"
 )
 
 func TestParseFlags_MalformedEnvValueIsAnErrorNamingIt(t *testing.T) {
@@ -260,6 +261,24 @@ func TestFerrydToken_MakesAnEntryTheNodeLoads(t *testing.T) {
 		if err := runToken(bad, &out, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+func TestFerryd_ProposalGatherWaitFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
+	if err != nil || o.config(nil).ProposalGatherWait != partition.DefaultGatherWait {
+		t.Fatalf("default %v (%v), want %v", o.config(nil).ProposalGatherWait, err, partition.DefaultGatherWait)
+	}
+	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-proposal-gather-wait=0"}, io.Discard)
+	if err != nil || o.config(nil).ProposalGatherWait != 0 {
+		t.Fatalf("-proposal-gather-wait=0 gives %v (%v)", o.config(nil).ProposalGatherWait, err)
+	}
+	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-proposal-gather-wait=1s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.config(nil).Validate(); err == nil || !strings.Contains(err.Error(), "ProposalGatherWait") {
+		t.Fatalf("1s accepted: %v", err)
 	}
 }
 
