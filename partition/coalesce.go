@@ -199,18 +199,26 @@ func (b *batcher[I, O]) run() {
 	}
 }
 
-// queued returns how many requests and untaken items wait in the queue.
-func (b *batcher[I, O]) queued() (requests, items int) {
+// queued returns how many requests wait in the queue and whether their
+// untaken items already fill a proposal (fsm.BatchMax items or
+// ProposalBytesMax bytes); it stops counting once they do.
+func (b *batcher[I, O]) queued() (requests int, full bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	items, bytes := 0, 0
 	for _, r := range b.queue {
-		items += len(r.items) - r.taken
+		for _, it := range r.items[r.taken:] {
+			items, bytes = items+1, bytes+b.size(it)
+			if items >= fsm.BatchMax || bytes >= ProposalBytesMax {
+				return len(b.queue), true
+			}
+		}
 	}
-	return len(b.queue), items
+	return len(b.queue), false
 }
 
 // gather waits, at most Config.GatherWait, until b.expect requests are
-// queued or a proposal's worth of items is: concurrent synchronous
+// queued or a proposal's worth of items is (see queued): concurrent synchronous
 // clients answered by one proposal then share the next one, rather than
 // splitting into cohorts that take alternate raft rounds. It returns at
 // once when nothing more is expected, so a lone client never waits, and
@@ -220,8 +228,8 @@ func (b *batcher[I, O]) gather() {
 	if wait <= 0 || b.expect <= 1 {
 		return
 	}
-	requests, items := b.queued()
-	if requests == 0 || requests >= b.expect || items >= fsm.BatchMax {
+	requests, full := b.queued()
+	if requests == 0 || requests >= b.expect || full {
 		return
 	}
 	b.timer.Reset(wait)
@@ -234,8 +242,8 @@ func (b *batcher[I, O]) gather() {
 			return
 		case <-b.wake:
 		}
-		requests, items = b.queued()
-		if requests >= b.expect || items >= fsm.BatchMax {
+		requests, full = b.queued()
+		if requests >= b.expect || full {
 			return
 		}
 	}

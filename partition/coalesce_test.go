@@ -134,3 +134,36 @@ func TestPartition_GatherNeverDelaysALoneSender(t *testing.T) {
 		t.Fatalf("%d sends by one sender took %v", sends, took)
 	}
 }
+
+// TestPartition_GatherStopsAtAFullProposal: the queue counts as a full
+// proposal at fsm.BatchMax untaken items or ProposalBytesMax bytes, so
+// gathering never waits for requests that could not join the proposal.
+func TestPartition_GatherStopsAtAFullProposal(t *testing.T) {
+	b := &batcher[int, int]{size: func(n int) int { return n }}
+	req := func(taken int, items ...int) *batchRequest[int, int] {
+		return &batchRequest[int, int]{items: items, taken: taken}
+	}
+	many := make([]int, fsm.BatchMax)
+	for i := range many {
+		many[i] = 1
+	}
+	cases := []struct {
+		name  string
+		queue []*batchRequest[int, int]
+		n     int
+		full  bool
+	}{
+		{"empty", nil, 0, false},
+		{"small", []*batchRequest[int, int]{req(0, 10, 10), req(0, 10)}, 2, false},
+		{"BatchMax items", []*batchRequest[int, int]{req(0, many[:fsm.BatchMax-1]...), req(0, 1)}, 2, true},
+		{"taken items do not count", []*batchRequest[int, int]{req(1, many...)}, 1, false},
+		{"ProposalBytesMax bytes", []*batchRequest[int, int]{req(0, ProposalBytesMax/2), req(0, ProposalBytesMax/2)}, 2, true},
+	}
+	for _, c := range cases {
+		b.queue = c.queue
+		n, full := b.queued()
+		if n != c.n || full != c.full {
+			t.Errorf("%s: queued() = %d, %v; want %d, %v", c.name, n, full, c.n, c.full)
+		}
+	}
+}
