@@ -136,6 +136,7 @@ func (p *boundedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *r
 		if _, err := p.inner.AppendEntries(part, new(raft.AppendEntriesResponse)); err != nil {
 			p.mu.Lock()
 			sf.want = i // no more parts of it will come back
+			sf.short = true
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -211,6 +212,14 @@ func (p *boundedPipeline) pop() {
 }
 
 // record notes one part's answer; it reports whether sf is complete.
+//
+// A request counts as appended only if every one of its parts was sent and
+// answered with success: raft's pipeline reads only Response (never Error)
+// and, on Success, takes the follower to hold the whole request's entries.
+// So a complete request with a part that failed, errored or was never sent
+// answers Success = false, whatever the parts before it answered (an
+// earlier part's success left in the response would let the leader count
+// entries the follower never stored toward a commit).
 func (p *boundedPipeline) record(sf *splitFuture, f raft.AppendFuture) bool {
 	err := f.Error()
 	p.mu.Lock()
@@ -224,7 +233,11 @@ func (p *boundedPipeline) record(sf *splitFuture, f raft.AppendFuture) bool {
 			sf.failed = !sf.resp.Success || sf.resp.Term > sf.req.Term
 		}
 	}
-	return sf.got >= sf.want
+	complete := sf.got >= sf.want
+	if complete && (sf.err != nil || sf.short) {
+		sf.resp.Success = false
+	}
+	return complete
 }
 
 func (p *boundedPipeline) emit(f raft.AppendFuture) bool {
@@ -258,6 +271,7 @@ type splitFuture struct {
 	got    int
 	err    error
 	failed bool
+	short  bool // a part could not be sent; want counts those that were
 }
 
 // Error waits for every part and returns the first part's error.
