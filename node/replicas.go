@@ -253,7 +253,9 @@ func (rs *replicaSet) preferLeader(r *replica, nodes map[string]meta.Node) {
 	rs.mu.Unlock()
 	if err := r.p.TransferLeadership(preferred, nd.RaftAddr); err != nil {
 		rs.n.logger.Debug("handing leadership to the preferred replica failed", "group", r.a.GroupID, "to", preferred, "err", err)
+		return
 	}
+	rs.n.logger.Info("handed leadership to the preferred replica", "group", r.a.GroupID, "to", preferred)
 }
 
 // syncConfig has a leader propose the catalog's queue config when its FSM

@@ -100,6 +100,7 @@ func Open(cfg Config) (*Partition, error) {
 		return nil, err
 	}
 	p.startBatchers()
+	p.startLeaderLog()
 	p.loops.Add(3)
 	go p.runTicker()
 	go p.runCompactor()

@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -235,4 +236,36 @@ func TestPartition_PeekServesOnlyOnTheLeaderAndLeasesNothing(t *testing.T) {
 	if _, err := c.reps[(l+1)%3].Peek(fsm.PeekFilter{Max: 10}); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("follower peek: %v, want ErrNotLeader", err)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPartition_LeaderChangesAreLogged: each replica logs the leader it
+// learns, at Info, with the term.
+func TestPartition_LeaderChangesAreLogged(t *testing.T) {
+	var out lockedBuffer
+	c := newTestCluster(t, 1, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	c.leader()
+	eventually(t, 10*time.Second, "a leader change logged", func() bool {
+		s := out.String()
+		return strings.Contains(s, `msg="partition leader changed"`) && strings.Contains(s, "leader=n1 term=")
+	})
 }
