@@ -155,7 +155,11 @@ func (p *boundedPipeline) push(sf *splitFuture) {
 }
 
 // gather matches the inner pipeline's answers, in order, to the requests
-// they belong to.
+// they belong to. After an answer that failed to arrive (an error rather
+// than a response) it emits that answer and stops: raft aborts the
+// pipeline on it, and a response read off the same connection after a
+// timeout may be a late answer to an earlier request, which must never be
+// taken for the answer to a later one.
 func (p *boundedPipeline) gather() {
 	in := p.inner.Consumer()
 	for {
@@ -171,7 +175,7 @@ func (p *boundedPipeline) gather() {
 		}
 		if sf.single != nil {
 			p.pop()
-			if !p.emit(f) {
+			if !p.emit(f) || f.Error() != nil {
 				return
 			}
 			continue
@@ -179,7 +183,7 @@ func (p *boundedPipeline) gather() {
 		if complete := p.record(sf, f); complete {
 			p.pop()
 			close(sf.done)
-			if !p.emit(sf) {
+			if !p.emit(sf) || sf.err != nil || sf.short {
 				return
 			}
 		}
