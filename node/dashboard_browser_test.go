@@ -89,6 +89,40 @@ func text(sel string, out *string) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// markPage tags the current document, so that newPage can tell when a
+// click's navigation has replaced it: a query run right after the click
+// could otherwise match the old page, or run in a context the navigation
+// destroys ("Cannot find context with specified id").
+func markPage() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`(document.body.dataset.stale = "1") === "1"`)(ctx, tg)
+		return err
+	})
+}
+
+// newPage waits, up to 20 s, until a loaded document without markPage's
+// tag is in the tab. Evaluation errors while the navigation swaps the
+// documents are retried.
+func newPage() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			fresh, err := chromedp.Evaluate[bool](`document.readyState === "complete" && !!document.body && !document.body.dataset.stale`)(ctx, tg)
+			if err == nil && fresh {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("no new page within 20s (last error: %v)", err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
+}
+
 // poll waits until the expression is true in the page.
 func poll(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -152,11 +186,15 @@ func TestDashboard_BrowserShowsClusterAndRedrives(t *testing.T) {
 		chromedp.Navigate(base+"/queues/orders/dead"),
 		chromedp.WaitVisible("#dead"),
 		chromedp.SetValue(`select[name="reason"]`, "rejected"),
+		markPage(),
 		chromedp.Click(`#filter button`),
+		newPage(),
 		chromedp.WaitVisible(`tr[data-id="o-1"]`),
 		text("#dead", &dead),
 		screenshot(t, shots, "4-dead"),
+		markPage(),
 		chromedp.Click(`tr[data-id="o-1"] a.peek`),
+		newPage(),
 		chromedp.WaitVisible("#body"),
 		text("#body", &body),
 		screenshot(t, shots, "5-peek"),
@@ -165,7 +203,9 @@ func TestDashboard_BrowserShowsClusterAndRedrives(t *testing.T) {
 		chromedp.Click("#redrive"),
 		chromedp.WaitVisible("#confirm"),
 		screenshot(t, shots, "6-confirm"),
+		markPage(),
 		chromedp.Click("#confirm"),
+		newPage(),
 		chromedp.WaitVisible("#flash"),
 		text("#flash", &flash),
 		screenshot(t, shots, "7-redriven"),
