@@ -83,7 +83,10 @@ func (t *seqTable) remove(seq uint64) {
 
 // nextAfter returns the smallest seq above seq that may hold a message:
 // seq+1, or the start of the next allocated chunk when seq+1 falls into a
-// freed one, or lastSeq+1 when nothing above seq remains.
+// freed one, or lastSeq+1 when nothing above seq remains. lastSeq is the
+// last seq ever put, and its chunk may have been freed since (every
+// message of it removed): chunks ends at the last allocated chunk, which
+// can lie below lastSeq's.
 func (t *seqTable) nextAfter(seq uint64) uint64 {
 	end := t.lastSeq + 1
 	next := seq + 1
@@ -93,11 +96,16 @@ func (t *seqTable) nextAfter(seq uint64) uint64 {
 	if first := t.firstChunk << seqChunkBits; next < first {
 		return first // chunks before the first allocated one are all empty
 	}
-	// The last chunk is allocated (count > 0), so this stops inside chunks.
-	for c := next >> seqChunkBits; t.chunks[c-t.firstChunk] == nil; c++ {
+	for c := next >> seqChunkBits; ; c++ {
+		i := c - t.firstChunk
+		if i >= uint64(len(t.chunks)) {
+			return end // every chunk above seq was freed
+		}
+		if t.chunks[i] != nil {
+			return next
+		}
 		next = (c + 1) << seqChunkBits
 	}
-	return next
 }
 
 // ascend calls fn for each message in seq order until fn returns false.

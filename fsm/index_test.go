@@ -38,6 +38,30 @@ func TestFSM_SeqTableNextAfterSkipsFreedChunks(t *testing.T) {
 	}
 }
 
+// TestFSM_SeqTableNextAfterPastTheLastAllocatedChunk: when the chunk of
+// the last seq ever put is freed, the chunks end below it; a walk from a
+// seq under lastSeq must end at lastSeq+1, not index past the chunks. (A
+// replica restarted from a snapshot walks its fresh cursor from the
+// start and met exactly this: "index out of range [1] with length 1" in
+// nextAfter, while applying a receive, on every restart.)
+func TestFSM_SeqTableNextAfterPastTheLastAllocatedChunk(t *testing.T) {
+	var tab seqTable
+	tab.put(&message{seq: 3})
+	tab.put(&message{seq: seqChunkLen + 5})
+	tab.put(&message{seq: 2*seqChunkLen + 7})
+	tab.remove(2*seqChunkLen + 7) // chunk 2 freed: chunks now end at chunk 1
+	tab.remove(seqChunkLen + 5)   // and chunk 1: only chunk 0 is left
+	end := uint64(2*seqChunkLen + 8)
+	for _, seq := range []uint64{seqChunkLen - 1, seqChunkLen, seqChunkLen + 5, 2 * seqChunkLen} {
+		if got := tab.nextAfter(seq); got != end {
+			t.Errorf("nextAfter(%d) = %d, want %d (lastSeq+1)", seq, got, end)
+		}
+	}
+	if got := tab.nextAfter(3); got != 4 { // chunk 0 is still allocated
+		t.Errorf("nextAfter(3) = %d, want 4", got)
+	}
+}
+
 // TestFSM_FreshCursorCrossesFreedChunks acks long runs of messages (so whole
 // chunks of the seq table are freed) between sends and checks that every
 // message is still delivered, in order.
