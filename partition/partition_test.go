@@ -238,28 +238,10 @@ func TestPartition_PeekServesOnlyOnTheLeaderAndLeasesNothing(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestPartition_LeaderChangesAreLogged: each replica logs the leader it
 // learns, at Info, with the term.
 func TestPartition_LeaderChangesAreLogged(t *testing.T) {
-	var out lockedBuffer
+	var out syncBuffer
 	c := newTestCluster(t, 1, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
