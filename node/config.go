@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/clock"
 	"github.com/ferrymq/ferry/internal/tlsconf"
@@ -55,6 +56,13 @@ type Config struct {
 	// partition.GatherWaitMax. DefaultConfig sets
 	// partition.DefaultGatherWait.
 	ProposalGatherWait time.Duration
+	// ProposalOverlapItemsMin is partition.Config.OverlapItemsMin for
+	// every partition: how many sends (or acks) must be waiting, with a
+	// merged proposal of theirs in flight, for a second one to start
+	// before the first is answered. Zero keeps one proposal at a time; at
+	// most fsm.BatchMax. DefaultConfig sets
+	// partition.DefaultOverlapItemsMin.
+	ProposalOverlapItemsMin int
 	// RaftLogPrewrite turns on the raft log store's pre-written segments
 	// (raftlog.Config.PreallocateSegments): the next segment file is
 	// written with zeros ahead of time, in paced and separately synced
@@ -196,11 +204,12 @@ func DefaultConfig(id, dir, ip string, offset int) Config {
 	return Config{
 		ID: id, DataDir: dir,
 		RaftAddr: addr(7001), ClientAddr: addr(7101), HTTPAddr: addr(7201), GossipAddr: addr(7301),
-		ClusterName:        "ferry",
-		ReconcileInterval:  2 * time.Second,
-		RaftLogPrewrite:    true,
-		ProposalGatherWait: partition.DefaultGatherWait,
-		MaxConns:           DefaultMaxConns, MaxConnsPerIP: DefaultMaxConnsPerIP,
+		ClusterName:             "ferry",
+		ReconcileInterval:       2 * time.Second,
+		RaftLogPrewrite:         true,
+		ProposalGatherWait:      partition.DefaultGatherWait,
+		ProposalOverlapItemsMin: partition.DefaultOverlapItemsMin,
+		MaxConns:                DefaultMaxConns, MaxConnsPerIP: DefaultMaxConnsPerIP,
 		IdleTimeout: DefaultIdleTimeout, FrameTimeout: DefaultFrameTimeout,
 	}
 }
@@ -235,6 +244,9 @@ func (c Config) Validate() error {
 	}
 	if c.ProposalGatherWait < 0 || c.ProposalGatherWait > partition.GatherWaitMax {
 		return bad("ProposalGatherWait", c.ProposalGatherWait, fmt.Sprintf("must be between 0 (off) and %v", partition.GatherWaitMax))
+	}
+	if c.ProposalOverlapItemsMin < 0 || c.ProposalOverlapItemsMin > fsm.BatchMax {
+		return bad("ProposalOverlapItemsMin", c.ProposalOverlapItemsMin, fmt.Sprintf("must be between 0 (off) and %d", fsm.BatchMax))
 	}
 	if err := checkGossipKeys(c.GossipKeys); err != nil {
 		return err
@@ -354,6 +366,7 @@ func (c Config) partitionConfig(pc partition.Config) partition.Config {
 	}
 	pc.TickIntervalMax = min(pc.TickIntervalMax, pc.HeartbeatTimeout)
 	pc.GatherWait = c.ProposalGatherWait
+	pc.OverlapItemsMin = c.ProposalOverlapItemsMin
 	pc.Now = clock.Now
 	return pc
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -77,5 +78,31 @@ func TestConfig_ProposalGatherWait(t *testing.T) {
 	}
 	if got := cfg.partitionConfig(partition.DefaultConfig("g", "n1", t.TempDir())).GatherWait; got != 0 {
 		t.Fatalf("off, but the partition gets %v", got)
+	}
+}
+
+// TestConfig_ProposalOverlapItemsMin: DefaultConfig overlaps proposals
+// under a deep queue, zero turns it off, out-of-range values are refused
+// by name, and the value reaches every partition's config.
+func TestConfig_ProposalOverlapItemsMin(t *testing.T) {
+	cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
+	cfg.Insecure = true
+	if cfg.ProposalOverlapItemsMin != partition.DefaultOverlapItemsMin {
+		t.Fatalf("default %d, want %d", cfg.ProposalOverlapItemsMin, partition.DefaultOverlapItemsMin)
+	}
+	for _, n := range []int{-1, fsm.BatchMax + 1} {
+		cfg.ProposalOverlapItemsMin = n
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Config.ProposalOverlapItemsMin") {
+			t.Errorf("%d: %v, want an invalid config error naming it", n, err)
+		}
+	}
+	for _, n := range []int{0, 200} {
+		cfg.ProposalOverlapItemsMin = n
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%d: %v", n, err)
+		}
+		if got := cfg.partitionConfig(partition.DefaultConfig("g", "n1", t.TempDir())).OverlapItemsMin; got != n {
+			t.Fatalf("%d set, but the partition gets %d", n, got)
+		}
 	}
 }

@@ -5,18 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/hashicorp/raft"
 )
 
-// One worker proposes the merged commands of a kind, one at a time: while
-// one is in flight, new requests queue up and go out together next. One is
-// best where replicas share a disk (three nodes on one machine): more
-// rounds in flight only queue more fsyncs behind each other. Measured with
-// BenchmarkPartition_ConcurrentSends, 16 senders: 1 worker 4,066 msgs/s,
-// 2 workers 2,358, 4 workers 1,754. One worker is also what keeps the
-// slices of a large request in order.
+// One worker proposes the merged commands of a kind: while a proposal is
+// in flight, new requests queue up and go out together next. One proposal
+// at a time is best where replicas share a disk (three nodes on one
+// machine) and the queue is short: more rounds in flight only split the
+// requests into more, smaller proposals and queue more fsyncs behind each
+// other (BenchmarkPartition_ConcurrentSends, 16 senders: 1 worker 4,066
+// msgs/s, 2 workers 2,358, 4 workers 1,754). Under a deep queue
+// (Config.OverlapItemsMin items waiting, or a quarter of ProposalBytesMax)
+// the worker hands raft a second proposal while the first is in flight,
+// so that the leader writes one while the followers store the other;
+// never more than ProposalsInFlightMax. The worker starts proposals in
+// queue order, so they take the raft log in that order, and answers them
+// in that order; the slices of one request are never in flight together,
+// so a failed slice leaves the rest of its request unproposed.
+
+// ProposalsInFlightMax bounds the merged proposals of one kind that a
+// partition has handed raft and not yet seen answered.
+const ProposalsInFlightMax = 2
 
 // ProposalBytesMax bounds the items one merged proposal carries, in bytes
 // (as counted by the batcher's size function). Requests are cut into
@@ -46,9 +59,19 @@ type batcher[I, O any] struct {
 	results func(fsm.Result) []O
 	size    func(I) int
 
-	mu    sync.Mutex
-	queue []*batchRequest[I, O]
-	wake  chan struct{}
+	mu     sync.Mutex
+	queue  []*batchRequest[I, O]
+	closed bool // set by failQueued: nothing more is proposed
+	wake   chan struct{}
+
+	// started carries proposals from the worker, in raft log order, to
+	// the goroutine that waits for their outcomes (finish); finished
+	// carries back how many requests each one answered.
+	started  chan *inFlightProposal[I, O]
+	finished chan int
+
+	// overlapped counts proposals started while another was in flight.
+	overlapped atomic.Uint64
 
 	// Owned by the worker: how many requests the next proposal expects
 	// (see Config.GatherWait) and the timer that bounds the wait.
@@ -56,13 +79,22 @@ type batcher[I, O any] struct {
 	timer  *time.Timer
 }
 
+// inFlightProposal is a merged proposal handed to raft: its slices and
+// the future that answers them (nil with err when it never reached raft).
+type inFlightProposal[I, O any] struct {
+	slices []batchSlice[I, O]
+	items  int
+	future raft.ApplyFuture
+	err    error
+}
+
 type batchRequest[I, O any] struct {
 	ctx   context.Context
 	items []I
 	done  chan batchReply[O]
 
-	// Owned by the worker once the request is first taken.
-	taken   int // items handed to proposals so far (guarded by batcher.mu)
+	// Guarded by batcher.mu once the request is queued.
+	taken   int // items handed to proposals so far
 	out     []O
 	settled int // items answered so far
 	failed  bool
@@ -80,9 +112,14 @@ type batchSlice[I, O any] struct {
 }
 
 func newBatcher[I, O any](p *Partition, command func([]I) fsm.Command, results func(fsm.Result) []O, size func(I) int) *batcher[I, O] {
-	b := &batcher[I, O]{p: p, command: command, results: results, size: size, wake: make(chan struct{}, 1)}
-	p.loops.Add(1)
+	b := &batcher[I, O]{p: p, command: command, results: results, size: size,
+		wake:     make(chan struct{}, 1),
+		started:  make(chan *inFlightProposal[I, O], ProposalsInFlightMax),
+		finished: make(chan int, ProposalsInFlightMax),
+	}
+	p.loops.Add(2)
 	go b.run()
+	go b.finishAll()
 	return b
 }
 
@@ -135,15 +172,20 @@ func (b *batcher[I, O]) unqueue(req *batchRequest[I, O]) bool {
 // take cuts the next proposal off the queue: whole requests and slices of
 // them, at most fsm.BatchMax items and ProposalBytesMax bytes, at least one
 // item. Requests whose context ended before any item was taken are
-// answered and dropped.
-func (b *batcher[I, O]) take() []batchSlice[I, O] {
+// answered and dropped. With overlap (a proposal is in flight) it takes
+// nothing unless the queue is deep (see deepLocked).
+func (b *batcher[I, O]) take(overlap bool) []batchSlice[I, O] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if overlap && !b.deepLocked() {
+		return nil
+	}
 	var slices []batchSlice[I, O]
 	items, bytes := 0, 0
 	for len(b.queue) > 0 && items < fsm.BatchMax {
 		r := b.queue[0]
 		if r.taken == 0 && r.ctx.Err() != nil {
+			r.failed = true
 			r.done <- batchReply[O]{err: fmt.Errorf("%w: %w", ErrTimeout, r.ctx.Err())}
 			b.queue = b.queue[1:]
 			continue
@@ -169,32 +211,63 @@ func (b *batcher[I, O]) take() []batchSlice[I, O] {
 	return slices
 }
 
+// deepLocked reports whether a second proposal may start while one is in
+// flight: Config.OverlapItemsMin (> 0) items, or a quarter of
+// ProposalBytesMax, wait untaken, and the first request waiting has no
+// slice proposed yet (the slices of one request are proposed one at a
+// time, so that a failed one stops the rest).
+func (b *batcher[I, O]) deepLocked() bool {
+	min := b.p.cfg.OverlapItemsMin
+	if min <= 0 || len(b.queue) == 0 || b.queue[0].taken > 0 {
+		return false
+	}
+	items, bytes := 0, 0
+	for _, r := range b.queue {
+		for _, it := range r.items[r.taken:] {
+			items, bytes = items+1, bytes+b.size(it)
+			if items >= min || bytes >= ProposalBytesMax/4 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// run is the worker: it starts proposals, one at a time or, under a deep
+// queue, a second while one is in flight, and hands each to finishAll.
 func (b *batcher[I, O]) run() {
 	defer b.p.loops.Done()
+	defer close(b.started) // finishAll answers what is in flight, then ends
 	b.timer = time.NewTimer(time.Hour)
 	b.timer.Stop()
 	defer b.timer.Stop()
+	inFlight := 0
 	for {
 		select {
 		case <-b.p.closing:
 			b.failQueued(ErrClosed)
 			return
 		case <-b.wake:
-		}
-		b.gather()
-		for slices := b.take(); len(slices) > 0; slices = b.take() {
-			answered := b.propose(slices)
-			select {
-			case <-b.p.closing:
-				b.failQueued(ErrClosed)
-				return
-			default:
-			}
+		case answered := <-b.finished:
+			inFlight--
 			// The requests just answered are likely to come back; those
 			// queued meanwhile are already here.
 			requests, _ := b.queued()
 			b.expect = answered + requests
-			b.gather()
+		}
+		for inFlight < ProposalsInFlightMax {
+			if inFlight == 0 {
+				b.gather()
+			}
+			slices := b.take(inFlight > 0)
+			if len(slices) == 0 {
+				break
+			}
+			if inFlight > 0 {
+				b.overlapped.Add(1)
+			}
+			b.started <- b.start(slices)
+			inFlight++
 		}
 	}
 }
@@ -249,72 +322,91 @@ func (b *batcher[I, O]) gather() {
 	}
 }
 
-// propose sends one merged command for slices and hands each request its
+// start hands raft one merged command for slices. A command that never
+// reached raft carries its error to finish like an answer would.
+func (b *batcher[I, O]) start(slices []batchSlice[I, O]) *inFlightProposal[I, O] {
+	var items []I
+	for _, s := range slices {
+		items = append(items, s.req.items[s.from:s.to]...)
+	}
+	pr := &inFlightProposal[I, O]{slices: slices, items: len(items)}
+	pr.future, pr.err = b.p.startProposal(context.Background(), b.command(items))
+	return pr
+}
+
+// finishAll waits for the outcome of each started proposal, in the order
+// they were started, and answers their requests.
+func (b *batcher[I, O]) finishAll() {
+	defer b.p.loops.Done()
+	for pr := range b.started {
+		b.finished <- b.finish(pr)
+	}
+}
+
+// finish waits for one proposal's outcome and hands each request its
 // results once all its items are answered. It returns how many requests
 // the proposal carried.
-func (b *batcher[I, O]) propose(slices []batchSlice[I, O]) int {
-	var items []I
-	live := slices[:0]
-	for _, s := range slices {
-		if s.req.failed {
-			b.settle(s, nil, nil)
-			continue
-		}
-		items = append(items, s.req.items[s.from:s.to]...)
-		live = append(live, s)
+func (b *batcher[I, O]) finish(pr *inFlightProposal[I, O]) int {
+	var res fsm.Result
+	err := pr.err
+	if err == nil {
+		res, err = b.p.proposalResult(pr.future)
 	}
-	if len(live) == 0 {
-		return 0
-	}
-	res, err := b.p.Propose(context.Background(), b.command(items))
 	if err == nil && res.Err != nil {
 		err = res.Err
 	}
 	var out []O
 	if err == nil {
 		out = b.results(res)
-		if len(out) != len(items) {
+		if len(out) != pr.items {
 			err = errors.New("partition: merged proposal answered the wrong number of items")
 		}
 	}
-	for _, s := range live {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range pr.slices {
 		n := s.to - s.from
 		if err != nil {
-			b.settle(s, nil, err)
+			b.settleLocked(s, nil, err)
 			continue
 		}
-		b.settle(s, out[:n:n], nil)
+		b.settleLocked(s, out[:n:n], nil)
 		out = out[n:]
 	}
-	return len(live)
+	return len(pr.slices)
 }
 
-// settle records a slice's outcome and answers its request when the last
-// slice is in (or at the first failure, once no slice of it is pending).
-func (b *batcher[I, O]) settle(s batchSlice[I, O], out []O, err error) {
+// settleLocked records a slice's outcome and answers its request when the
+// last slice is in, or at the first failure: the request's untaken items
+// are then dropped from the queue.
+func (b *batcher[I, O]) settleLocked(s batchSlice[I, O], out []O, err error) {
 	r := s.req
-	if err != nil && !r.failed {
+	if r.failed {
+		return
+	}
+	if err != nil {
 		r.failed = true
 		r.out = nil
 		r.done <- batchReply[O]{err: err}
-	}
-	if !r.failed {
-		r.out = append(r.out, out...)
-	}
-	r.settled += s.to - s.from
-	if r.failed {
-		b.dropRest(r)
+		b.dropLocked(r)
 		return
 	}
-	if r.settled == len(r.items) {
+	r.out = append(r.out, out...)
+	r.settled += s.to - s.from
+	switch {
+	case r.settled == len(r.items):
 		r.done <- batchReply[O]{out: r.out}
+	case b.closed && r.settled == r.taken:
+		// The partition closed while this slice was in flight: the rest
+		// of the request will not be proposed.
+		r.failed = true
+		r.out = nil
+		r.done <- batchReply[O]{err: ErrClosed}
 	}
 }
 
-// dropRest removes a failed request's untaken items from the queue.
-func (b *batcher[I, O]) dropRest(r *batchRequest[I, O]) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// dropLocked removes a request from the queue, if it is there.
+func (b *batcher[I, O]) dropLocked(r *batchRequest[I, O]) {
 	for i, q := range b.queue {
 		if q == r {
 			b.queue = append(b.queue[:i], b.queue[i+1:]...)
@@ -323,17 +415,20 @@ func (b *batcher[I, O]) dropRest(r *batchRequest[I, O]) {
 	}
 }
 
+// failQueued answers every queued request that no proposal in flight
+// carries a slice of: a request with a slice in flight gets that slice's
+// outcome (and, if it had more, this error once the slice succeeds).
 func (b *batcher[I, O]) failQueued(err error) {
 	b.mu.Lock()
-	queued := b.queue
-	b.queue = nil
-	b.mu.Unlock()
-	for _, r := range queued {
-		if !r.failed {
+	defer b.mu.Unlock()
+	b.closed = true
+	for _, r := range b.queue {
+		if !r.failed && r.settled == r.taken {
 			r.failed = true
 			r.done <- batchReply[O]{err: err}
 		}
 	}
+	b.queue = nil
 }
 
 // Send enqueues messages, merged with concurrent sends into as few raft

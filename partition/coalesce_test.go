@@ -167,3 +167,91 @@ func TestPartition_GatherStopsAtAFullProposal(t *testing.T) {
 		}
 	}
 }
+
+// pipeliningSenders runs senders goroutines that each send perSender
+// single-message requests, window of them in flight at once, and checks
+// that every request got its own, distinct seq.
+func pipeliningSenders(t *testing.T, p *Partition, senders, window, perSender int) {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	var wg sync.WaitGroup
+	for w := range senders * window {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perSender / window {
+				out, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: fmt.Sprintf("p%d-%d", w, i), Body: []byte("x")}})
+				if err != nil || len(out) != 1 || out[0].Err != nil {
+					t.Errorf("send: %v %+v", err, out)
+					return
+				}
+				mu.Lock()
+				if seen[out[0].Seq] {
+					t.Errorf("seq %d answered twice", out[0].Seq)
+				}
+				seen[out[0].Seq] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if want := senders * window * (perSender / window); len(seen) != want {
+		t.Fatalf("%d distinct seqs, want %d", len(seen), want)
+	}
+}
+
+// TestPartition_DeepQueueOverlapsProposals: with many requests waiting, a
+// second merged proposal starts while the first is in flight; with
+// OverlapItemsMin 0 never. Every request is answered with its own seq
+// either way, and the replicas agree.
+func TestPartition_DeepQueueOverlapsProposals(t *testing.T) {
+	for _, min := range []int{0, 16} {
+		t.Run(fmt.Sprintf("OverlapItemsMin=%d", min), func(t *testing.T) {
+			c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = min })
+			p := c.reps[c.leader()]
+			pipeliningSenders(t, p, 4, 64, 256)
+			overlapped := p.sends.overlapped.Load()
+			t.Logf("OverlapItemsMin %d: %d proposals overlapped", min, overlapped)
+			if min == 0 && overlapped != 0 {
+				t.Fatalf("%d proposals overlapped with OverlapItemsMin 0", overlapped)
+			}
+			if min > 0 && overlapped == 0 {
+				t.Fatal("256 pipelining senders never had two proposals in flight")
+			}
+			c.converged()
+		})
+	}
+}
+
+// TestPartition_OverlapNeedsADeepQueueOfFreshRequests: a second proposal
+// starts only when OverlapItemsMin untaken items (or a quarter of
+// ProposalBytesMax bytes) wait and the first request waiting has no slice
+// in flight, so the slices of one request are proposed one at a time.
+func TestPartition_OverlapNeedsADeepQueueOfFreshRequests(t *testing.T) {
+	p := &Partition{cfg: Config{OverlapItemsMin: 4}}
+	b := &batcher[int, int]{p: p, size: func(n int) int { return n }}
+	req := func(taken int, items ...int) *batchRequest[int, int] {
+		return &batchRequest[int, int]{items: items, taken: taken}
+	}
+	cases := []struct {
+		name  string
+		min   int
+		queue []*batchRequest[int, int]
+		deep  bool
+	}{
+		{"empty", 4, nil, false},
+		{"few items", 4, []*batchRequest[int, int]{req(0, 1, 1), req(0, 1)}, false},
+		{"enough items", 4, []*batchRequest[int, int]{req(0, 1, 1), req(0, 1, 1)}, true},
+		{"enough bytes", 4, []*batchRequest[int, int]{req(0, ProposalBytesMax/4)}, true},
+		{"head has a slice in flight", 4, []*batchRequest[int, int]{req(1, 1, 1, 1, 1, 1), req(0, 1, 1, 1, 1)}, false},
+		{"off", 0, []*batchRequest[int, int]{req(0, 1, 1, 1, 1, 1, 1)}, false},
+	}
+	for _, c := range cases {
+		p.cfg.OverlapItemsMin = c.min
+		b.queue = c.queue
+		if got := b.deepLocked(); got != c.deep {
+			t.Errorf("%s: deepLocked() = %v, want %v", c.name, got, c.deep)
+		}
+	}
+}

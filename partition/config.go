@@ -60,6 +60,14 @@ type Config struct {
 	// instead of two cohorts taking alternate rounds. Zero: no waiting.
 	// At most GatherWaitMax.
 	GatherWait time.Duration
+	// OverlapItemsMin is how many items (sends or acks) must wait, with a
+	// merged proposal of their kind in flight, for a second one to start
+	// before the first is answered (or a quarter of ProposalBytesMax in
+	// bytes): the leader then writes the second while the followers store
+	// the first. Below it proposals go one at a time, which is best for
+	// short queues on shared disks (see ProposalsInFlightMax). Zero: one
+	// at a time always.
+	OverlapItemsMin int
 	// TickIntervalMax bounds how long the leader's timer sleeps between
 	// checks of the FSM's next deadline.
 	TickIntervalMax time.Duration
@@ -99,6 +107,11 @@ const DefaultGatherWait = 250 * time.Microsecond
 // GatherWaitMax bounds Config.GatherWait.
 const GatherWaitMax = 10 * time.Millisecond
 
+// DefaultOverlapItemsMin is Config.OverlapItemsMin in DefaultConfig: well
+// above what a few dozen synchronous clients queue during one round, well
+// below what pipelining clients do.
+const DefaultOverlapItemsMin = 64
+
 // DefaultConfig returns production defaults for a replica of group on node.
 // CommitTimeout stays at raft's own 50 ms: it paces the AppendEntries an idle
 // leader sends to spread the commit index, and at the 5 ms used in tests
@@ -125,6 +138,7 @@ func DefaultConfig(groupID, nodeID, dir string) Config {
 		SnapshotInterval:   120 * time.Second,
 		ApplyTimeout:       5 * time.Second,
 		GatherWait:         DefaultGatherWait,
+		OverlapItemsMin:    DefaultOverlapItemsMin,
 		TickIntervalMax:    250 * time.Millisecond,
 		CompactInterval:    10 * time.Second,
 		MaxClockStep:       DefaultMaxClockStep,
@@ -163,6 +177,8 @@ func (c Config) Validate() error {
 		return bad("ApplyTimeout", c.ApplyTimeout, "must be positive")
 	case c.GatherWait < 0 || c.GatherWait > GatherWaitMax:
 		return bad("GatherWait", c.GatherWait, fmt.Sprintf("must be between 0 and %v", GatherWaitMax))
+	case c.OverlapItemsMin < 0 || c.OverlapItemsMin > fsm.BatchMax:
+		return bad("OverlapItemsMin", c.OverlapItemsMin, fmt.Sprintf("must be between 0 and %d", fsm.BatchMax))
 	case c.MaxClockStep < 0:
 		return bad("MaxClockStep", c.MaxClockStep, "must not be negative")
 	case c.TickIntervalMax <= 0:

@@ -26,35 +26,61 @@ const EntryBytesMax = fsm.MessageBytesLimit + 64<<10
 // once enqueued, the outcome is always awaited (it is bounded by raft's
 // leader lease), so that a result is never reported lost when it was not.
 func (p *Partition) Propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
-	if err := p.checkLeader(); err != nil {
+	f, err := p.startProposal(ctx, cmd)
+	if err != nil {
 		return fsm.Result{}, err
+	}
+	return p.proposalResult(f)
+}
+
+// startProposal is Propose's first half: it checks, stamps and encodes cmd
+// and hands it to raft, returning the future to wait on with
+// proposalResult. Commands started one after the other by one goroutine
+// take the raft log in that order.
+func (p *Partition) startProposal(ctx context.Context, cmd fsm.Command) (raft.ApplyFuture, error) {
+	if err := p.checkLeader(); err != nil {
+		return nil, err
 	}
 	cmd.At = p.now().UnixNano()
 	if err := p.checkClockStep(cmd); err != nil {
-		return fsm.Result{}, err
+		return nil, err
 	}
 	timeout := p.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
 	if timeout <= 0 {
-		return fsm.Result{}, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
+		return nil, fmt.Errorf("%w: %w", ErrTimeout, context.DeadlineExceeded)
 	}
-	return p.propose(cmd, timeout)
+	return p.apply(cmd, timeout)
 }
 
 // propose encodes a stamped command, hands it to raft and waits for its
 // result.
 func (p *Partition) propose(cmd fsm.Command, timeout time.Duration) (fsm.Result, error) {
-	data, err := fsm.EncodeCommand(cmd)
+	f, err := p.apply(cmd, timeout)
 	if err != nil {
 		return fsm.Result{}, err
 	}
+	return p.proposalResult(f)
+}
+
+// apply encodes a stamped command and hands it to raft.
+func (p *Partition) apply(cmd fsm.Command, timeout time.Duration) (raft.ApplyFuture, error) {
+	data, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		return nil, err
+	}
 	if len(data) > EntryBytesMax {
-		return fsm.Result{}, fmt.Errorf("%w: %s command of %d bytes exceeds the %d-byte entry limit",
+		return nil, fmt.Errorf("%w: %s command of %d bytes exceeds the %d-byte entry limit",
 			fsm.ErrMessageTooLarge, cmd.Type, len(data), EntryBytesMax)
 	}
-	f := p.raft.Apply(data, timeout)
+	return p.raft.Apply(data, timeout), nil
+}
+
+// proposalResult waits for a proposal's outcome and returns the FSM's
+// result.
+func (p *Partition) proposalResult(f raft.ApplyFuture) (fsm.Result, error) {
 	if err := p.waitApplied(f); err != nil {
 		return fsm.Result{}, p.mapRaftError(err)
 	}

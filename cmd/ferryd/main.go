@@ -184,6 +184,7 @@ func (l tlsOptions) apply(cfg *node.Config) {
 type raftOptions struct {
 	heartbeat, election, leaderLease, snapshotInterval, gatherWait time.Duration
 	snapshotThreshold, trailingLogs                                uint64
+	overlapItems                                                   int
 	logPrewrite                                                    bool
 }
 
@@ -196,6 +197,8 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
 	fs.DurationVar(&r.gatherWait, "proposal-gather-wait", partition.DefaultGatherWait,
 		"longest wait of a merged send or ack proposal for the clients its previous proposal answered (0 = off, at most 10ms)")
+	fs.IntVar(&r.overlapItems, "proposal-overlap-items", partition.DefaultOverlapItemsMin,
+		"sends (or acks) waiting behind a merged proposal in flight that start a second one before the first is answered (0 = one at a time, at most 1000)")
 	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", true,
 		"append the raft log into segment files written with zeros ahead of time, for a faster fdatasync (not for segments written faster than 32 MiB/s)")
 }
@@ -205,6 +208,7 @@ func (r raftOptions) apply(cfg *node.Config) {
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = r.snapshotThreshold, r.trailingLogs, r.snapshotInterval
 	cfg.RaftLogPrewrite = r.logPrewrite
 	cfg.ProposalGatherWait = r.gatherWait
+	cfg.ProposalOverlapItemsMin = r.overlapItems
 }
 
 // parseFlags reads the environment twins of the flags, then args (which

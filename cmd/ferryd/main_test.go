@@ -282,6 +282,24 @@ func TestFerryd_ProposalGatherWaitFlag(t *testing.T) {
 	}
 }
 
+func TestFerryd_ProposalOverlapItemsFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
+	if err != nil || o.config(nil).ProposalOverlapItemsMin != partition.DefaultOverlapItemsMin {
+		t.Fatalf("default %d (%v), want %d", o.config(nil).ProposalOverlapItemsMin, err, partition.DefaultOverlapItemsMin)
+	}
+	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-proposal-overlap-items=0"}, io.Discard)
+	if err != nil || o.config(nil).ProposalOverlapItemsMin != 0 {
+		t.Fatalf("-proposal-overlap-items=0 gives %d (%v)", o.config(nil).ProposalOverlapItemsMin, err)
+	}
+	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-proposal-overlap-items=5000"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.config(nil).Validate(); err == nil || !strings.Contains(err.Error(), "ProposalOverlapItemsMin") {
+		t.Fatalf("5000 accepted: %v", err)
+	}
+}
+
 func TestFerryd_RaftLogPrewriteFlag(t *testing.T) {
 	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
 	if err != nil || !o.config(nil).RaftLogPrewrite {
