@@ -222,6 +222,13 @@ func TestPartition_DeepQueueOverlapsProposals(t *testing.T) {
 			c.converged()
 		})
 	}
+	// Synchronous senders fewer than OverlapItemsMin never queue enough.
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = 8 })
+	p := c.reps[c.leader()]
+	syncSenders(t, p, 4, 40)
+	if n := p.sends.overlapped.Load(); n != 0 {
+		t.Fatalf("4 synchronous senders overlapped %d proposals with OverlapItemsMin 8", n)
+	}
 }
 
 // TestPartition_OverlapNeedsADeepQueueOfFreshRequests: a second proposal
@@ -253,5 +260,47 @@ func TestPartition_OverlapNeedsADeepQueueOfFreshRequests(t *testing.T) {
 		if got := b.deepLocked(); got != c.deep {
 			t.Errorf("%s: deepLocked() = %v, want %v", c.name, got, c.deep)
 		}
+	}
+}
+
+// TestPartition_CloseWithSlicesInFlightAnswersEveryRequest: the leader
+// closes while large requests, proposed in slices, and small ones queue
+// behind each other with proposals overlapping; every Send returns (an
+// outcome or an error) instead of waiting for slices never proposed.
+func TestPartition_CloseWithSlicesInFlightAnswersEveryRequest(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.Queue.MaxMessageBytes = 1 << 20
+		cfg.OverlapItemsMin = 1
+	})
+	leader := c.leader()
+	p := c.reps[leader]
+	body := make([]byte, 300<<10)
+	var wg sync.WaitGroup
+	for w := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 1
+			if w%3 == 0 {
+				n = 12 // about 3.6 MiB: four slices or more
+			}
+			msgs := make([]fsm.NewMessage, n)
+			for i := range msgs {
+				msgs[i] = fsm.NewMessage{ID: fmt.Sprintf("c%d-%d", w, i), Body: body}
+			}
+			out, err := p.Send(context.Background(), msgs)
+			if err == nil && len(out) != n {
+				t.Errorf("sender %d: %d outcomes for %d messages", w, len(out), n)
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "a proposal in flight", func() bool { return p.Status().AppliedIndex > 2 })
+	c.stop(leader)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a Send was never answered after Close")
 	}
 }
