@@ -112,7 +112,9 @@ const GatherWaitMax = 10 * time.Millisecond
 // gathering of GatherWait), and lets sixteen or more, or pipelining
 // clients, keep two rounds in flight. Measured against 1, 4, 16, 32 and
 // 64 (see the batcher), 8 gave the best synchronous and pipelined rates
-// on average, though single runs of neighbouring values overlap.
+// on average, though single runs of neighbouring values overlap; later
+// interleaved runs against 0 (one at a time) were inconclusive on the
+// shared-disk test machine.
 const DefaultOverlapItemsMin = 8
 
 // DefaultConfig returns production defaults for a replica of group on node.
