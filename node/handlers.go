@@ -13,12 +13,12 @@ import (
 	"github.com/ferrymq/ferry/wire"
 )
 
-// handle serves one request and always returns a response for it. tok is
-// the connection's token (nil when auth is off); authErr, when set, refuses
-// the request before it is even decoded (a revoked token).
+// handle serves one request and always returns a response for it. ctx
+// bounds the request (the server gives it at most requestTimeoutMax, from a
+// context shared with other requests: see requestDeadlines). tok is the
+// connection's token (nil when auth is off); authErr, when set, refuses the
+// request before it is even decoded (a revoked token).
 func (n *Node) handle(ctx context.Context, req wire.Request, tok *auth.Token, authErr error) wire.Response {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeoutMax)
-	defer cancel()
 	start := time.Now()
 	var body any
 	err := authErr

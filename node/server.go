@@ -266,8 +266,11 @@ func (s *clientServer) serveConn(nc net.Conn) {
 	nc.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	deadlines := newRequestDeadlines(ctx)
+	defer deadlines.close()
 	w := newRequestWorkers(func(cr connRequest) {
-		c.write(s.n.handle(ctx, cr.req, cr.tok, cr.authErr))
+		c.write(s.n.handle(cr.ctx, cr.req, cr.tok, cr.authErr))
+		cr.deadline.release()
 		c.finished()
 	})
 	defer w.close()
@@ -279,7 +282,8 @@ func (s *clientServer) serveConn(nc net.Conn) {
 		}
 		tok, authErr := ca.token()
 		c.started()
-		w.run(connRequest{req: req, tok: tok, authErr: authErr})
+		reqCtx, deadline := deadlines.next(time.Now())
+		w.run(connRequest{ctx: reqCtx, deadline: deadline, req: req, tok: tok, authErr: authErr})
 	}
 }
 

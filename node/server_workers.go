@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"sync"
 
 	"github.com/ferrymq/ferry/internal/auth"
@@ -28,9 +29,13 @@ func newRequestWorkers(handle func(connRequest)) *requestWorkers {
 // reader resolved it just before (nil when auth is off), or why the token
 // no longer holds.
 type connRequest struct {
-	req     wire.Request
-	tok     *auth.Token
-	authErr error
+	// ctx bounds the request (requestTimeoutMax); deadline is released
+	// once the request is answered.
+	ctx      context.Context
+	deadline *deadlineBucket
+	req      wire.Request
+	tok      *auth.Token
+	authErr  error
 }
 
 // run hands req to a worker, starting one if none is idle and the limit
