@@ -152,16 +152,25 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 		}
 		byPart[p] = append(byPart[p], i)
 	}
+	// One partition's chunks go one after the other, keeping the order of
+	// its groups; partitions go in parallel, the last one on this
+	// goroutine (a batch for one partition starts no goroutine at all).
+	sendPart := func(p int, idx []int) {
+		for _, ch := range chunk(idx, func(i int) int { return messageWeight(wms[i]) }) {
+			q.sendChunk(ctx, p, ch, wms, results, errs)
+		}
+	}
 	var wg sync.WaitGroup
+	left := len(byPart)
 	for p, idx := range byPart {
+		if left--; left == 0 {
+			sendPart(p, idx)
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// One partition's chunks go one after the other, keeping
-			// the order of its groups.
-			for _, ch := range chunk(idx, func(i int) int { return messageWeight(wms[i]) }) {
-				q.sendChunk(ctx, p, ch, wms, results, errs)
-			}
+			sendPart(p, idx)
 		}()
 	}
 	wg.Wait()

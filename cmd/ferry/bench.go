@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ type benchFlags struct {
 	duration   time.Duration
 	keep       bool
 	quiet      bool
+	cpuProfile string
 }
 
 // benchCmd is `ferry bench`: workloads shaped like the ones other brokers
@@ -44,6 +46,7 @@ func benchCmd(g *globals) *cobra.Command {
 	pf.DurationVarP(&f.duration, "duration", "d", 10*time.Second, "how long to run when --msgs is 0")
 	pf.BoolVar(&f.keep, "keep", false, "leave the queue in place afterwards")
 	pf.BoolVar(&f.quiet, "no-progress", false, "no live progress on the terminal")
+	pf.StringVar(&f.cpuProfile, "cpu-profile", "", "write the bench client's own CPU profile of the run to this file")
 	cmd.AddCommand(benchPubCmd(g, f), benchConsumeCmd(g, f), benchE2ECmd(g, f))
 	return cmd
 }
@@ -96,7 +99,34 @@ func setupBench(cmd *cobra.Command, g *globals, f *benchFlags, queue string) (*b
 		e.close()
 		return nil, err
 	}
+	if err := e.startProfile(); err != nil {
+		e.close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// startProfile starts the CPU profile --cpu-profile asks for; close stops
+// it.
+func (e *benchEnv) startProfile() error {
+	if e.f.cpuProfile == "" {
+		return nil
+	}
+	out, err := os.Create(e.f.cpuProfile)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	e.done = append(e.done, func() {
+		pprof.StopCPUProfile()
+		if err := out.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "ferry: bench: --cpu-profile: %v\n", err)
+		}
+	})
+	return nil
 }
 
 // warmUp sends one message from every client, so that the partitions have
