@@ -180,6 +180,7 @@ func EncodeCommand(c Command) ([]byte, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
+	buf.Grow(c.encodedBytesHint())
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(&buf)
@@ -193,6 +194,26 @@ func EncodeCommand(c Command) ([]byte, error) {
 		}
 	}
 	return buf.Bytes(), nil
+}
+
+// encodedBytesHint is at least the encoded size of a send command (a few
+// bytes per message more; up to three times it for empty messages), so
+// that its buffer is allocated once rather than doubled and copied on the
+// way; 0 for other commands, which are small.
+func (c Command) encodedBytesHint() int {
+	if c.Type != CmdSend || c.Send == nil {
+		return 0
+	}
+	const headBytes, perMessageBytes = 32, 24 // header, array lengths; field and length prefixes
+	n := headBytes
+	for i := range c.Send.Messages {
+		m := &c.Send.Messages[i]
+		n += perMessageBytes + len(m.ID) + len(m.Group) + len(m.Body) + len(m.stored)
+		for k, v := range m.Headers {
+			n += len(k) + len(v) + 10
+		}
+	}
+	return n
 }
 
 func (c Command) payload() (any, error) {

@@ -328,7 +328,11 @@ func (b *batcher[I, O]) gather() {
 // start hands raft one merged command for slices. A command that never
 // reached raft carries its error to finish like an answer would.
 func (b *batcher[I, O]) start(slices []batchSlice[I, O]) *inFlightProposal[I, O] {
-	var items []I
+	count := 0
+	for _, s := range slices {
+		count += s.to - s.from
+	}
+	items := make([]I, 0, count)
 	for _, s := range slices {
 		items = append(items, s.req.items[s.from:s.to]...)
 	}

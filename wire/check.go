@@ -35,6 +35,10 @@ func checkValue(data []byte) error {
 type checker struct {
 	data []byte
 	pos  int
+	// shareBytes lets bin return slices of data instead of copies: set
+	// only when data belongs to the decoded value for good (a Request's
+	// Body, never a Reader's reused buffer).
+	shareBytes bool
 }
 
 func (c *checker) left() int { return len(c.data) - c.pos }

@@ -42,8 +42,19 @@ func NewRequest(id uint64, op Op, body any) (Request, error) {
 	return req, nil
 }
 
-// Decode decodes the request's body into v (see DecodeBody).
-func (r Request) Decode(v any) error { return DecodeBody(r.Body, v) }
+// Decode decodes the request's body into v (see DecodeBody). The message
+// bodies of a *SendRequest share r.Body's storage instead of being copied
+// (a Request read from a connection owns its Body), so r.Body must not be
+// changed while they are in use.
+func (r Request) Decode(v any) error {
+	if s, ok := v.(*SendRequest); ok && len(r.Body) > 0 {
+		if err := checkValue(r.Body); err != nil {
+			return malformed(err)
+		}
+		return malformed(parseSendRequest(r.Body, s, true))
+	}
+	return DecodeBody(r.Body, v)
+}
 
 // NewResponse builds a successful response whose body is the encoding of
 // body (which may be nil for an empty body).

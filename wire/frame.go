@@ -82,7 +82,7 @@ func decode(data []byte, v any) (err error) {
 	case *Response:
 		return malformed(parseResponse(data, env))
 	case *SendRequest:
-		return malformed(parseSendRequest(data, env))
+		return malformed(parseSendRequest(data, env, false))
 	}
 	d := decoderPool.Get().(*decoder)
 	d.src.Reset(data)

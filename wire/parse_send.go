@@ -12,9 +12,10 @@ import (
 // wins).
 
 // parseSendRequest decodes a SendRequest from one checked msgpack value.
-func parseSendRequest(data []byte, r *SendRequest) error {
+// With shareBytes, message bodies are slices of data rather than copies.
+func parseSendRequest(data []byte, r *SendRequest, shareBytes bool) error {
 	*r = SendRequest{}
-	c := &checker{data: data}
+	c := &checker{data: data, shareBytes: shareBytes}
 	if c.nilNext() {
 		return c.end()
 	}
@@ -166,7 +167,9 @@ func (c *checker) int() (int64, error) {
 	return 0, fmt.Errorf("expected an integer, got byte %#x", b)
 }
 
-// bin reads a byte string (bin or str) as a fresh copy; nil reads as nil.
+// bin reads a byte string (bin or str) as a fresh copy, or as a slice of
+// the data (capacity cut to its length) when c.shareBytes; nil reads as
+// nil.
 func (c *checker) bin() ([]byte, error) {
 	b, err := c.byte()
 	if err != nil {
@@ -191,6 +194,9 @@ func (c *checker) bin() ([]byte, error) {
 	start := c.pos
 	if err := c.skip(n); err != nil {
 		return nil, err
+	}
+	if c.shareBytes {
+		return c.data[start:c.pos:c.pos], nil
 	}
 	out := make([]byte, n)
 	copy(out, c.data[start:c.pos])

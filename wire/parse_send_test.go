@@ -94,3 +94,38 @@ func TestParseSendRequest_RefusesBadShapes(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestDecode_SendBodiesShareTheRequestBody(t *testing.T) {
+	in := SendRequest{Queue: "q", Messages: []Message{{ID: "a", Body: []byte("first")}, {ID: "b", Body: []byte("second")}}}
+	req, err := NewRequest(1, OpSend, &in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shared, copied SendRequest
+	if err := req.Decode(&shared); err != nil {
+		t.Fatal(err)
+	}
+	if err := DecodeBody(req.Body, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(shared, in) || !reflect.DeepEqual(copied, in) {
+		t.Fatalf("decoded %+v and %+v, want %+v", shared, copied, in)
+	}
+	// An append to a shared body must not write over the next message.
+	if cap(shared.Messages[0].Body) != len(shared.Messages[0].Body) {
+		t.Fatalf("a shared body has capacity %d beyond its length %d", cap(shared.Messages[0].Body), len(shared.Messages[0].Body))
+	}
+	at := bytes.Index(req.Body, []byte("first"))
+	req.Body[at] = 'F'
+	if string(shared.Messages[0].Body) != "First" {
+		t.Fatalf("Request.Decode copied the body (%q): want it to share the request's storage", shared.Messages[0].Body)
+	}
+	if string(copied.Messages[0].Body) != "first" {
+		t.Fatalf("DecodeBody shared the caller's buffer (%q): want a copy", copied.Messages[0].Body)
+	}
+	// A malformed body is refused the same way through both paths.
+	bad := Request{ID: 2, Op: OpSend, Body: req.Body[:len(req.Body)-1]}
+	if err := bad.Decode(&shared); CodeOf(err) != CodeMalformed {
+		t.Fatalf("a truncated send body: %v, want CodeMalformed", err)
+	}
+}
