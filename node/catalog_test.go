@@ -125,3 +125,55 @@ func TestNode_CreateQueueWaitsForRegistry(t *testing.T) {
 		t.Fatalf("default-replica create once every member is registered: %v", err)
 	}
 }
+
+// Lookups of a queue answer from a cache of catalog entries: a deleted
+// queue, and a queue created again under the same name with another
+// layout, must be seen as soon as the catalog has applied the change.
+func TestNode_QueueLookupsFollowCatalogChanges(t *testing.T) {
+	nd := startLoneNode(t, 1)
+	c := dialRaw(t, nd.ClientAddr())
+	create := func(partitions int) {
+		t.Helper()
+		req := &wire.CreateQueueRequest{Name: "orders", Config: wire.QueueConfig{Partitions: partitions, Replicas: 1},
+			Set: wire.FieldPartitions | wire.FieldReplicas}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := c.call(wire.OpCreateQueue, req, &wire.CreateQueueResponse{})
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("create orders: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	send := func(partition int) error {
+		req := &wire.SendRequest{Queue: "orders", Partition: partition, Messages: []wire.Message{{ID: "m", Body: []byte("x")}}}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := c.call(wire.OpSend, req, &wire.SendResponse{})
+			if !errors.Is(err, wire.ErrNotLeader) && !errors.Is(err, wire.ErrUnavailable) || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	create(1)
+	if err := send(0); err != nil {
+		t.Fatalf("send to a new queue: %v", err)
+	}
+	if err := send(2); !errors.Is(err, wire.ErrInvalidArgument) {
+		t.Fatalf("send to partition 2 of a one-partition queue: %v, want invalid argument", err)
+	}
+	if err := c.call(wire.OpDeleteQueue, &wire.DeleteQueueRequest{Name: "orders"}, &wire.DeleteQueueResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(0); !errors.Is(err, wire.ErrQueueNotFound) {
+		t.Fatalf("send to a deleted queue: %v, want queue not found", err)
+	}
+	create(3)
+	if err := send(2); err != nil {
+		t.Fatalf("send to partition 2 of the queue created again with 3 partitions: %v", err)
+	}
+}

@@ -35,6 +35,10 @@ type metaGroup struct {
 	hasState bool
 	changed  chan struct{} // poked after every apply
 	applied  chan struct{} // closed and replaced after every apply (guarded by mu)
+	// queues caches catalog entries looked up since the last apply or
+	// restore, which empty it (guarded by mu): a lookup per request then
+	// copies nothing. Entries are shared and must never be modified.
+	queues map[string]meta.Queue
 }
 
 func openMetaGroup(n *Node, layer *transport.StreamLayer) (*metaGroup, error) {
@@ -178,10 +182,13 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, e
 // behind it by a few milliseconds, so a queue just created elsewhere may
 // not be applied here yet: a missing queue is looked for again after each
 // catalog apply for up to catalogLagMax before it is reported missing.
+// The queue returned shares its slices with other lookups: callers must
+// not modify it.
 func (g *metaGroup) queue(ctx context.Context, name string) (meta.Queue, bool) {
-	// The common case, a known queue, answers from memory without a timer.
+	// The common case, a known queue, answers from memory without a timer
+	// or a copy.
 	g.mu.Lock()
-	q, ok := g.fsm.Queue(name)
+	q, ok := g.cachedQueueLocked(name)
 	g.mu.Unlock()
 	if ok {
 		return q, true
@@ -204,6 +211,23 @@ func (g *metaGroup) queue(ctx context.Context, name string) (meta.Queue, bool) {
 			return q, false
 		}
 	}
+}
+
+// cachedQueueLocked returns the catalog entry of a queue from the cache,
+// copying it there first if needed. The caller holds mu.
+func (g *metaGroup) cachedQueueLocked(name string) (meta.Queue, bool) {
+	if q, ok := g.queues[name]; ok {
+		return q, true
+	}
+	q, ok := g.fsm.Queue(name)
+	if !ok {
+		return q, false
+	}
+	if g.queues == nil {
+		g.queues = make(map[string]meta.Queue)
+	}
+	g.queues[name] = q // at most every queue of the catalog, emptied on apply
+	return q, true
 }
 
 // view runs fn on the catalog under the lock.
@@ -245,6 +269,7 @@ func (m *metaFSM) Apply(l *raft.Log) any {
 	g := (*metaGroup)(m)
 	g.mu.Lock()
 	res := g.fsm.Apply(l.Data)
+	g.queues = nil
 	close(g.applied)
 	g.applied = make(chan struct{})
 	g.mu.Unlock()
@@ -269,6 +294,7 @@ func (m *metaFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	g.mu.Lock()
 	err := g.fsm.Restore(rc)
+	g.queues = nil
 	g.mu.Unlock()
 	select {
 	case g.changed <- struct{}{}:
