@@ -3,6 +3,7 @@ package node
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/wire"
@@ -25,6 +26,17 @@ type metrics struct {
 	acceptErrors prometheus.Counter
 	connsRefused prometheus.Counter
 	connsClosed  *prometheus.CounterVec
+	// served caches, per op, the series of its successful requests, so
+	// the common case does not look labels up per request (that lookup
+	// hashes the label values under a lock); filled on first use, so ops
+	// never served export nothing.
+	served [256]atomic.Pointer[opSeries]
+}
+
+// opSeries are the series one op's successful requests update.
+type opSeries struct {
+	ok      prometheus.Counter
+	latency prometheus.Observer
 }
 
 func newMetrics(n *Node) *metrics {
@@ -64,8 +76,19 @@ func newMetrics(n *Node) *metrics {
 }
 
 func (m *metrics) observe(op wire.Op, code wire.Code, elapsed time.Duration) {
-	m.requests.WithLabelValues(opLabel(op), codeLabel(code)).Inc()
-	m.latency.WithLabelValues(opLabel(op)).Observe(elapsed.Seconds())
+	if code != wire.CodeOK {
+		m.requests.WithLabelValues(opLabel(op), codeLabel(code)).Inc()
+		m.latency.WithLabelValues(opLabel(op)).Observe(elapsed.Seconds())
+		return
+	}
+	s := m.served[op].Load()
+	if s == nil {
+		s = &opSeries{ok: m.requests.WithLabelValues(opLabel(op), codeLabel(code)),
+			latency: m.latency.WithLabelValues(opLabel(op))}
+		m.served[op].Store(s) // a racing first use stores the same series
+	}
+	s.ok.Inc()
+	s.latency.Observe(elapsed.Seconds())
 }
 
 // Label values of ops and codes: their names in snake case ("not_leader",

@@ -289,7 +289,15 @@ func (s *clientServer) serveConn(nc net.Conn) {
 
 // readRequest waits for the next frame (under the idle deadline when no
 // request is in flight), then reads it under the frame deadline.
+//
+// A frame already whole in the read buffer is read without touching the
+// deadlines: no read of the connection happens, and under pipelined load
+// most frames arrive several to a TLS record (each deadline change costs a
+// runtime timer update).
 func (c *serverConn) readRequest(r *wire.Reader) (wire.Request, error) {
+	if c.frameBuffered() {
+		return r.ReadRequest()
+	}
 	c.mu.Lock()
 	c.waiting = true
 	if c.inflight == 0 {
@@ -312,6 +320,9 @@ func (c *serverConn) readRequest(r *wire.Reader) (wire.Request, error) {
 	c.nc.SetReadDeadline(time.Now().Add(c.s.n.cfg.FrameTimeout))
 	return r.ReadRequest()
 }
+
+// frameBuffered reports whether the read buffer holds a whole frame.
+func (c *serverConn) frameBuffered() bool { return wire.FrameBuffered(c.br) }
 
 // started counts a request in flight.
 func (c *serverConn) started() {

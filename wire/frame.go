@@ -161,6 +161,18 @@ func writeFrame(w io.Writer, v any, maxBytes int) error {
 	return nil
 }
 
+// FrameBuffered reports whether r's buffer holds a whole frame, header and
+// payload, so that reading it will not read from r's source (and cannot
+// block on it).
+func FrameBuffered(r *bufio.Reader) bool {
+	n := r.Buffered()
+	if n < frameHeaderBytes {
+		return false
+	}
+	hdr, _ := r.Peek(frameHeaderBytes) // buffered: cannot block or fail
+	return uint64(n-frameHeaderBytes) >= uint64(binary.BigEndian.Uint32(hdr))
+}
+
 // ReadFrame reads one frame from r and decodes its payload into v, a
 // pointer. maxBytes lowers the size limit; 0, a negative value or one above
 // MaxFrameBytes means MaxFrameBytes. It allocates a fresh payload buffer;

@@ -207,3 +207,19 @@ func framedRequest(t testing.TB, id uint64, body string) []byte {
 	}
 	return buf.Bytes()
 }
+
+func TestFrameBuffered_OnlyAWholeFrame(t *testing.T) {
+	var stream bytes.Buffer
+	if err := WriteFrame(&stream, Request{ID: 1, Op: OpSend, Body: make([]byte, 300)}); err != nil {
+		t.Fatal(err)
+	}
+	frame := stream.Bytes()
+	for cut := 0; cut <= len(frame); cut++ {
+		// A reader over the first cut bytes, with all of them buffered.
+		br := bufio.NewReaderSize(bytes.NewReader(frame[:cut]), 1024)
+		br.Peek(cut)
+		if got, want := FrameBuffered(br), cut == len(frame); got != want {
+			t.Fatalf("%d of %d bytes buffered: FrameBuffered %v, want %v", cut, len(frame), got, want)
+		}
+	}
+}
