@@ -4,8 +4,8 @@
 // It owns:
 //
 //   - framing: a frame is a 4-byte big-endian payload length followed by a
-//     msgpack payload of at most MaxFrameBytes (WriteFrame, ReadFrame,
-//     Reader);
+//     msgpack payload of at most MaxFrameBytes (WriteFrame, AppendFrame,
+//     ReadFrame, Reader);
 //   - the handshake: the client's Hello and the server's Welcome, answered
 //     in a Response with ID 0 (ClientHandshake, ServerHandshake);
 //   - the envelopes: Request{ID, Op, Body} and Response{ID, Code, Error,

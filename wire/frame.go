@@ -173,6 +173,61 @@ func FrameBuffered(r *bufio.Reader) bool {
 	return uint64(n-frameHeaderBytes) >= uint64(binary.BigEndian.Uint32(hdr))
 }
 
+// AppendFrame encodes v as one frame, its length prefix and payload, and
+// appends it to dst, returning the extended slice. Frames appended one
+// after another to one slice and written with a single Write call leave
+// together, whole and in order (a writer coalescing concurrent requests
+// needs no other framing). A payload larger than MaxFrameBytes yields a
+// CodeFrameTooLarge Error. On any error dst is returned with its length
+// unchanged; the bytes beyond its length may have been overwritten.
+func AppendFrame(dst []byte, v any) ([]byte, error) { return appendFrame(dst, v, MaxFrameBytes) }
+
+// appendFrame is AppendFrame with the limit as a parameter, for tests.
+func appendFrame(dst []byte, v any, maxBytes int) ([]byte, error) {
+	start := len(dst)
+	a := appenderPool.Get().(*appender)
+	a.b = append(dst, make([]byte, frameHeaderBytes)...)
+	err := a.enc.Encode(v)
+	frame := a.b
+	a.b = nil // the pool must not keep the caller's storage
+	appenderPool.Put(a)
+	if err != nil {
+		return dst[:start], fmt.Errorf("wire: encode %T: %w", v, err)
+	}
+	n := len(frame) - start - frameHeaderBytes
+	if n > maxBytes {
+		return dst[:start], Errorf(CodeFrameTooLarge, "frame of %d bytes exceeds %d", n, maxBytes)
+	}
+	binary.BigEndian.PutUint32(frame[start:], uint32(n))
+	return frame, nil
+}
+
+// appender is a msgpack encoder bound to a writer that appends to a
+// slice, so AppendFrame encodes into the caller's storage directly.
+type appender struct {
+	b   []byte
+	enc *msgpack.Encoder
+}
+
+var appenderPool = sync.Pool{New: func() any {
+	a := new(appender)
+	a.enc = msgpack.NewEncoder(a)
+	a.enc.UseCompactInts(true)
+	return a
+}}
+
+// Write appends p.
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+// WriteByte appends c; having it spares the encoder a wrapper.
+func (a *appender) WriteByte(c byte) error {
+	a.b = append(a.b, c)
+	return nil
+}
+
 // ReadFrame reads one frame from r and decodes its payload into v, a
 // pointer. maxBytes lowers the size limit; 0, a negative value or one above
 // MaxFrameBytes means MaxFrameBytes. It allocates a fresh payload buffer;

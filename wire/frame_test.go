@@ -193,6 +193,50 @@ func TestWire_WriteFrameErrors(t *testing.T) {
 	}
 }
 
+func TestWire_AppendFrameMatchesWriteFrame(t *testing.T) {
+	prefix := []byte("keep")
+	out := append([]byte{}, prefix...)
+	var want bytes.Buffer
+	for i, body := range []string{"hello", strings.Repeat("y", 70000), ""} {
+		req, err := NewRequest(uint64(i+1), OpSend, &SendRequest{Queue: "q", Messages: []Message{{ID: "a", Body: []byte(body)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err = AppendFrame(out, req); err != nil {
+			t.Fatalf("AppendFrame %d: %v", i, err)
+		}
+		if err := WriteFrame(&want, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.HasPrefix(out, prefix) || !bytes.Equal(out[len(prefix):], want.Bytes()) {
+		t.Fatalf("appended frames differ from written ones (%d vs %d bytes)", len(out)-len(prefix), want.Len())
+	}
+	// The frames read back one after another, whole and in order.
+	r := NewReader(bufio.NewReader(bytes.NewReader(out[len(prefix):])))
+	for i := range 3 {
+		req, err := r.ReadRequest()
+		if err != nil || req.ID != uint64(i+1) {
+			t.Fatalf("frame %d: id %d, %v", i, req.ID, err)
+		}
+	}
+}
+
+func TestWire_AppendFrameRefusalLeavesDst(t *testing.T) {
+	msg := &Message{ID: "big", Body: make([]byte, 1000)}
+	dst := make([]byte, 3, 8)
+	out, err := appendFrame(dst, msg, 1000)
+	if !errors.Is(err, ErrFrameTooLarge) || len(out) != 3 {
+		t.Fatalf("got %v with %d bytes, want frame too large and the 3 bytes of dst", err, len(out))
+	}
+	if out, err = appendFrame(dst, make(chan int), 1000); err == nil || len(out) != 3 {
+		t.Fatalf("encoding a channel: %v with %d bytes", err, len(out))
+	}
+	if out, err = appendFrame(dst, msg, 1016); err != nil || len(out) != 3+4+1016 {
+		t.Fatalf("frame within the limit: %v with %d bytes", err, len(out))
+	}
+}
+
 func validFrame(t testing.TB) []byte { return framedRequest(t, 1, "hello") }
 
 func framedRequest(t testing.TB, id uint64, body string) []byte {
