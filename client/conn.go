@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -355,6 +356,10 @@ func (c *conn) await(w *pendingWrite) error {
 		case <-w.done:
 			return w.err
 		case c.wsem <- struct{}{}:
+			// Yield once before flushing: the callers answered by one
+			// response burst wake one after another, and without it each
+			// would find nobody queued behind it and write alone.
+			runtime.Gosched()
 			c.flush(w)
 			<-c.wsem
 			return w.err
