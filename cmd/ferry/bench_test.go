@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +116,25 @@ func TestLatencies_PercentilesAreBoundedAndOrdered(t *testing.T) {
 	if s.Max < 4*time.Minute {
 		t.Fatalf("max %v, want the range's top", s.Max)
 	}
+}
+
+func TestBench_CPUProfileIsWritten(t *testing.T) {
+	cl := startCluster(t)
+	cl.createQueue(t, "ready")
+	path := filepath.Join(t.TempDir(), "client.prof")
+	benchJSON(t, cl, "pub", "prof1", "-c", "2", "-w", "8", "-n", "200", "--cpu-profile", path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no profile: %v", err)
+	}
+	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Fatalf("the profile (%d bytes) is not a gzipped pprof profile", len(data))
+	}
+	queueGone(t, cl, "prof1")
+
+	r := ferry(t, cl.addrs, "bench", "pub", "prof2", "-n", "10", "--cpu-profile", filepath.Join(t.TempDir(), "no", "such", "dir", "p"))
+	if r.code == 0 || !strings.Contains(r.stderr, "--cpu-profile") {
+		t.Fatalf("an unwritable profile path: exit %d, stderr %q; want a failure naming --cpu-profile", r.code, r.stderr)
+	}
+	queueGone(t, cl, "prof2")
 }
