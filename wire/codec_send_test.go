@@ -90,3 +90,75 @@ func TestSendBodies_HandEncodingMatchesReflection(t *testing.T) {
 		}
 	})
 }
+
+func TestParseSendResponse_AgreesWithReflection(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		// A map shaped like a send response, with unknown keys, nil
+		// values and results in any order of fields.
+		results := []any{}
+		for range rapid.IntRange(0, 5).Draw(t, "n") {
+			if rapid.Bool().Draw(t, "nilResult") {
+				results = append(results, nil)
+				continue
+			}
+			r := map[string]any{}
+			if rapid.Bool().Draw(t, "seq") {
+				r["seq"] = rapid.Uint64().Draw(t, "seqv")
+			}
+			if rapid.Bool().Draw(t, "dup") {
+				r["dup"] = rapid.Bool().Draw(t, "dupv")
+			}
+			if rapid.Bool().Draw(t, "code") {
+				r["code"] = rapid.Uint16().Draw(t, "codev")
+			}
+			if rapid.Bool().Draw(t, "error") {
+				r["error"] = rapid.String().Draw(t, "errorv")
+			}
+			if rapid.Bool().Draw(t, "extra") {
+				r["later"] = []any{1, "x", map[string]any{"y": nil}}
+			}
+			results = append(results, r)
+		}
+		body := map[string]any{"results": results}
+		if rapid.Bool().Draw(t, "nilResults") {
+			body["results"] = nil
+		}
+		if rapid.Bool().Draw(t, "unknown") {
+			body["next"] = "field"
+		}
+		data, err := EncodeBody(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want reflectSendResponse
+		if err := reflectDecode(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		var got SendResponse
+		if err := DecodeBody(data, &got); err != nil {
+			t.Fatalf("parse: %v", err)
+		}
+		if !reflect.DeepEqual(got, SendResponse(want)) {
+			t.Fatalf("parsed %+v, reflection %+v", got, want)
+		}
+	})
+}
+
+func TestParseSendResponse_RefusesWhatDoesNotFit(t *testing.T) {
+	for name, body := range map[string]any{
+		"code beyond 16 bits": map[string]any{"results": []any{map[string]any{"code": 1 << 16}}},
+		"negative seq":        map[string]any{"results": []any{map[string]any{"seq": -1}}},
+		"dup not a boolean":   map[string]any{"results": []any{map[string]any{"dup": "yes"}}},
+		"results not a list":  map[string]any{"results": "all"},
+		"not a map":           []any{1},
+	} {
+		data, err := EncodeBody(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got SendResponse
+		if err := DecodeBody(data, &got); CodeOf(err) != CodeMalformed {
+			t.Errorf("%s: %v, want CodeMalformed", name, err)
+		}
+	}
+}

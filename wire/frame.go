@@ -83,6 +83,8 @@ func decode(data []byte, v any) (err error) {
 		return malformed(parseResponse(data, env))
 	case *SendRequest:
 		return malformed(parseSendRequest(data, env, false))
+	case *SendResponse:
+		return malformed(parseSendResponse(data, env))
 	}
 	d := decoderPool.Get().(*decoder)
 	d.src.Reset(data)

@@ -226,3 +226,83 @@ func (c *checker) strMap() (map[string]string, error) {
 	}
 	return m, nil
 }
+
+// parseSendResponse decodes a SendResponse from one checked msgpack value,
+// as reflection would, without it: it is the answer a producer decodes
+// most.
+func parseSendResponse(data []byte, r *SendResponse) error {
+	*r = SendResponse{}
+	c := &checker{data: data}
+	if c.nilNext() {
+		return c.end()
+	}
+	err := c.fields(func(key string) error {
+		if key != "results" {
+			return c.value(1)
+		}
+		var err error
+		r.Results, err = c.sendResults()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.end()
+}
+
+// sendResults reads an array of SendResult; nil reads as nil.
+func (c *checker) sendResults() ([]SendResult, error) {
+	if c.nilNext() {
+		return nil, nil
+	}
+	n, err := c.arrayLen()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SendResult, n)
+	for i := range out {
+		if err := c.sendResult(&out[i]); err != nil {
+			return nil, fmt.Errorf("result %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// sendResult reads one SendResult; nil reads as the zero result.
+func (c *checker) sendResult(r *SendResult) error {
+	if c.nilNext() {
+		return nil
+	}
+	return c.fields(func(key string) error {
+		var err error
+		switch key {
+		case "seq":
+			r.Seq, err = c.uint(math.MaxUint64)
+		case "dup":
+			r.Duplicate, err = c.bool()
+		case "code":
+			var v uint64
+			v, err = c.uint(math.MaxUint16)
+			r.Code = Code(v)
+		case "error":
+			r.Error, err = c.str()
+		default:
+			err = c.value(1)
+		}
+		return err
+	})
+}
+
+// bool reads a boolean; nil reads as false.
+func (c *checker) bool() (bool, error) {
+	b, err := c.byte()
+	switch {
+	case err != nil:
+		return false, err
+	case b == 0xc3:
+		return true, nil
+	case b == 0xc2, b == 0xc0:
+		return false, nil
+	}
+	return false, fmt.Errorf("expected a boolean, got byte %#x", b)
+}
