@@ -41,7 +41,13 @@ type batchSpec[R any] struct {
 // When ctx ends first, the remaining items get an error wrapping the stop
 // reason. done is called exactly once per item.
 func runBatch[R any](ctx context.Context, c *Client, s batchSpec[R], idx []int) {
-	amb := make(map[int]bool, len(idx))
+	var amb map[int]bool // items an earlier attempt may have applied; made on first need
+	markAmbiguous := func(i int) {
+		if amb == nil {
+			amb = make(map[int]bool, len(idx))
+		}
+		amb[i] = true
+	}
 	var zero R
 	var last error // the last item failure that made us send again
 	for attempt := 0; len(idx) > 0; attempt++ {
@@ -51,7 +57,7 @@ func runBatch[R any](ctx context.Context, c *Client, s batchSpec[R], idx []int) 
 		}
 		if a {
 			for _, i := range idx {
-				amb[i] = true
+				markAmbiguous(i)
 			}
 		}
 		var rs []R
@@ -60,7 +66,7 @@ func runBatch[R any](ctx context.Context, c *Client, s batchSpec[R], idx []int) 
 			if errors.Is(err, wire.ErrInternal) {
 				// The server failed unexpectedly: what it did is unknown.
 				for _, i := range idx {
-					amb[i] = true
+					markAmbiguous(i)
 				}
 			}
 		}
@@ -79,7 +85,7 @@ func runBatch[R any](ctx context.Context, c *Client, s batchSpec[R], idx []int) 
 			case wire.CodeInternal:
 				s.done(i, zero, unconfirmed(&wire.Error{Code: code, Message: "item failed"}), true)
 			case wire.CodeTimeout:
-				amb[i] = true
+				markAmbiguous(i)
 				fallthrough
 			case wire.CodeNotLeader, wire.CodeUnavailable:
 				again = append(again, i)
