@@ -454,32 +454,50 @@ func (p *Partition) Send(ctx context.Context, msgs []fsm.NewMessage) ([]fsm.Send
 	if err := p.disk.check(time.Now()); err != nil {
 		return nil, err
 	}
-	out := make([]fsm.SendOutcome, len(msgs))
-	valid := make([]fsm.NewMessage, 0, len(msgs))
-	p.mu.Lock()
-	for i := range msgs {
-		if err := p.fsm.ValidateNew(&msgs[i]); err != nil {
-			out[i].Err = err
-			continue
-		}
-		valid = append(valid, msgs[i])
+	refused := p.validateNew(msgs)
+	if refused == nil {
+		// The common case: every message is proposed, and the
+		// batcher's outcomes are the answer as they are.
+		return p.sends.submit(ctx, msgs)
 	}
-	p.mu.Unlock()
+	valid := make([]fsm.NewMessage, 0, len(msgs))
+	for i := range msgs {
+		if refused[i].Err == nil {
+			valid = append(valid, msgs[i])
+		}
+	}
 	if len(valid) == 0 {
-		return out, nil
+		return refused, nil
 	}
 	sent, err := p.sends.submit(ctx, valid)
 	if err != nil {
 		return nil, err
 	}
 	k := 0
-	for i := range out {
-		if out[i].Err == nil {
-			out[i] = sent[k]
+	for i := range refused {
+		if refused[i].Err == nil {
+			refused[i] = sent[k]
 			k++
 		}
 	}
-	return out, nil
+	return refused, nil
+}
+
+// validateNew checks msgs as the FSM would; it returns nil when all pass,
+// else one outcome per message, with an error for those refused.
+func (p *Partition) validateNew(msgs []fsm.NewMessage) []fsm.SendOutcome {
+	var out []fsm.SendOutcome
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range msgs {
+		if err := p.fsm.ValidateNew(&msgs[i]); err != nil {
+			if out == nil {
+				out = make([]fsm.SendOutcome, len(msgs))
+			}
+			out[i].Err = err
+		}
+	}
+	return out
 }
 
 // Ack deletes the messages of receipts, merged with concurrent acks, and
