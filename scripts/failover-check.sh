@@ -29,10 +29,11 @@ for round in $(seq 1 "$rounds"); do
   mkdir -p "$dir/pki"
   (umask 077; head -c 32 /dev/urandom | base64 > "$dir/pki/gossip.key")
   ./bin/ferryd dev-pki -dir "$dir/pki" -nodes node1,node2,node3 >/dev/null
+  ./bin/ferryd token -name failover -cluster admin -file "$dir/pki/tokens.json" -secret-file "$dir/pki/failover.token" 2>/dev/null
   for i in 1 2 3; do
     ./bin/ferryd -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((offset + i - 1)) \
       -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$dir/pki/gossip.key" \
-      -tls-cert "$dir/pki/node$i.pem" -tls-key "$dir/pki/node$i-key.pem" -tls-ca "$dir/pki/ca.pem" ${FERRYD_FLAGS:-} \
+      -tls-cert "$dir/pki/node$i.pem" -tls-key "$dir/pki/node$i-key.pem" -tls-ca "$dir/pki/ca.pem" -tokens "$dir/pki/tokens.json" ${FERRYD_FLAGS:-} \
       > "$dir/node$i.log" 2>&1 &
     pid[node$i]=$!
   done
@@ -40,7 +41,7 @@ for round in $(seq 1 "$rounds"); do
     curl -sf --cacert "$dir/pki/ca.pem" "https://127.0.0.1:$((7201 + offset))/readyz" >/dev/null 2>&1 && break
     sleep 0.2
   done
-  ferry=(./bin/ferry --servers "$servers" --ca "$dir/pki/ca.pem")
+  ferry=(./bin/ferry --servers "$servers" --ca "$dir/pki/ca.pem" --token-file "$dir/pki/failover.token")
   "${ferry[@]}" --json bench pub failover --sync -c 2 -d 16s --no-progress > "$dir/bench.json" &
   bench=$!
   # The leader as the cluster reports it, once two looks a second apart
@@ -54,6 +55,10 @@ for round in $(seq 1 "$rounds"); do
     prev=$leader
     sleep 1
   done
+  if [ -z "$leader" ] || [ "$leader" = null ] || [ -z "${pid[$leader]:-}" ]; then
+    echo "round $round: no leader found for the bench queue; node logs in $dir" >&2
+    exit 1
+  fi
   kill -9 "${pid[$leader]}"
   echo "round $round: killed $leader (kill -9) at $(date +%T.%N | cut -c1-12)" >&2
   wait "$bench" || true
