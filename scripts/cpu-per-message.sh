@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Measures CPU per message: starts a three-node Ferry cluster on loopback
+# (TLS on client and server links, tokens, data in a temporary directory),
+# runs `ferry bench pub --sync -c 16` and `ferry bench pub -c 4 -w 64`
+# ROUNDS times (default 2) and prints, for each run, msgs/s, the p50, and
+# the CPU time (user + system, from /proc) each node and the bench client
+# spent per message. The partition leader is the node with the largest
+# figure. Throughput on a small shared machine moves a lot from minute to
+# minute; CPU per message moves much less, so compare builds with this,
+# alternating them (REPO=path runs another checkout's build). FERRYD_ARGS
+# adds ferryd flags. Linux only; not part of `make test`.
+set -euo pipefail
+cd "${REPO:-$(dirname "$0")/..}"
+make -s build >/dev/null
+rounds=${ROUNDS:-2}
+work=$(mktemp -d /tmp/ferry-cpu.XXXXXX)
+pids=()
+stop_all() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap 'stop_all; rm -rf "$work"' EXIT
+pki="$work/pki"
+./bin/ferryd dev-pki -dir "$pki" -nodes node1,node2,node3 >/dev/null
+(umask 077; head -c 32 /dev/urandom | base64 > "$pki/gossip.key")
+./bin/ferryd token -name bench -cluster admin -file "$pki/tokens.json" -secret-file "$pki/bench.token" 2>/dev/null
+offset=2600 # clients on 9701-9703, away from `make run`'s and the other scripts' ports
+seeds="127.0.0.1:$((7301 + offset)),127.0.0.1:$((7302 + offset)),127.0.0.1:$((7303 + offset))"
+for i in 1 2 3; do
+  ./bin/ferryd -id "node$i" -data-dir "$work/node$i" -ip 127.0.0.1 -port-offset $((offset + i - 1)) \
+    -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$pki/gossip.key" \
+    -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" \
+    -tokens "$pki/tokens.json" ${FERRYD_ARGS:-} >"$work/node$i.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 1 150); do
+  curl -sf --cacert "$pki/ca.pem" "https://127.0.0.1:$((7201 + offset))/readyz" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+ferry=(./bin/ferry --servers "127.0.0.1:$((7101 + offset)),127.0.0.1:$((7102 + offset)),127.0.0.1:$((7103 + offset))"
+  --ca "$pki/ca.pem" --token-file "$pki/bench.token" --json bench --size 256 --no-progress)
+ticks=$(getconf CLK_TCK)
+TIMEFORMAT="%U %S" # the bench client's CPU seconds, from bash's time
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime
+
+for round in $(seq 1 "$rounds"); do
+  for mode in "pub --sync -c 16 -n 16000" "pub -c 4 -w 64 -n 200000"; do
+    before=()
+    for p in "${pids[@]}"; do before+=("$(cpu_ticks "$p")"); done
+    # shellcheck disable=SC2086 # mode is split into arguments on purpose
+    { time "${ferry[@]}" $mode >"$work/out.json"; } 2>"$work/client.time"
+    out=$(cat "$work/out.json")
+    nodes=""
+    n=$(jq .messages <<<"$out")
+    for k in 0 1 2; do
+      nodes="$nodes $(( ($(cpu_ticks "${pids[$k]}") - before[k]) * 1000000 / ticks / n ))"
+    done
+    client=$(awk -v n="$n" '{printf "%d", ($1 + $2) * 1000000 / n}' "$work/client.time")
+    echo "round $round [$mode] $(jq '.msgs_per_s | floor' <<<"$out") msgs/s, p50 $(jq .latency.p50_ms <<<"$out") ms;" \
+      "CPU us/msg: nodes$nodes, client $client"
+  done
+done
