@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/wire"
@@ -48,6 +49,10 @@ type conn struct {
 	batch []*pendingWrite // under wsem: the frames of the current flush
 	qmu   sync.Mutex      // guards queue and pendingWrite.queued
 	queue []*pendingWrite // frames waiting for a flusher, in wire order
+
+	// inflight counts the round trips under way, readable without mu: a
+	// flusher yields first only when others may be about to queue.
+	inflight atomic.Int32
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -261,6 +266,8 @@ func (c *conn) forget(id uint64) bool {
 // frame limit (ErrMessageTooLarge) is returned as is (nothing was sent, and
 // sending it again would fail the same way).
 func (c *conn) roundTrip(ctx context.Context, op wire.Op, body any) (wire.Response, error) {
+	c.inflight.Add(1)
+	defer c.inflight.Add(-1)
 	req, err := wire.NewRequest(0, op, body)
 	if err != nil {
 		return wire.Response{}, err
@@ -356,10 +363,14 @@ func (c *conn) await(w *pendingWrite) error {
 		case <-w.done:
 			return w.err
 		case c.wsem <- struct{}{}:
-			// Yield once before flushing: the callers answered by one
-			// response burst wake one after another, and without it each
-			// would find nobody queued behind it and write alone.
-			runtime.Gosched()
+			// Yield once before flushing when other round trips are
+			// under way: the callers answered by one response burst wake
+			// one after another, and without it each would find nobody
+			// queued behind it and write alone. A lone caller (one
+			// synchronous sender) writes at once.
+			if c.inflight.Load() > 1 {
+				runtime.Gosched()
+			}
 			c.flush(w)
 			<-c.wsem
 			return w.err

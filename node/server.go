@@ -243,6 +243,11 @@ type serverConn struct {
 	inflight int
 	waiting  bool // the reader waits for the first byte of a frame
 
+	// busy counts the requests in flight as atomically readable (inflight
+	// needs mu): an answer yields before flushing only when others may
+	// follow it.
+	busy atomic.Int32
+
 	wmu     sync.Mutex    // serializes response writes (one write deadline each)
 	bw      *bufio.Writer // buffers responses; under wmu
 	writers atomic.Int32  // responses waiting for or holding wmu
@@ -326,6 +331,7 @@ func (c *serverConn) frameBuffered() bool { return wire.FrameBuffered(c.br) }
 
 // started counts a request in flight.
 func (c *serverConn) started() {
+	c.busy.Add(1)
 	c.mu.Lock()
 	c.inflight++
 	c.mu.Unlock()
@@ -334,6 +340,7 @@ func (c *serverConn) started() {
 // finished counts a request answered; the last one in flight arms the
 // idle deadline if the reader is waiting.
 func (c *serverConn) finished() {
+	c.busy.Add(-1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inflight--
@@ -346,10 +353,11 @@ func (c *serverConn) finished() {
 // read its answers is disconnected when it passes. Frames go through a
 // buffer that the last of the writers queued on wmu flushes, so answers
 // finished together leave in one write. Before flushing, that last writer
-// yields once: the answers of one merged proposal wake their handlers one
-// after the other, and without the yield each would find no writer queued
-// behind it and flush alone (one TLS record and one write syscall per
-// answer under pipelined load).
+// yields once when other requests of the connection are in flight: the
+// answers of one merged proposal wake their handlers one after the other,
+// and without the yield each would find no writer queued behind it and
+// flush alone (one TLS record and one write syscall per answer under
+// pipelined load).
 func (c *serverConn) write(v any) {
 	c.writers.Add(1)
 	c.wmu.Lock()
@@ -364,9 +372,14 @@ func (c *serverConn) write(v any) {
 	if !last {
 		return // a writer queued behind this one flushes
 	}
-	runtime.Gosched()
-	if c.writers.Load() != 0 {
-		return // one came meanwhile: the last of those flushes
+	if c.busy.Load() > 1 {
+		// Other requests of this connection are in flight: give their
+		// handlers a chance to queue their answers behind this one. A
+		// lone request (a synchronous client) flushes at once.
+		runtime.Gosched()
+		if c.writers.Load() != 0 {
+			return // one came meanwhile: the last of those flushes
+		}
 	}
 	c.wmu.Lock()
 	if c.bw.Buffered() > 0 {
