@@ -172,9 +172,11 @@ func (c *Cluster) Dial(opts ...client.Option) *client.Client {
 	return cl
 }
 
-// CreateQueue creates a queue with the given settings and returns it,
-// failing the test if that does not succeed within StartTimeout
-// (transient errors while partitions elect leaders are retried).
+// CreateQueue creates a queue with the given settings and returns it once
+// every node's catalog lists it (so that any node the queue's first
+// request reaches knows it), failing the test if that does not happen
+// within StartTimeout (transient errors while partitions elect leaders are
+// retried).
 func (c *Cluster) CreateQueue(name string, settings ...client.QueueSetting) *client.Queue {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
@@ -189,7 +191,45 @@ func (c *Cluster) CreateQueue(name string, settings ...client.QueueSetting) *cli
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if err := c.waitListed(name, time.Now().Add(StartTimeout)); err != nil {
+		c.t.Fatalf("ferrytest: create queue %s: %v", name, err)
+	}
 	return c.client.Queue(name)
+}
+
+// waitListed polls every node's /v1/queues until all list the queue, or
+// deadline passes.
+func (c *Cluster) waitListed(name string, deadline time.Time) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for _, n := range c.nodes {
+		for {
+			listed, err := lists(hc, n.HTTPAddr(), name)
+			if listed {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("node %s does not list the queue (last error: %v)", n.ID(), err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// lists reports whether the node at httpAddr lists the queue.
+func lists(hc *http.Client, httpAddr, name string) (bool, error) {
+	var qs []struct {
+		Name string `json:"name"`
+	}
+	if err := getJSON(hc, "http://"+httpAddr+"/v1/queues", &qs); err != nil {
+		return false, err
+	}
+	for _, q := range qs {
+		if q.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // waitFormed polls every node's /v1/cluster until all name the same meta
