@@ -50,17 +50,14 @@ func (n *Node) handleReject(ctx context.Context, r *wire.RejectRequest) (*wire.R
 	return &wire.RejectResponse{Results: res}, err
 }
 
-// handleDeadList reads dead letters from the partition leader's state.
+// handleDeadList reads dead letters from the partition leader's state,
+// once it holds every write confirmed before (ReadBarrier).
 func (n *Node) handleDeadList(ctx context.Context, queue string, index int, f wire.DeadFilter, bodies bool) (*wire.DeadListResponse, error) {
 	p, _, err := n.leaderOf(ctx, queue, index)
 	if err != nil {
 		return nil, err
 	}
-	list := p.ListDead
-	if bodies {
-		list = p.PeekDead
-	}
-	letters, err := list(deadFilterOf(f))
+	letters, err := p.LeaderDead(ctx, deadFilterOf(f), bodies)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +116,7 @@ func (n *Node) handlePeek(ctx context.Context, r *wire.PeekRequest) (*wire.PeekR
 	if budget == 0 {
 		budget = wire.PeekBytesMax
 	}
-	res, err := p.Peek(fsm.PeekFilter{Max: r.Max, MaxBytes: budget, AfterSeq: r.AfterSeq})
+	res, err := p.Peek(ctx, fsm.PeekFilter{Max: r.Max, MaxBytes: budget, AfterSeq: r.AfterSeq})
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +128,8 @@ func (n *Node) handlePeek(ctx context.Context, r *wire.PeekRequest) (*wire.PeekR
 	return out, nil
 }
 
-// handleStats reports each requested partition from its local leader; a
+// handleStats reports each requested partition from its local leader, once
+// the leader's state holds every write confirmed before (ReadBarrier); a
 // partition led elsewhere carries a not-leader code and the leader's
 // address in Error, so the client can ask there.
 func (n *Node) handleStats(ctx context.Context, r *wire.QueueStatsRequest) (*wire.QueueStatsResponse, error) {
@@ -147,13 +145,17 @@ func (n *Node) handleStats(ctx context.Context, r *wire.QueueStatsRequest) (*wir
 	}
 	out := &wire.QueueStatsResponse{Queue: q.Name}
 	for _, i := range indexes {
+		var st fsm.Stats
 		p, _, err := n.leaderOf(ctx, r.Queue, i)
+		if err == nil {
+			st, err = p.LeaderStats(ctx)
+		}
 		if err != nil {
 			we := n.wireError(err)
 			out.Partitions = append(out.Partitions, wire.PartitionStats{Partition: i, Code: we.Code, Error: we.Message})
 			continue
 		}
-		out.Partitions = append(out.Partitions, statsOf(i, p.Stats(), p.Status()))
+		out.Partitions = append(out.Partitions, statsOf(i, st, p.Status()))
 	}
 	return out, nil
 }

@@ -53,7 +53,11 @@ type Partition struct {
 	clockGap  clockGap
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
 	acks      *batcher[fsm.Receipt, error]
-	closing   chan struct{}
+	reads     readGate // see ReadBarrier
+	// beforeApply, when set (by tests only), runs on raft's FSM goroutine
+	// before each batch of entries is applied.
+	beforeApply atomic.Pointer[func()]
+	closing     chan struct{}
 	// raftDown is closed once raft has shut down (see waitApplied).
 	raftDown  chan struct{}
 	closeOnce sync.Once

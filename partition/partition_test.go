@@ -226,14 +226,14 @@ func TestPartition_PeekServesOnlyOnTheLeaderAndLeasesNothing(t *testing.T) {
 	l := c.leader()
 	p := c.reps[l]
 	send(t, p, "a", 3)
-	r, err := p.Peek(fsm.PeekFilter{Max: 10})
+	r, err := p.Peek(ctxT(t), fsm.PeekFilter{Max: 10})
 	if err != nil || len(r.Messages) != 3 {
 		t.Fatalf("peek: %v, %d messages", err, len(r.Messages))
 	}
 	if st := p.Stats(); st.InFlight != 0 || st.Ready != 3 {
 		t.Fatalf("after peek: %d in flight, %d ready", st.InFlight, st.Ready)
 	}
-	if _, err := c.reps[(l+1)%3].Peek(fsm.PeekFilter{Max: 10}); !errors.Is(err, ErrNotLeader) {
+	if _, err := c.reps[(l+1)%3].Peek(ctxT(t), fsm.PeekFilter{Max: 10}); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("follower peek: %v, want ErrNotLeader", err)
 	}
 }

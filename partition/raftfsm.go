@@ -26,6 +26,9 @@ func (r *raftFSM) Apply(l *raft.Log) any {
 // fsm.Result each; configuration entries yield nil.
 func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	p := (*Partition)(r)
+	if hook := p.beforeApply.Load(); hook != nil {
+		(*hook)()
+	}
 	out := make([]any, len(logs))
 	p.mu.Lock()
 	// Only the leader's results reach clients: a leader that steps down

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"errors"
 
 	"github.com/ferrymq/ferry/fsm"
@@ -58,11 +59,33 @@ func (p *Partition) RaftStats() map[string]string { return p.raft.Stats() }
 func (p *Partition) IsLeader() bool { return p.raft.State() == raft.Leader }
 
 // Stats returns the FSM's stats as this replica has applied them. Served by
-// any replica; only the leader's are current.
+// any replica; only the leader's are current, and only after ReadBarrier.
 func (p *Partition) Stats() fsm.Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fsm.Stats()
+}
+
+// LeaderStats returns the FSM's stats from the leader, once its state holds
+// every write confirmed to a client before the call (ReadBarrier).
+func (p *Partition) LeaderStats(ctx context.Context) (fsm.Stats, error) {
+	if err := p.ReadBarrier(ctx); err != nil {
+		return fsm.Stats{}, err
+	}
+	return p.Stats(), nil
+}
+
+// LeaderDead lists dead letters from the leader, with their headers and
+// bodies when bodies is set, once its state holds every write confirmed to
+// a client before the call (ReadBarrier).
+func (p *Partition) LeaderDead(ctx context.Context, f fsm.DeadFilter, bodies bool) ([]fsm.DeadLetter, error) {
+	if err := p.ReadBarrier(ctx); err != nil {
+		return nil, err
+	}
+	if bodies {
+		return p.PeekDead(f)
+	}
+	return p.ListDead(f)
 }
 
 // Digest returns the FSM's state digest and the raft index it was taken at,
@@ -88,11 +111,12 @@ func (p *Partition) PeekDead(f fsm.DeadFilter) ([]fsm.DeadLetter, error) {
 }
 
 // Peek returns ready messages with their bodies, oldest first, without
-// leasing them. It serves only on the leader, and first confirms with a
+// leasing them. It serves only on the leader, once its state holds every
+// entry committed before its term (ReadBarrier), and first confirms with a
 // quorum that this replica still leads (a heartbeat round), so a deposed
 // leader cannot answer from stale state.
-func (p *Partition) Peek(f fsm.PeekFilter) (fsm.PeekResult, error) {
-	if err := p.checkLeader(); err != nil {
+func (p *Partition) Peek(ctx context.Context, f fsm.PeekFilter) (fsm.PeekResult, error) {
+	if err := p.ReadBarrier(ctx); err != nil {
 		return fsm.PeekResult{}, err
 	}
 	if err := p.raft.VerifyLeader().Error(); err != nil {

@@ -209,14 +209,30 @@ func receiveNone(t *testing.T, q *client.Queue, wait time.Duration) {
 // could not report.
 func stats(t *testing.T, cl *client.Client, queue string) client.PartitionStats {
 	t.Helper()
-	st, err := cl.QueueStats(opContext(t), queue)
-	if err != nil {
-		t.Fatalf("stats of %s: %v", queue, err)
-	}
-	for _, p := range st.Partitions {
-		if err := p.Err(); err != nil {
-			t.Fatalf("stats of %s partition %d: %v", queue, p.Partition, err)
+	return completeStats(t, opContext(t), cl, queue).Total()
+}
+
+// completeStats asks for a queue's stats until every partition's figures
+// are in (a partition between leaders answers with an error code for a
+// moment), and fails the test when ctx ends first.
+func completeStats(t *testing.T, ctx context.Context, cl *client.Client, queue string) client.Stats {
+	t.Helper()
+	for {
+		st, err := cl.QueueStats(ctx, queue)
+		if err == nil {
+			for _, p := range st.Partitions {
+				if err = p.Err(); err != nil {
+					err = fmt.Errorf("partition %d: %w", p.Partition, err)
+					break
+				}
+			}
 		}
+		if err == nil {
+			return st
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("stats of %s: %v", queue, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return st.Total()
 }
