@@ -18,6 +18,17 @@ const (
 	// zero: how long an accepted connection may take to send its header.
 	DefaultHandshakeTimeout = 5 * time.Second
 
+	// DefaultMaxDialing is used when MuxConfig.MaxDialing is zero: the
+	// outgoing connections a node sets up at once, over all its groups.
+	DefaultMaxDialing = 32
+
+	// DefaultMaxHandshakes and DefaultMaxHandshakesPerIP are used when
+	// MuxConfig.MaxHandshakes and MaxHandshakesPerIP are zero: accepted
+	// connections in handshake at once, in all and from one IP. A peer
+	// node sets up at most its MaxDialing connections at once.
+	DefaultMaxHandshakes      = 512
+	DefaultMaxHandshakesPerIP = 128
+
 	// DefaultMaxPool is used when TransportConfig.MaxPool is zero or
 	// negative: idle outgoing connections kept per peer and group.
 	DefaultMaxPool = 3
@@ -47,6 +58,26 @@ type MuxConfig struct {
 	// DefaultHandshakeTimeout; negative is invalid.
 	HandshakeTimeout time.Duration
 
+	// MaxDialing bounds the outgoing connections this node's groups set
+	// up at once (TCP connect, TLS handshake and header); a dial waits for
+	// a slot within its timeout. When hundreds of groups start together
+	// each dials its peers, and without a bound the handshakes share the
+	// CPU until they time out and are dialed again, so connections and
+	// file descriptors pile up. Zero means DefaultMaxDialing; negative is
+	// invalid.
+	MaxDialing int
+
+	// MaxHandshakes and MaxHandshakesPerIP bound the accepted connections
+	// whose TLS handshake and header are not done yet, in all and from one
+	// remote IP; a connection beyond either is closed at once (counted in
+	// Stats.Busy), so that peers without a certificate cannot hold more
+	// goroutines and file descriptors than that. MaxHandshakesPerIP should
+	// exceed the peers' MaxDialing times the nodes sharing an IP. Zero
+	// means DefaultMaxHandshakes and DefaultMaxHandshakesPerIP; negative
+	// is invalid.
+	MaxHandshakes      int
+	MaxHandshakesPerIP int
+
 	// ServerTLS and ClientTLS, when set, wrap every connection in TLS:
 	// accepted connections complete a TLS handshake with ServerTLS before
 	// their header is read, dialed ones with ClientTLS before it is
@@ -66,8 +97,11 @@ type MuxConfig struct {
 // bindAddr, with every default written out.
 func DefaultMuxConfig(bindAddr string) MuxConfig {
 	return MuxConfig{
-		BindAddr:         bindAddr,
-		HandshakeTimeout: DefaultHandshakeTimeout,
+		BindAddr:           bindAddr,
+		HandshakeTimeout:   DefaultHandshakeTimeout,
+		MaxDialing:         DefaultMaxDialing,
+		MaxHandshakes:      DefaultMaxHandshakes,
+		MaxHandshakesPerIP: DefaultMaxHandshakesPerIP,
 	}
 }
 
@@ -75,6 +109,15 @@ func DefaultMuxConfig(bindAddr string) MuxConfig {
 func (c MuxConfig) withDefaults() MuxConfig {
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.MaxDialing == 0 {
+		c.MaxDialing = DefaultMaxDialing
+	}
+	if c.MaxHandshakes == 0 {
+		c.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if c.MaxHandshakesPerIP == 0 {
+		c.MaxHandshakesPerIP = DefaultMaxHandshakesPerIP
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -111,6 +154,14 @@ func (c MuxConfig) Validate() error {
 	}
 	if c.ServerTLS != nil && c.ServerTLS.ClientAuth != tls.RequireAndVerifyClientCert {
 		return fmt.Errorf("%w: MuxConfig.ServerTLS.ClientAuth must be tls.RequireAndVerifyClientCert (mutual TLS)", ErrInvalidConfig)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxDialing", c.MaxDialing}, {"MaxHandshakes", c.MaxHandshakes}, {"MaxHandshakesPerIP", c.MaxHandshakesPerIP}} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: MuxConfig.%s = %d: must not be negative", ErrInvalidConfig, f.name, f.v)
+		}
 	}
 	if c.HandshakeTimeout < 0 {
 		return fmt.Errorf("%w: MuxConfig.HandshakeTimeout = %v: must not be negative", ErrInvalidConfig, c.HandshakeTimeout)

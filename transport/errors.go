@@ -30,6 +30,10 @@ var (
 	// after the StreamLayer (or its Mux) was closed. It wraps net.ErrClosed.
 	ErrGroupClosed = fmt.Errorf("transport: group listener closed: %w", net.ErrClosed)
 
+	// ErrDialBusy is returned by StreamLayer.Dial when no slot to set up
+	// a connection (MuxConfig.MaxDialing) freed within the dial timeout.
+	ErrDialBusy = errors.New("transport: too many connections being set up")
+
 	// ErrBadHeader describes an accepted connection whose header was
 	// malformed, of an unknown version, or did not arrive within
 	// MuxConfig.HandshakeTimeout. Such connections are closed and logged at

@@ -35,6 +35,9 @@ type Mux struct {
 	log       *slog.Logger
 	done      chan struct{} // closed by Close
 	wg        sync.WaitGroup
+	// dialing holds a slot per outgoing connection being set up (TCP
+	// connect, TLS handshake, header): at most MuxConfig.MaxDialing.
+	dialing chan struct{}
 
 	// mu guards everything below, and the registration and connection
 	// sets of every StreamLayer of this Mux.
@@ -42,7 +45,12 @@ type Mux struct {
 	closed      bool
 	groups      map[string]*StreamLayer
 	pending     map[net.Conn]struct{} // accepted, header not read yet
+	pendingIP   map[string]int        // pending connections per remote IP
+	maxPending  int                   // MuxConfig.MaxHandshakes
+	maxPerIP    int                   // MuxConfig.MaxHandshakesPerIP
 	rejected    uint64
+	busy        uint64
+	busyLogAt   time.Time
 	tlsRefused  uint64
 	tlsLoggedAt time.Time
 }
@@ -63,6 +71,10 @@ type Stats struct {
 	// Rejected counts, since NewMux, accepted connections closed because
 	// of a failed TLS handshake, a bad or late header or an unknown group.
 	Rejected uint64
+	// Busy counts, since NewMux, accepted connections closed at once
+	// because MuxConfig.MaxHandshakes or MaxHandshakesPerIP connections
+	// were in handshake already. They are part of Rejected.
+	Busy uint64
 	// TLSRefused counts, since NewMux, accepted connections closed because
 	// their TLS handshake failed (no certificate, one not signed by the
 	// cluster CA, not TLS at all, or too slow). They are part of Rejected.
@@ -91,16 +103,20 @@ func NewMux(cfg MuxConfig) (*Mux, error) {
 		dialIP = advertise.IP
 	}
 	m := &Mux{
-		ln:        ln,
-		advertise: advertise,
-		dialIP:    dialIP,
-		handshake: cfg.HandshakeTimeout,
-		serverTLS: cfg.ServerTLS,
-		clientTLS: cfg.ClientTLS,
-		log:       cfg.Logger.With("component", "transport", "addr", advertise.String()),
-		done:      make(chan struct{}),
-		groups:    make(map[string]*StreamLayer),
-		pending:   make(map[net.Conn]struct{}),
+		ln:         ln,
+		advertise:  advertise,
+		dialIP:     dialIP,
+		handshake:  cfg.HandshakeTimeout,
+		serverTLS:  cfg.ServerTLS,
+		clientTLS:  cfg.ClientTLS,
+		log:        cfg.Logger.With("component", "transport", "addr", advertise.String()),
+		done:       make(chan struct{}),
+		dialing:    make(chan struct{}, cfg.MaxDialing),
+		groups:     make(map[string]*StreamLayer),
+		pending:    make(map[net.Conn]struct{}),
+		pendingIP:  make(map[string]int),
+		maxPending: cfg.MaxHandshakes,
+		maxPerIP:   cfg.MaxHandshakesPerIP,
 	}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -147,7 +163,7 @@ func (m *Mux) Group(id string) (*StreamLayer, error) {
 func (m *Mux) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s := Stats{Groups: len(m.groups), Handshaking: len(m.pending), Rejected: m.rejected, TLSRefused: m.tlsRefused}
+	s := Stats{Groups: len(m.groups), Handshaking: len(m.pending), Rejected: m.rejected, TLSRefused: m.tlsRefused, Busy: m.busy}
 	for _, l := range m.groups {
 		for c := range l.conns {
 			if c.dialed {
@@ -215,17 +231,64 @@ func (m *Mux) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		m.mu.Lock()
-		if m.closed {
-			m.mu.Unlock()
-			_ = conn.Close()
-			return
+		if !m.admit(conn) {
+			continue
 		}
-		m.pending[conn] = struct{}{}
-		m.wg.Add(1)
-		m.mu.Unlock()
 		go m.serveHandshake(conn)
 	}
+}
+
+// admit registers an accepted connection as pending (and adds to m.wg for
+// its handshake goroutine), or closes it when the Mux is closed or already
+// holds MaxHandshakes pending connections, or MaxHandshakesPerIP from the
+// same IP: an unauthenticated peer cannot hold more than that many
+// goroutines and descriptors through slow handshakes.
+func (m *Mux) admit(conn net.Conn) bool {
+	ip := remoteIP(conn)
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		_ = conn.Close()
+		return false
+	}
+	if len(m.pending) >= m.maxPending || m.pendingIP[ip] >= m.maxPerIP {
+		m.rejected++
+		m.busy++
+		n, warn := m.busy, time.Since(m.busyLogAt) >= tlsRefusalLogEvery
+		if warn {
+			m.busyLogAt = time.Now()
+		}
+		total, fromIP := len(m.pending), m.pendingIP[ip]
+		m.mu.Unlock()
+		_ = conn.Close()
+		if warn {
+			m.log.Warn("raft connection refused: too many connections in handshake", "remote", ip,
+				"handshaking", total, "handshaking_from_remote", fromIP, "refused_total", n)
+		}
+		return false
+	}
+	m.pending[conn] = struct{}{}
+	m.pendingIP[ip]++
+	m.wg.Add(1)
+	m.mu.Unlock()
+	return true
+}
+
+// forget removes a connection admit registered; m.mu must be held.
+func (m *Mux) forget(conn net.Conn) {
+	delete(m.pending, conn)
+	ip := remoteIP(conn)
+	if m.pendingIP[ip]--; m.pendingIP[ip] <= 0 {
+		delete(m.pendingIP, ip)
+	}
+}
+
+// remoteIP is the IP a connection came from, as a string key.
+func remoteIP(conn net.Conn) string {
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return conn.RemoteAddr().String()
 }
 
 // serveHandshake reads conn's header under the handshake deadline and
@@ -239,7 +302,7 @@ func (m *Mux) serveHandshake(raw net.Conn) {
 	}
 
 	m.mu.Lock()
-	delete(m.pending, raw)
+	m.forget(raw)
 	if m.closed {
 		m.mu.Unlock()
 		_ = raw.Close()

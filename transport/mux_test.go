@@ -24,6 +24,9 @@ func TestTransport_ConfigValidationNamesField(t *testing.T) {
 		{"advertise unspecified", MuxConfig{BindAddr: "127.0.0.1:0", AdvertiseAddr: "0.0.0.0:7001"}, "MuxConfig.AdvertiseAddr"},
 		{"advertise port 0", MuxConfig{BindAddr: "127.0.0.1:0", AdvertiseAddr: "127.0.0.1:0"}, "MuxConfig.AdvertiseAddr"},
 		{"negative handshake", MuxConfig{BindAddr: "127.0.0.1:0", HandshakeTimeout: -time.Second}, "MuxConfig.HandshakeTimeout"},
+		{"negative dialing", MuxConfig{BindAddr: "127.0.0.1:0", MaxDialing: -1}, "MuxConfig.MaxDialing"},
+		{"negative handshakes", MuxConfig{BindAddr: "127.0.0.1:0", MaxHandshakes: -1}, "MuxConfig.MaxHandshakes"},
+		{"negative handshakes per IP", MuxConfig{BindAddr: "127.0.0.1:0", MaxHandshakesPerIP: -1}, "MuxConfig.MaxHandshakesPerIP"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

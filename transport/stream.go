@@ -97,6 +97,14 @@ func (l *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, err
 	}
 	start := time.Now()
+	release, err := l.mux.dialSlot(start, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("transport: group %q: dial %s: %w", l.id, address, err)
+	}
+	defer release()
+	if timeout > 0 {
+		timeout -= time.Since(start)
+	}
 	d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: l.mux.dialIP}}
 	raw, err := d.Dial("tcp", string(address))
 	if err != nil {
@@ -121,6 +129,31 @@ func (l *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		return nil, fmt.Errorf("transport: group %q: header to %s: %w", l.id, address, err)
 	}
 	return tc, nil
+}
+
+// dialSlot waits for one of the Mux's MaxDialing slots, until timeout
+// after start (no limit when timeout is zero), and returns its release.
+func (m *Mux) dialSlot(start time.Time, timeout time.Duration) (release func(), err error) {
+	release = func() { <-m.dialing }
+	select {
+	case m.dialing <- struct{}{}:
+		return release, nil
+	default:
+	}
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout - time.Since(start))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case m.dialing <- struct{}{}:
+		return release, nil
+	case <-expired:
+		return nil, fmt.Errorf("%w: %d connections of this node were being set up for %v", ErrDialBusy, cap(m.dialing), timeout)
+	case <-m.done:
+		return nil, ErrMuxClosed
+	}
 }
 
 // clientHandshake completes the TLS handshake of a dialed connection

@@ -184,11 +184,19 @@ func (m *Material) PeerClient() *tls.Config {
 	// The chain is verified below against the CA, without a host name:
 	// peers are identified by the cluster CA, not by address.
 	c.InsecureSkipVerify = true
+	// Every raft group dials its own connections to each peer: resuming
+	// a TLS session skips the certificate signatures of a full handshake
+	// (VerifyConnection still checks the peer's chain). Sessions are
+	// keyed by peer address; 256 covers any cluster's peers.
+	c.ClientSessionCache = tls.NewLRUClientSessionCache(peerSessionCacheSize)
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
 		return verifyPeer(m.CAs, cs.PeerCertificates)
 	}
 	return c
 }
+
+// peerSessionCacheSize bounds the TLS sessions kept for raft dials.
+const peerSessionCacheSize = 256
 
 // verifyPeer checks that chain[0] is a node certificate signed by the CA.
 func verifyPeer(roots *x509.CertPool, chain []*x509.Certificate) error {

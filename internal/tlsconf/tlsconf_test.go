@@ -127,3 +127,53 @@ func TestFromPEM_RefusesACertificateOfAnotherCA(t *testing.T) {
 		t.Fatalf("err %v, want ErrInvalid", err)
 	}
 }
+
+// Raft dials resume their TLS session with a peer they have talked to, and
+// both ends still know (and checked) each other's node certificate.
+func TestPeer_RaftDialsResumeSessions(t *testing.T) {
+	ca, _ := devpki.NewCA("cluster")
+	server, client := material(t, ca, "n1").PeerServer(), material(t, ca, "n2").PeerClient()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan tls.ConnectionState, 2)
+	go func() {
+		for range 2 {
+			b, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.SetDeadline(time.Now().Add(5 * time.Second))
+			s := tls.Server(b, server)
+			if _, err := s.Read(make([]byte, 1)); err == nil {
+				_, _ = s.Write([]byte{1})
+			}
+			served <- s.ConnectionState()
+			b.Close()
+		}
+	}()
+	for i := range 2 {
+		a, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetDeadline(time.Now().Add(5 * time.Second))
+		c := tls.Client(a, client)
+		if _, err := c.Write([]byte{1}); err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		if _, err := c.Read(make([]byte, 1)); err != nil { // takes the session ticket
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		cs, ss := c.ConnectionState(), <-served
+		a.Close()
+		if cs.DidResume != (i == 1) || ss.DidResume != (i == 1) {
+			t.Fatalf("dial %d: resumed %v (server %v), want %v", i, cs.DidResume, ss.DidResume, i == 1)
+		}
+		if len(cs.PeerCertificates) == 0 || len(ss.PeerCertificates) == 0 {
+			t.Fatalf("dial %d: peer certificates unknown (client %d, server %d)", i, len(cs.PeerCertificates), len(ss.PeerCertificates))
+		}
+	}
+}
