@@ -32,6 +32,9 @@ type batchSpec[R any] struct {
 	// nil. amb tells whether an earlier attempt carrying the item may have
 	// taken effect.
 	done func(i int, r R, err error, amb bool)
+	// stopped, when set, says why item i must not be sent again (its
+	// caller gave up), or nil.
+	stopped func(i int) error
 }
 
 // runBatch sends the items at idx until each has a final outcome: items
@@ -88,8 +91,14 @@ func runBatch[R any](ctx context.Context, c *Client, s batchSpec[R], idx []int) 
 				markAmbiguous(i)
 				fallthrough
 			case wire.CodeNotLeader, wire.CodeUnavailable:
-				again = append(again, i)
 				last = &wire.Error{Code: code}
+				if s.stopped != nil {
+					if err := s.stopped(i); err != nil {
+						s.done(i, zero, gaveUp(err, last), amb[i])
+						continue
+					}
+				}
+				again = append(again, i)
 			default:
 				s.done(i, rs[k], nil, amb[i])
 			}

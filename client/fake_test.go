@@ -52,6 +52,7 @@ type fault struct {
 	dropAfter bool            // apply, then close the connection without answering
 	codeAfter wire.Code       // apply, then answer with this code
 	hold      <-chan struct{} // apply, then wait for this before answering
+	wait      <-chan struct{} // wait for this before anything else
 	msg       string          // the error text of code (default "injected")
 	itemCode  wire.Code       // answer every item of a send or ack (or a receive's acks) with this code (and msg)
 }
@@ -235,6 +236,13 @@ func (n *fakeNode) handle(c *fakeConn, req wire.Request) {
 		f = fc.hook(n.idx, req.Op, body)
 	}
 	fc.mu.Unlock()
+	if f.wait != nil {
+		select {
+		case <-f.wait:
+		case <-c.closed:
+			return
+		}
+	}
 	switch {
 	case f.code != wire.CodeOK:
 		msg := f.msg

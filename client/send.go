@@ -18,9 +18,10 @@ type Queue struct {
 	rr   atomic.Uint64 // rotates the partition receives start with
 
 	mu       sync.Mutex
-	buf      []bufferedLease // leases received but not yet returned (see Receive)
-	bufReady chan struct{}   // closed when leases are buffered; nil until asked for
-	bufTimer *time.Timer     // releases buffered leases nobody took in time
+	buf      []bufferedLease   // leases received but not yet returned (see Receive)
+	bufReady chan struct{}     // closed when leases are buffered; nil until asked for
+	bufTimer *time.Timer       // releases buffered leases nobody took in time
+	lanes    map[int]*sendLane // by partition: concurrent sends merged (see sendLane)
 }
 
 // Name returns the queue's name.
@@ -72,6 +73,11 @@ type SendResult struct {
 // max_message_bytes, or over the protocol's frame limit, which the client
 // checks before sending), ErrInvalidArgument, ErrQueueNotFound.
 //
+// Sends from many goroutines share requests: while two requests to a
+// partition are out, further sends to it wait and then leave together,
+// so concurrent callers cost one request and one raft round between
+// them; a lone send leaves at once.
+//
 //	res, err := c.Queue("orders").Send(ctx, client.Message{
 //		Group: order.CustomerID,
 //		Body:  payload,
@@ -94,7 +100,8 @@ func (q *Queue) Send(ctx context.Context, m Message) (SendResult, error) {
 // SendBatch enqueues several messages. Each is routed to its partition
 // (by group when it has one, else by id) and each partition's messages go
 // to its leader in requests of up to 1000 messages and about 4 MiB, in
-// order; partitions are sent to concurrently. Ids are assigned, and
+// order; partitions are sent to concurrently. A partition's messages that
+// fit one request may share it with concurrent sends, as for Send. Ids are assigned, and
 // retries made, as for Send. A message too big for the protocol's frame
 // limit fails alone with ErrMessageTooLarge; the others are still sent.
 //
@@ -156,7 +163,12 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 	// its groups; partitions go in parallel, the last one on this
 	// goroutine (a batch for one partition starts no goroutine at all).
 	sendPart := func(p int, idx []int) {
-		for _, ch := range chunk(idx, func(i int) int { return messageWeight(wms[i]) }) {
+		chunks := chunk(idx, func(i int) int { return messageWeight(wms[i]) })
+		if len(chunks) == 1 {
+			q.sendShared(ctx, p, idx, wms, results, errs)
+			return
+		}
+		for _, ch := range chunks {
 			q.sendChunk(ctx, p, ch, wms, results, errs)
 		}
 	}
@@ -186,7 +198,17 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 // outcomes in results and errs.
 func (q *Queue) sendChunk(ctx context.Context, p int, idx []int, wms []wire.Message,
 	results []SendResult, errs []error) {
-	runBatch(ctx, q.c, batchSpec[wire.SendResult]{
+	runBatch(ctx, q.c, q.sendSpec(p, wms, func(i int, r wire.SendResult, err error, amb bool) {
+		if errs[i] = sendOutcome(r, err, amb); errs[i] == nil {
+			results[i].Seq, results[i].Duplicate = r.Seq, r.Duplicate
+		}
+	}), idx)
+}
+
+// sendSpec is the batchSpec of send requests to partition p carrying the
+// messages of wms that runBatch's indexes name.
+func (q *Queue) sendSpec(p int, wms []wire.Message, done func(i int, r wire.SendResult, err error, amb bool)) batchSpec[wire.SendResult] {
+	return batchSpec[wire.SendResult]{
 		rt: partRoute{q.c, q.name, p},
 		op: wire.OpSend,
 		build: func(idx []int) any {
@@ -202,22 +224,24 @@ func (q *Queue) sendChunk(ctx context.Context, p int, idx []int, wms []wire.Mess
 			return sr.Results, err
 		},
 		code: func(r wire.SendResult) wire.Code { return r.Code },
-		done: func(i int, r wire.SendResult, err error, amb bool) {
-			switch {
-			case err != nil && amb:
-				errs[i] = unconfirmed(err)
-			case err != nil:
-				errs[i] = err
-			default:
-				// A refusal after an ambiguous attempt is still a
-				// refusal: the server checks the dedup window first,
-				// so a stored message would have been reported as a
-				// duplicate.
-				errs[i] = r.Err()
-				results[i].Seq, results[i].Duplicate = r.Seq, r.Duplicate
-			}
-		},
-	}, idx)
+		done: done,
+	}
+}
+
+// sendOutcome is the error of one sent message: err (wrapped in
+// ErrUnconfirmed when an attempt may have stored it) or its refusal. A
+// refusal after an ambiguous attempt is still a refusal: the server checks
+// the dedup window first, so a stored message would have been reported as
+// a duplicate.
+func sendOutcome(r wire.SendResult, err error, amb bool) error {
+	switch {
+	case err != nil && amb:
+		return unconfirmed(err)
+	case err != nil:
+		return err
+	default:
+		return r.Err()
+	}
 }
 
 // maxFrameMessageBytes is the largest message (as messageWeight counts
