@@ -206,7 +206,7 @@ func (p *Partition) ReceiveAck(ctx context.Context, receipts []fsm.Receipt, rc f
 // the replica's loops after shutting raft down, would wait for it forever.
 // In that case the goroutine waiting on f is left behind, blocked for
 // good; it holds nothing else.
-func (p *Partition) waitApplied(f raft.ApplyFuture) error {
+func (p *Partition) waitApplied(f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {

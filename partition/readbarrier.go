@@ -64,9 +64,9 @@ func (p *Partition) ReadBarrier(ctx context.Context) error {
 
 // runReadBarrier appends the barrier of one leader term and records the
 // outcome. It ends within ApplyTimeout plus the barrier's commit and apply,
-// and at once when raft shuts down (raft fails pending futures then).
+// or once raft has shut down (see waitApplied).
 func (p *Partition) runReadBarrier(term uint64, done chan struct{}) {
-	err := p.raft.Barrier(p.cfg.ApplyTimeout).Error()
+	err := p.waitApplied(p.raft.Barrier(p.cfg.ApplyTimeout))
 	g := &p.reads
 	g.mu.Lock()
 	defer g.mu.Unlock()
