@@ -97,6 +97,14 @@ type Config struct {
 	// DefaultMaxConnsPerIP).
 	MaxConns      int
 	MaxConnsPerIP int
+	// MaxHTTPConns bounds the HTTP admin port's open connections, and
+	// MaxHTTPConnsPerIP those from one IP address; a connection over
+	// either is closed as soon as it is accepted (counted in
+	// ferry_http_connections_refused_total), so that a flood of idle
+	// connections cannot take the file descriptors the node's other ports
+	// need. Zero takes DefaultMaxHTTPConns and DefaultMaxHTTPConnsPerIP.
+	MaxHTTPConns      int
+	MaxHTTPConnsPerIP int
 	// IdleTimeout closes a client connection that has no request in flight
 	// and sends none for this long (a long-poll receive is a request in
 	// flight, so it is never cut). Zero takes DefaultIdleTimeout.
@@ -160,6 +168,10 @@ const (
 	DefaultMaxConns = 10000
 	// DefaultMaxConnsPerIP is the default Config.MaxConnsPerIP.
 	DefaultMaxConnsPerIP = 1000
+	// DefaultMaxHTTPConns is the default Config.MaxHTTPConns.
+	DefaultMaxHTTPConns = 256
+	// DefaultMaxHTTPConnsPerIP is the default Config.MaxHTTPConnsPerIP.
+	DefaultMaxHTTPConnsPerIP = 64
 	// DefaultIdleTimeout is the default Config.IdleTimeout.
 	DefaultIdleTimeout = 5 * time.Minute
 	// DefaultFrameTimeout is the default Config.FrameTimeout.
@@ -173,6 +185,12 @@ func (c Config) withConnDefaults() Config {
 	}
 	if c.MaxConnsPerIP == 0 {
 		c.MaxConnsPerIP = min(DefaultMaxConnsPerIP, c.MaxConns)
+	}
+	if c.MaxHTTPConns == 0 {
+		c.MaxHTTPConns = DefaultMaxHTTPConns
+	}
+	if c.MaxHTTPConnsPerIP == 0 {
+		c.MaxHTTPConnsPerIP = min(DefaultMaxHTTPConnsPerIP, c.MaxHTTPConns)
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
@@ -210,6 +228,7 @@ func DefaultConfig(id, dir, ip string, offset int) Config {
 		ProposalGatherWait:      partition.DefaultGatherWait,
 		ProposalOverlapItemsMin: partition.DefaultOverlapItemsMin,
 		MaxConns:                DefaultMaxConns, MaxConnsPerIP: DefaultMaxConnsPerIP,
+		MaxHTTPConns: DefaultMaxHTTPConns, MaxHTTPConnsPerIP: DefaultMaxHTTPConnsPerIP,
 		IdleTimeout: DefaultIdleTimeout, FrameTimeout: DefaultFrameTimeout,
 	}
 }
@@ -316,6 +335,12 @@ func (c Config) validateConnLimits(bad func(field string, v any, rule string) er
 		return bad("MaxConnsPerIP", c.MaxConnsPerIP, "must be positive (0 = default)")
 	case d.MaxConnsPerIP > d.MaxConns:
 		return bad("MaxConnsPerIP", c.MaxConnsPerIP, fmt.Sprintf("must not exceed MaxConns (%d)", d.MaxConns))
+	case c.MaxHTTPConns < 0:
+		return bad("MaxHTTPConns", c.MaxHTTPConns, "must be positive (0 = default)")
+	case c.MaxHTTPConnsPerIP < 0:
+		return bad("MaxHTTPConnsPerIP", c.MaxHTTPConnsPerIP, "must be positive (0 = default)")
+	case d.MaxHTTPConnsPerIP > d.MaxHTTPConns:
+		return bad("MaxHTTPConnsPerIP", c.MaxHTTPConnsPerIP, fmt.Sprintf("must not exceed MaxHTTPConns (%d)", d.MaxHTTPConns))
 	case c.IdleTimeout < 0 || (c.IdleTimeout > 0 && c.IdleTimeout < 100*time.Millisecond):
 		return bad("IdleTimeout", c.IdleTimeout, "must be at least 100ms (0 = default)")
 	case c.FrameTimeout < 0 || (c.FrameTimeout > 0 && c.FrameTimeout < 100*time.Millisecond):

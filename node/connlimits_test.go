@@ -374,10 +374,12 @@ func TestClientServer_AcceptErrorsBackOffAndRecover(t *testing.T) {
 
 func TestConfig_ValidateNamesBadConnectionLimits(t *testing.T) {
 	for field, mutate := range map[string]func(*Config){
-		"MaxConns":      func(c *Config) { c.MaxConns = -1 },
-		"MaxConnsPerIP": func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 10, 11 },
-		"IdleTimeout":   func(c *Config) { c.IdleTimeout = time.Millisecond },
-		"FrameTimeout":  func(c *Config) { c.FrameTimeout = -time.Second },
+		"MaxConns":          func(c *Config) { c.MaxConns = -1 },
+		"MaxConnsPerIP":     func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 10, 11 },
+		"IdleTimeout":       func(c *Config) { c.IdleTimeout = time.Millisecond },
+		"FrameTimeout":      func(c *Config) { c.FrameTimeout = -time.Second },
+		"MaxHTTPConns":      func(c *Config) { c.MaxHTTPConns = -1 },
+		"MaxHTTPConnsPerIP": func(c *Config) { c.MaxHTTPConns, c.MaxHTTPConnsPerIP = 10, 11 },
 	} {
 		cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
 		cfg.Insecure = true
@@ -390,11 +392,13 @@ func TestConfig_ValidateNamesBadConnectionLimits(t *testing.T) {
 	cfg := DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
 	cfg.Insecure = true
 	cfg.MaxConns, cfg.MaxConnsPerIP, cfg.IdleTimeout, cfg.FrameTimeout = 0, 0, 0, 0
+	cfg.MaxHTTPConns, cfg.MaxHTTPConnsPerIP = 0, 0
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("zero limits (defaults): %v", err)
 	}
 	if d := cfg.withDefaults(); d.MaxConns != DefaultMaxConns || d.MaxConnsPerIP != DefaultMaxConnsPerIP ||
-		d.IdleTimeout != DefaultIdleTimeout || d.FrameTimeout != DefaultFrameTimeout {
+		d.IdleTimeout != DefaultIdleTimeout || d.FrameTimeout != DefaultFrameTimeout ||
+		d.MaxHTTPConns != DefaultMaxHTTPConns || d.MaxHTTPConnsPerIP != DefaultMaxHTTPConnsPerIP {
 		t.Fatalf("defaults not applied: %+v", d)
 	}
 }

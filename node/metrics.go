@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/ferrymq/ferry/transport"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -67,7 +68,20 @@ func newMetrics(n *Node) *metrics {
 		}
 		return float64(n.clients.count())
 	})
-	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open)
+	httpOpen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ferry_http_connections", Help: "HTTP admin connections open now.",
+	}, func() float64 {
+		open, _ := n.httpConns.counts()
+		return float64(open)
+	})
+	httpRefused := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ferry_http_connections_refused_total", Help: "HTTP admin connections closed at once at the node or per-address limit.",
+	}, func() float64 {
+		_, refused := n.httpConns.counts()
+		return float64(refused)
+	})
+	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open, httpOpen, httpRefused)
+	m.registry.MustRegister(raftConnCollectors(n)...)
 	m.registry.MustRegister(processRaftSink(), groupCollector{n})
 	m.registry.MustRegister(clockCollectors(n)...)
 	m.registry.MustRegister(m.requests, m.latency, partitionCollector{n},
@@ -231,5 +245,33 @@ func clockCollectors(n *Node) []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "ferry_clock_leadership_transfers_total", Help: "Leaderships this node gave up because its clock offset was beyond -max-clock-offset.",
 		}, read(func(_ clockState, tr uint64) float64 { return float64(tr) })),
+	}
+}
+
+// raftConnCollectors export the raft port's connections (transport.Stats):
+// open ones by state, and those closed at the handshake by reason.
+func raftConnCollectors(n *Node) []prometheus.Collector {
+	stat := func(f func(transport.Stats) float64) func() float64 {
+		return func() float64 { return f(n.mux.Stats()) }
+	}
+	gauge := func(state string, f func(transport.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ferry_raft_connections", Help: "Raft connections open now, by state (accepted, dialed, handshaking).",
+			ConstLabels: prometheus.Labels{"state": state},
+		}, stat(f))
+	}
+	refused := func(reason string, f func(transport.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ferry_raft_connections_refused_total", Help: "Accepted raft connections closed at the handshake, by reason (tls: no member certificate; busy: too many in handshake; header: a bad or late header or an unknown group).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, stat(f))
+	}
+	return []prometheus.Collector{
+		gauge("accepted", func(s transport.Stats) float64 { return float64(s.Accepted) }),
+		gauge("dialed", func(s transport.Stats) float64 { return float64(s.Dialed) }),
+		gauge("handshaking", func(s transport.Stats) float64 { return float64(s.Handshaking) }),
+		refused("tls", func(s transport.Stats) float64 { return float64(s.TLSRefused) }),
+		refused("busy", func(s transport.Stats) float64 { return float64(s.Busy) }),
+		refused("header", func(s transport.Stats) float64 { return float64(s.Rejected - s.TLSRefused - s.Busy) }),
 	}
 }

@@ -41,10 +41,12 @@ type Node struct {
 	dashSrc *dashboardSource
 	clients *clientServer
 	http    *http.Server
-	logs    *raftlog.Store    // every partition replica's raft log
-	creates *tokenBucket      // the queue create rate limit
-	tls     *tlsconf.Material // nil when Config.Insecure
-	auth    tokenStore        // client tokens; off when Config.Tokens is nil
+	// httpConns is the admin port's listener, bounding its connections.
+	httpConns *httpConnLimiter
+	logs      *raftlog.Store    // every partition replica's raft log
+	creates   *tokenBucket      // the queue create rate limit
+	tls       *tlsconf.Material // nil when Config.Insecure
+	auth      tokenStore        // client tokens; off when Config.Tokens is nil
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -98,6 +100,7 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
 	cleanup = append(cleanup, func() { httpLn.Close() })
+	n.httpConns = newHTTPConnLimiter(httpLn, cfg.MaxHTTPConns, cfg.MaxHTTPConnsPerIP, n.httpRefusal())
 	mc := transport.DefaultMuxConfig(cfg.RaftAddr)
 	mc.Logger = n.logger
 	if n.tls != nil {
@@ -133,7 +136,7 @@ func Start(cfg Config) (n *Node, err error) {
 	n.dashSrc = newDashboardSource(n)
 	n.dash = dashboard.New(n.dashSrc, n.logger)
 	n.http = n.httpServer()
-	n.startLoops(httpLn)
+	n.startLoops(n.httpConns)
 	if err := n.members.join(cfg.Join); err != nil {
 		n.logger.Warn("could not join any seed yet; will keep gossiping", "seeds", cfg.Join, "err", err)
 		n.loops.Add(1)

@@ -132,6 +132,39 @@ func TestNode_TLSRaftPortRefusesPlaintextRequestVote(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if v := seriesValue(t, nd, "ferry_raft_connections_refused_total", "reason", "tls"); v != 1 {
+		t.Fatalf("ferry_raft_connections_refused_total{reason=tls} = %v, want 1", v)
+	}
+	if v := seriesValue(t, nd, "ferry_raft_connections_refused_total", "reason", "busy"); v != 0 {
+		t.Fatalf("ferry_raft_connections_refused_total{reason=busy} = %v, want 0", v)
+	}
+}
+
+// seriesValue returns the value of the series of name whose label has
+// value, from nd's registry; the test fails when there is none.
+func seriesValue(t *testing.T, nd *Node, name, label, value string) float64 {
+	t.Helper()
+	families, err := nd.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					if c := m.GetCounter(); c != nil {
+						return c.GetValue()
+					}
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series %s{%s=%q}", name, label, value)
+	return 0
 }
 
 // Under TLS the dashboard reaches the cluster through the node's own

@@ -127,13 +127,16 @@ func (l limitOptions) apply(cfg *node.Config) {
 
 // connOptions bound the client connections a node serves.
 type connOptions struct {
-	maxConns, maxConnsPerIP   int
-	idleTimeout, frameTimeout time.Duration
+	maxConns, maxConnsPerIP         int
+	maxHTTPConns, maxHTTPConnsPerIP int
+	idleTimeout, frameTimeout       time.Duration
 }
 
 func (l *connOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.maxConns, "max-conns", node.DefaultMaxConns, "most client connections served at once; more are refused")
 	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", node.DefaultMaxConnsPerIP, "most client connections from one IP address")
+	fs.IntVar(&l.maxHTTPConns, "max-http-conns", node.DefaultMaxHTTPConns, "most HTTP admin connections open at once; more are closed at once")
+	fs.IntVar(&l.maxHTTPConnsPerIP, "max-http-conns-per-ip", node.DefaultMaxHTTPConnsPerIP, "most HTTP admin connections from one IP address")
 	fs.DurationVar(&l.idleTimeout, "idle-timeout", node.DefaultIdleTimeout,
 		"close a client connection with no request in flight after this long without one")
 	fs.DurationVar(&l.frameTimeout, "frame-timeout", node.DefaultFrameTimeout,
@@ -142,6 +145,7 @@ func (l *connOptions) register(fs *flag.FlagSet) {
 
 func (l connOptions) apply(cfg *node.Config) {
 	cfg.MaxConns, cfg.MaxConnsPerIP, cfg.IdleTimeout, cfg.FrameTimeout = l.maxConns, l.maxConnsPerIP, l.idleTimeout, l.frameTimeout
+	cfg.MaxHTTPConns, cfg.MaxHTTPConnsPerIP = l.maxHTTPConns, l.maxHTTPConnsPerIP
 }
 
 // tlsOptions name the node's TLS material, or ask for plaintext.

@@ -105,16 +105,19 @@ func TestFerryd_LimitFlagsReachTheNodeConfig(t *testing.T) {
 	}
 	cfg := o.config(nil)
 	if cfg.MaxConns != node.DefaultMaxConns || cfg.MaxConnsPerIP != node.DefaultMaxConnsPerIP ||
-		cfg.IdleTimeout != node.DefaultIdleTimeout || cfg.FrameTimeout != node.DefaultFrameTimeout || cfg.Pprof {
+		cfg.IdleTimeout != node.DefaultIdleTimeout || cfg.FrameTimeout != node.DefaultFrameTimeout || cfg.Pprof ||
+		cfg.MaxHTTPConns != node.DefaultMaxHTTPConns || cfg.MaxHTTPConnsPerIP != node.DefaultMaxHTTPConnsPerIP {
 		t.Fatalf("default limits %+v", cfg)
 	}
 	t.Setenv("FERRY_MAX_CONNS_PER_IP", "7")
-	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-max-conns", "50", "-idle-timeout", "1m", "-frame-timeout", "5s", "-pprof"}, io.Discard)
+	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-max-conns", "50", "-idle-timeout", "1m", "-frame-timeout", "5s", "-pprof",
+		"-max-http-conns", "20", "-max-http-conns-per-ip", "4"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg = o.config(nil)
-	if cfg.MaxConns != 50 || cfg.MaxConnsPerIP != 7 || cfg.IdleTimeout != time.Minute || cfg.FrameTimeout != 5*time.Second || !cfg.Pprof {
+	if cfg.MaxConns != 50 || cfg.MaxConnsPerIP != 7 || cfg.IdleTimeout != time.Minute || cfg.FrameTimeout != 5*time.Second || !cfg.Pprof ||
+		cfg.MaxHTTPConns != 20 || cfg.MaxHTTPConnsPerIP != 4 {
 		t.Fatalf("flags not applied: %+v", cfg)
 	}
 	o, _ = parseFlags([]string{"-id", "n1", "-insecure", "-max-conns", "5", "-max-conns-per-ip", "6"}, io.Discard)
