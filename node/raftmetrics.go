@@ -24,6 +24,24 @@ type raftMetric struct {
 	peer  bool    // carries raft's peer_id label
 }
 
+// raftSeries is where the samples of one raft metric go: its single
+// series, or for a peer metric its series by raw peer_id (resolved once
+// per peer: looking a label value up hashes it under the vector's lock,
+// and raft reports several samples per RPC).
+type raftSeries struct {
+	def    *raftMetric
+	hist   *prometheus.HistogramVec
+	count  *prometheus.CounterVec
+	single func(v float64)
+	mu     sync.Mutex
+	peers  map[string]func(v float64)
+}
+
+// raftPeerSeriesMax bounds the peers whose series a metric keeps resolved;
+// beyond it (a cluster that has seen that many peer ids) samples take the
+// slower lookup.
+const raftPeerSeriesMax = 256
+
 const (
 	raftTiming = iota
 	raftSample
@@ -68,9 +86,9 @@ var raftMetricDefs = []raftMetric{
 // collectors. One serves the whole process, since go-metrics' registry
 // is global; every node's registry collects from it.
 type raftSink struct {
-	defs   map[string]*raftMetric
-	hists  map[string]*prometheus.HistogramVec
-	counts map[string]*prometheus.CounterVec
+	series map[string]*raftSeries
+	hists  []*prometheus.HistogramVec
+	counts []*prometheus.CounterVec
 }
 
 var (
@@ -96,26 +114,74 @@ func processRaftSink() *raftSink {
 }
 
 func newRaftSink() *raftSink {
-	s := &raftSink{defs: map[string]*raftMetric{}, hists: map[string]*prometheus.HistogramVec{}, counts: map[string]*prometheus.CounterVec{}}
+	s := &raftSink{series: map[string]*raftSeries{}}
 	for i := range raftMetricDefs {
 		d := &raftMetricDefs[i]
-		s.defs[d.key] = d
 		var labels []string
 		if d.peer {
 			labels = []string{"peer"}
 		}
+		rs := &raftSeries{def: d}
 		switch d.kind {
 		case raftCounter:
-			s.counts[d.key] = prometheus.NewCounterVec(prometheus.CounterOpts{Name: d.name, Help: d.help}, labels)
+			rs.count = prometheus.NewCounterVec(prometheus.CounterOpts{Name: d.name, Help: d.help}, labels)
+			s.counts = append(s.counts, rs.count)
 		case raftSample:
-			s.hists[d.key] = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: d.name, Help: d.help,
+			rs.hist = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: d.name, Help: d.help,
 				Buckets: prometheus.ExponentialBuckets(1, 2, 12)}, labels)
+			s.hists = append(s.hists, rs.hist)
 		default:
-			s.hists[d.key] = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: d.name, Help: d.help,
+			rs.hist = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: d.name, Help: d.help,
 				Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14)}, labels)
+			s.hists = append(s.hists, rs.hist)
 		}
+		if !d.peer {
+			rs.single = rs.resolve()
+		} else {
+			rs.peers = map[string]func(float64){}
+		}
+		s.series[d.key] = rs
 	}
 	return s
+}
+
+// resolve returns the function that records a sample in the series with
+// the given label values.
+func (rs *raftSeries) resolve(values ...string) func(v float64) {
+	if rs.hist != nil {
+		return rs.hist.WithLabelValues(values...).Observe
+	}
+	c := rs.count.WithLabelValues(values...)
+	return func(v float64) {
+		if v >= 0 {
+			c.Add(v)
+		}
+	}
+}
+
+// record adds one sample, to the series of its peer for a peer metric.
+func (rs *raftSeries) record(v float64, labels []gometrics.Label) {
+	if rs.single != nil {
+		rs.single(v)
+		return
+	}
+	peer := "unknown"
+	for _, l := range labels {
+		if l.Name == "peer_id" {
+			peer = l.Value
+			break
+		}
+	}
+	rs.mu.Lock()
+	f := rs.peers[peer]
+	if f == nil {
+		f = rs.resolve(labelValue(peer))
+		if len(rs.peers) < raftPeerSeriesMax {
+			rs.peers[peer] = f
+		}
+	}
+	rs.mu.Unlock()
+	f(v)
 }
 
 // Describe implements prometheus.Collector.
@@ -138,32 +204,24 @@ func (s *raftSink) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// labelValues returns the peer label value for a peer metric (raft's
-// peer_id label, made safe), or none.
-func (d *raftMetric) labelValues(labels []gometrics.Label) []string {
-	if !d.peer {
-		return nil
-	}
-	for _, l := range labels {
-		if l.Name == "peer_id" {
-			return []string{labelValue(l.Value)}
-		}
-	}
-	return []string{"unknown"}
-}
+// raftKeyBytesMax bounds the go-metrics keys looked up without allocating;
+// raft's are far shorter.
+const raftKeyBytesMax = 128
 
 func (s *raftSink) observe(key []string, val float32, labels []gometrics.Label) {
-	k := strings.Join(key, ".")
-	d, ok := s.defs[k]
+	var buf [raftKeyBytesMax]byte
+	k := buf[:0]
+	for i, part := range key {
+		if i > 0 {
+			k = append(k, '.')
+		}
+		k = append(k, part...)
+	}
+	rs, ok := s.series[string(k)] // no allocation: the conversion is only a lookup key
 	if !ok {
 		return
 	}
-	v := float64(val) * d.scale
-	if h, ok := s.hists[k]; ok {
-		h.WithLabelValues(d.labelValues(labels)...).Observe(v)
-	} else if c, ok := s.counts[k]; ok && v >= 0 {
-		c.WithLabelValues(d.labelValues(labels)...).Add(v)
-	}
+	rs.record(float64(val)*rs.def.scale, labels)
 }
 
 // SetGauge implements gometrics.MetricSink; raft's gauges are not
