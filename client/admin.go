@@ -226,10 +226,12 @@ const statsTries = 3
 
 // QueueStats returns the figures of every partition of a queue. A node
 // reports only the partitions it leads; the others are asked of their
-// leaders, concurrently.
+// leaders, concurrently. A partition whose leader cannot be reached (one
+// being elected, say) comes back with an error code and zero figures:
+// st.Err() says which, and Total is then partial.
 //
 //	st, err := c.QueueStats(ctx, "orders")
-//	if err == nil {
+//	if err == nil && st.Err() == nil {
 //		fmt.Println("ready:", st.Total().Ready, "dead:", st.Total().Dead)
 //	}
 func (c *Client) QueueStats(ctx context.Context, name string) (Stats, error) {

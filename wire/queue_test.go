@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -134,5 +136,31 @@ func TestWire_EnumStrings(t *testing.T) {
 	d := Delivery{Partition: 3, Seq: 9, Attempt: 2}
 	if d.Receipt() != (Receipt{Partition: 3, Seq: 9, Attempt: 2}) {
 		t.Error("Delivery.Receipt")
+	}
+}
+
+// A stats answer with partitions missing says how many and why, and Total
+// leaves them out; a complete one has no error.
+func TestQueueStats_ErrNamesMissingPartitions(t *testing.T) {
+	st := QueueStatsResponse{Queue: "q", Partitions: []PartitionStats{
+		{Partition: 0, Ready: 2},
+		{Partition: 1, Code: CodeUnavailable, Error: "no leader"},
+		{Partition: 2, Ready: 3},
+		{Partition: 3, Code: CodeNotLeader, Error: "ask n2"},
+	}}
+	err := st.Err()
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Err() = %v, want the first missing partition's ErrUnavailable", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "2 of 4 partitions") || !strings.Contains(msg, "partition 1") {
+		t.Fatalf("Err() = %q, want the count and the first partition named", msg)
+	}
+	if got := st.Total().Ready; got != 5 {
+		t.Fatalf("Total().Ready = %d, want 5 (the partitions that answered)", got)
+	}
+	st.Partitions[1] = PartitionStats{Partition: 1}
+	st.Partitions[3] = PartitionStats{Partition: 3, Ready: 1}
+	if err := st.Err(); err != nil {
+		t.Fatalf("complete stats: Err() = %v", err)
 	}
 }

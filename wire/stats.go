@@ -1,5 +1,7 @@
 package wire
 
+import "fmt"
+
 // QueueStatsRequest asks for the gauges and counters of a queue's
 // partitions. Any node may answer; it gathers each partition's figures from
 // the partition's leader.
@@ -16,7 +18,28 @@ type QueueStatsResponse struct {
 	Partitions []PartitionStats `msgpack:"partitions,omitempty"`
 }
 
-// Total sums the partitions' figures (see PartitionStats.Add).
+// Err says how many partitions' figures are missing (their leader could
+// not be reached: they are zero in Partitions and in Total), wrapping the
+// first one's error; nil when every partition answered.
+func (r QueueStatsResponse) Err() error {
+	var first error
+	n := 0
+	for _, p := range r.Partitions {
+		if err := p.Err(); err != nil {
+			if first == nil {
+				first = fmt.Errorf("partition %d: %w", p.Partition, err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("figures of %d of %d partitions missing; %w", n, len(r.Partitions), first)
+}
+
+// Total sums the partitions' figures (see PartitionStats.Add); check Err
+// first, since a partition whose figures are missing adds nothing.
 func (r QueueStatsResponse) Total() PartitionStats {
 	t := PartitionStats{Partition: -1}
 	for _, p := range r.Partitions {

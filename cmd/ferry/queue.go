@@ -186,7 +186,7 @@ func queueStatsCmd(g *globals) *cobra.Command {
 				return explain(ctx, c, args[0], err)
 			}
 			if g.json {
-				return firstErr(printJSON(jsonview.StatsOf(st)), func() error { return statsFailures(st) })
+				return firstErr(printJSON(jsonview.StatsOf(st)), func() error { return st.Err() })
 			}
 			var rows [][]string
 			row := func(name string, p client.PartitionStats) []string {
@@ -202,33 +202,14 @@ func queueStatsCmd(g *globals) *cobra.Command {
 				rows = append(rows, row(fmt.Sprint(p.Partition), p))
 			}
 			total := "total"
-			if statsFailures(st) != nil {
+			if st.Err() != nil {
 				total = "total (partial)"
 			}
 			rows = append(rows, row(total, st.Total()))
 			table([]string{"PARTITION", "READY", "DELAYED", "IN-FLIGHT", "DEAD", "SENT", "ACKED", "DEAD-LETTERED", "OLDEST"}, rows)
-			return statsFailures(st)
+			return st.Err()
 		},
 	}
-}
-
-// statsFailures says how many partitions' figures are missing, with the
-// first reason; nil when every partition answered.
-func statsFailures(st client.Stats) error {
-	var first error
-	n := 0
-	for _, p := range st.Partitions {
-		if err := p.Err(); err != nil {
-			if first == nil {
-				first = fmt.Errorf("partition %d: %w", p.Partition, err)
-			}
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	return fmt.Errorf("figures of %d of %d partitions missing; %w", n, len(st.Partitions), first)
 }
 
 func queueRemoveCmd(g *globals) *cobra.Command {

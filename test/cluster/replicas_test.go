@@ -220,12 +220,7 @@ func completeStats(t *testing.T, ctx context.Context, cl *client.Client, queue s
 	for {
 		st, err := cl.QueueStats(ctx, queue)
 		if err == nil {
-			for _, p := range st.Partitions {
-				if err = p.Err(); err != nil {
-					err = fmt.Errorf("partition %d: %w", p.Partition, err)
-					break
-				}
-			}
+			err = st.Err()
 		}
 		if err == nil {
 			return st
