@@ -144,11 +144,20 @@ func (cl *cluster) stats(t *testing.T, name string) client.PartitionStats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := cl.c.QueueStats(ctx, name)
-	if err != nil {
-		t.Fatalf("stats %s: %v", name, err)
+	for {
+		// A partition between leaders reports no figures for a moment.
+		st, err := cl.c.QueueStats(ctx, name)
+		if err == nil {
+			err = st.Err()
+		}
+		if err == nil {
+			return st.Total()
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("stats %s: %v", name, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return st.Total()
 }
 
 // recvJSON runs recv --json and returns the deliveries as maps.

@@ -26,11 +26,7 @@ func readyCount(t *testing.T, admin *client.Client, queue string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
-	st, err := admin.QueueStats(ctx, queue)
-	if err != nil {
-		t.Fatalf("stats of %s: %v", queue, err)
-	}
-	return int64(st.Total().Ready)
+	return completeStats(t, ctx, admin, queue).Total().Ready
 }
 
 // A client without a token, or with an unknown one, is refused at the

@@ -79,10 +79,7 @@ func TestCluster_LargeValidTrafficCannotWedgeAPartition(t *testing.T) {
 		}
 		t.Logf("one receive: %d messages, %d bytes", len(ds), answerBytes)
 	}
-	st, err := cl.QueueStats(opContext(t), "big")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := completeStats(t, opContext(t), cl, "big")
 	if tot := st.Total(); tot.Dead != 0 || tot.Ready != 0 || tot.InFlight != 0 {
 		t.Fatalf("after receiving everything: %+v", tot)
 	}
