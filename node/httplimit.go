@@ -39,7 +39,7 @@ func (l *httpConnLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip := remoteIPOf(c)
+		ip := remoteIP(c)
 		l.mu.Lock()
 		over := l.open >= l.max || l.perIP[ip] >= l.maxPerIP
 		if !over {
@@ -88,14 +88,6 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
-}
-
-// remoteIPOf is the IP a connection came from, as a map key.
-func remoteIPOf(c net.Conn) string {
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
-	}
-	return c.RemoteAddr().String()
 }
 
 // httpRefusalLogEvery is the least time between two log lines about
