@@ -72,7 +72,7 @@ type Config struct {
 	// size (about half the latency on ext4). The spare is prepared once the
 	// active segment is half full. The first segment of a directory and
 	// the one active at Open are not pre-written; once such a segment
-	// holds 4 MiB a spare is prepared and the segment is sealed early when
+	// holds 256 KiB a spare is prepared and the segment is sealed early when
 	// the spare is ready. The spare takes up to
 	// SegmentBytesMax of extra disk (Stats.SpareBytes); failing to prepare
 	// it (a full disk) never fails an append. Off by default.

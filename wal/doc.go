@@ -72,7 +72,7 @@
 // is a torn tail and is cut off; the search for valid records after damage
 // reads only up to the last non-zero byte, counting the zeros after it
 // without reading them. An active segment that was not pre-written is
-// sealed early, once it holds 4 MiB and a spare is ready.
+// sealed early, once it holds 256 KiB and a spare is ready.
 // Sealed segments are cut to their last record before
 // the next segment appears, and Close cuts the active one. A file named
 // "spare.seg.tmp" is a spare being prepared and is deleted by Open.

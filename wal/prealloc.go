@@ -60,9 +60,18 @@ func removeStaleSpare(dir string) error {
 // earlySealBytes is how full an active segment that was not pre-written
 // must be before a spare is prepared for it and it is sealed early, as
 // soon as the spare is ready: a log opened on such a segment then gets
-// pre-written segments after a few MiB rather than a whole segment.
-// Segments of at most twice this size just wait for half, as usual.
-const earlySealBytes = 4 << 20
+// pre-written segments after a few hundred KiB rather than a whole
+// segment. Every fdatasync of an append that grows the file commits the
+// new size to the file system's journal (on ext4 here: 110-130 us for a
+// 4 KiB append against 70-80 us into pre-written blocks), and it was 4 MiB
+// until a fresh three-node cluster showed what that costs: its first 4 MiB
+// (about 10,000 small messages per node) plus the fill took 16 synchronous
+// senders at 7,900-9,300 msgs/s against 10,200-12,800 with 256 KiB
+// (interleaved fresh clusters, `ferry bench pub --sync -c 16 -n 16000`
+// after 3,000 single-client sends). A log that never gets this far holds
+// no spare. Segments of at most twice this size just wait for half, as
+// usual.
+const earlySealBytes = 256 << 10
 
 // spareStartBytesLocked is the active segment size at which a spare is
 // prepared: half the segment, or earlySealBytes for an active segment
