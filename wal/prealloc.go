@@ -85,9 +85,11 @@ func (l *Log) spareStartBytesLocked() int64 {
 }
 
 // sealEarlyLocked reports whether the active segment, which was not
-// pre-written, should be sealed now that a spare is ready.
+// pre-written, should be sealed now that a spare is ready. Segments of at
+// most twice earlySealBytes are never sealed early.
 func (l *Log) sealEarlyLocked() bool {
-	return l.spare.file != nil && !l.active.prewritten && l.active.sizeBytes >= earlySealBytes
+	return l.spare.file != nil && !l.active.prewritten && l.active.sizeBytes >= earlySealBytes &&
+		l.cfg.SegmentBytesMax > 2*earlySealBytes
 }
 
 // startSpareLocked starts preparing a spare if preallocation is on, the

@@ -15,7 +15,9 @@ import (
 
 // preallocSegmentBytes is the segment size of the pre-written segment
 // tests: large enough that a zero tail dwarfs the records.
-const preallocSegmentBytes = 1 << 20
+// preallocSegmentBytes is the segment size of tests of rotation at half
+// a segment: small enough never to be sealed early (2*earlySealBytes).
+const preallocSegmentBytes = 2 * earlySealBytes
 
 // preallocConfig returns a test config with PreallocateSegments on and
 // no rate bound that a test's appends could pass.
