@@ -12,14 +12,36 @@
 # default) runs both with TLS on client connections and between servers (one
 # throwaway CA from `ferryd dev-pki`); BENCH_TLS=0 runs both in plaintext.
 # FERRYD_ARGS adds flags to every Ferry node (e.g.
-# FERRYD_ARGS=-raft-log-prewrite=false). Not part of `make test`: it loads
-# the machine for minutes.
+# FERRYD_ARGS=-raft-log-prewrite=false). BENCH_STEP_TIMEOUT (seconds, 180)
+# bounds each benchmark command: one that hangs (the nats CLI's consume bench
+# has been seen to) is stopped and reported, and its row holds what it
+# printed before (0 and no ratio if nothing).
+# Not part of `make test`: it loads the machine for a minute or more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:$(go env GOPATH)/bin"
 scale=${BENCH_SCALE:-100}
 size=${BENCH_SIZE:-256}
 n() { echo $(($1 * scale / 100)); }
+step_timeout=${BENCH_STEP_TIMEOUT:-180}
+
+# bounded CMD...: runs a benchmark command for at most step_timeout seconds.
+# A timeout is reported on the terminal and is not an error; any other
+# failure is.
+bounded() {
+  local rc=0
+  timeout -k 10 "$step_timeout" "$@" || rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    # fd 3 is the terminal's stderr while the nats CLI's own goes to a log.
+    if { true >&3; } 2>/dev/null; then
+      echo "bench-compare: stopped after ${step_timeout}s: $*" >&3
+    else
+      echo "bench-compare: stopped after ${step_timeout}s: $*" >&2
+    fi
+    return 0
+  fi
+  return "$rc"
+}
 
 only=${BENCH_ONLY:-}
 for tool in nats-server nats; do
@@ -65,10 +87,10 @@ EOF
   pids+=($!)
 done
 export NATS_URL="nats://127.0.0.1:$nats_port"
-nats() { command nats "$@"; }
+nats() { bounded nats "$@"; }
 if [ "$tls" = 1 ]; then
   export NATS_URL="tls://127.0.0.1:$nats_port"
-  nats() { command nats --tlsca "$pki/ca.pem" "$@"; }
+  nats() { bounded nats --tlsca "$pki/ca.pem" "$@"; }
 fi
 for _ in $(seq 1 100); do
   nats server check jetstream >/dev/null 2>&1 && nats stream ls >/dev/null 2>&1 && break
@@ -126,12 +148,14 @@ for _ in $(seq 1 150); do
   curl -sf --cacert "$pki/ca.pem" "$scheme://127.0.0.1:$((7201 + offset))/readyz" >/dev/null 2>&1 && break
   sleep 0.2
 done
-ferry=(./bin/ferry --servers "127.0.0.1:$((7101 + offset)),127.0.0.1:$((7102 + offset)),127.0.0.1:$((7103 + offset))"
+ferry=(bounded ./bin/ferry --servers "127.0.0.1:$((7101 + offset)),127.0.0.1:$((7102 + offset)),127.0.0.1:$((7103 + offset))"
   "${client_security[@]}" --token-file "$pki/bench.token" --json bench --size "$size" --no-progress)
 
 # ferry_stats SHAPE JSON
 ferry_stats() {
-  record ferry "$1" "$(jq -r '.msgs_per_s | floor' <<<"$2")" "$(jq -r '.latency.p50_ms' <<<"$2")"
+  local rate p50
+  rate=$(jq -r '.msgs_per_s | floor' <<<"$2") p50=$(jq -r '.latency.p50_ms' <<<"$2")
+  record ferry "$1" "${rate:-0}" "${p50:-0}"
 }
 ferry_stats "publish sync, 1 client" "$("${ferry[@]}" pub --sync -c 1 -n "$(n 3000)")"
 ferry_stats "publish sync, 16 clients" "$("${ferry[@]}" pub --sync -c 16 -n "$(n 16000)")"
@@ -158,6 +182,6 @@ for system, shape, rate, p50 in rows:
 print(f"{'workload':28} {'NATS msg/s':>11} {'p50 ms':>7} {'Ferry msg/s':>12} {'p50 ms':>7} {'ratio':>6}")
 for s in shapes:
     n, f = got.get(("nats", s), (0, 0)), got.get(("ferry", s), (0, 0))
-    ratio = f[0] / n[0] if n[0] else 0
-    print(f"{s:28} {n[0]:>11,.0f} {n[1]:>7.2f} {f[0]:>12,.0f} {f[1]:>7.2f} {ratio:>6.2f}")
+    ratio = f"{f[0] / n[0]:.2f}" if n[0] and f[0] else "-"
+    print(f"{s:28} {n[0]:>11,.0f} {n[1]:>7.2f} {f[0]:>12,.0f} {f[1]:>7.2f} {ratio:>6}")
 PY
