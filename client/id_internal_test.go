@@ -74,6 +74,22 @@ func TestClient_BackoffStaysInBounds(t *testing.T) {
 	}
 }
 
+// TestClient_DefaultBackoffFindsANewLeaderSoon: with the default bounds, a
+// caller that has retried through a whole election (raft elects within
+// 0.5-1.5 s) never sleeps more than a quarter second before its next try,
+// so it reaches the new leader soon after the election.
+func TestClient_DefaultBackoffFindsANewLeaderSoon(t *testing.T) {
+	c := &Client{cfg: defaultConfig()}
+	var slept time.Duration
+	for attempt := 0; slept < 3*time.Second; attempt++ {
+		d := c.backoff(attempt)
+		if d > 250*time.Millisecond {
+			t.Fatalf("attempt %d, %v into the retries: pause %v, want at most 250ms", attempt, slept, d)
+		}
+		slept += d
+	}
+}
+
 func TestClient_ChunkSplitsByCountAndWeight(t *testing.T) {
 	idx := make([]int, 2500)
 	for i := range idx {

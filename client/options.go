@@ -13,9 +13,17 @@ const (
 	// DefaultDialTimeout bounds connecting and the handshake.
 	DefaultDialTimeout = 5 * time.Second
 	// DefaultBackoffMin and DefaultBackoffMax bound the pause between
-	// retries of transient failures.
+	// retries of transient failures. Most of them are a partition between
+	// leaders: raft elects a new one 0.5-1.5 s after the old one dies, and
+	// a caller still waiting then should find it within a fraction of
+	// that. With a 1 s maximum, callers that had retried through the
+	// election were asleep for another 100-720 ms after it (measured with
+	// scripts/failover-check.sh); 250 ms caps that at a quarter second. A
+	// client's concurrent sends to one partition share their requests, so
+	// a long outage costs at most a few cheap refusals a second per client
+	// and partition (WithRetryBackoff sets other bounds).
 	DefaultBackoffMin = 20 * time.Millisecond
-	DefaultBackoffMax = 1 * time.Second
+	DefaultBackoffMax = 250 * time.Millisecond
 )
 
 // software names this library in the handshake.
