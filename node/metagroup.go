@@ -41,7 +41,7 @@ type metaGroup struct {
 	queues map[string]meta.Queue
 }
 
-func openMetaGroup(n *Node, layer *transport.StreamLayer) (*metaGroup, error) {
+func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, error) {
 	g := &metaGroup{n: n, fsm: meta.New(), changed: make(chan struct{}, 1), applied: make(chan struct{})}
 	dir := filepath.Join(n.cfg.DataDir, "meta")
 	pc := n.cfg.partitionConfig(partition.DefaultConfig(meta.MetaGroupID, n.cfg.ID, dir))
@@ -51,9 +51,7 @@ func openMetaGroup(n *Node, layer *transport.StreamLayer) (*metaGroup, error) {
 	rc.LeaderLeaseTimeout, rc.CommitTimeout = pc.LeaderLeaseTimeout, pc.CommitTimeout
 	rc.SnapshotThreshold, rc.TrailingLogs = 1024, 2048
 	rc.Logger = partition.RaftLogger(n.logger.With("group", meta.MetaGroupID))
-	tc := transport.DefaultTransportConfig()
-	tc.Logger = n.logger.With("group", meta.MetaGroupID)
-	g.trans = transport.NewTransport(layer, tc)
+	g.trans = trans
 	if err := g.start(dir, rc); err != nil {
 		g.trans.Close()
 		return nil, err

@@ -27,6 +27,7 @@ type Node struct {
 	httpAddr   string
 
 	mux      *transport.Mux
+	raftNet  *transport.Shared // every group's raft transport, on mux
 	meta     *metaGroup
 	members  *membership
 	clock    *clockMonitor // this node's clock against the others'
@@ -112,11 +113,16 @@ func Start(cfg Config) (n *Node, err error) {
 	mux := n.mux
 	cleanup = append(cleanup, func() { mux.Close() })
 	n.raftAddr, n.clientAddr, n.httpAddr = n.mux.Addr().String(), clientLn.Addr().String(), httpLn.Addr().String()
-	layer, err := n.mux.Group(meta.MetaGroupID)
+	sc := transport.DefaultSharedConfig()
+	sc.Logger = n.logger
+	if n.raftNet, err = transport.NewShared(n.mux, sc); err != nil {
+		return nil, fmt.Errorf("raft transport: %w", err)
+	}
+	trans, err := n.raftNet.Group(meta.MetaGroupID)
 	if err != nil {
 		return nil, err
 	}
-	if n.meta, err = openMetaGroup(n, layer); err != nil {
+	if n.meta, err = openMetaGroup(n, trans); err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, n.meta.close)

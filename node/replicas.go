@@ -10,7 +10,6 @@ import (
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
-	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wire"
 	"github.com/hashicorp/raft"
 )
@@ -188,15 +187,13 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 		}
 		peers = append(peers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(nd.RaftAddr), Suffrage: raft.Voter})
 	}
-	layer, err := rs.n.mux.Group(a.GroupID)
+	trans, err := rs.n.raftNet.Group(a.GroupID)
 	if err != nil {
 		rs.n.logger.Error("cannot register raft group", "group", a.GroupID, "err", err)
 		return
 	}
-	tc := transport.DefaultTransportConfig()
-	tc.Logger = rs.n.logger
 	pc := rs.n.cfg.partitionConfig(partition.DefaultConfig(a.GroupID, rs.n.cfg.ID, rs.dir(a.GroupID)))
-	pc.Transport = transport.NewTransport(layer, tc)
+	pc.Transport = trans
 	pc.Logs = rs.n.logs
 	pc.Peers = peers
 	pc.Queue = a.Config
@@ -204,7 +201,7 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	pc.Logger = rs.n.logger.With("queue", a.Queue, "partition", a.Index)
 	p, err := partition.Open(pc)
 	if err != nil {
-		pc.Transport.(*transport.BoundedTransport).Close()
+		trans.Close()
 		rs.n.logger.Error("cannot open partition replica", "group", a.GroupID, "err", err)
 		return
 	}

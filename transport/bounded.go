@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,12 +23,60 @@ const DefaultRPCBytesMax = 8 << 20
 // is the last entry of the part before), and the caller sees the answer to
 // the last part, or to the first part that failed.
 type BoundedTransport struct {
-	*raft.NetworkTransport
+	// Transport is the transport the parts are sent on: a group's
+	// transport on a Shared, or a raft.NetworkTransport.
+	Transport interface {
+		raft.Transport
+		raft.WithClose
+		raft.WithPreVote
+	}
 	// RPCBytesMax bounds one RPC's entry data.
 	RPCBytesMax int
 
 	split atomic.Uint64
 }
+
+// Consumer returns the channel raft reads RPCs from.
+func (t *BoundedTransport) Consumer() <-chan raft.RPC { return t.Transport.Consumer() }
+
+// LocalAddr returns the local raft address.
+func (t *BoundedTransport) LocalAddr() raft.ServerAddress { return t.Transport.LocalAddr() }
+
+// RequestVote sends a vote request.
+func (t *BoundedTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return t.Transport.RequestVote(id, target, args, resp)
+}
+
+// RequestPreVote sends a pre-vote request.
+func (t *BoundedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return t.Transport.RequestPreVote(id, target, args, resp)
+}
+
+// InstallSnapshot streams a snapshot to target.
+func (t *BoundedTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	return t.Transport.InstallSnapshot(id, target, args, resp, data)
+}
+
+// EncodePeer encodes a peer's address.
+func (t *BoundedTransport) EncodePeer(id raft.ServerID, addr raft.ServerAddress) []byte {
+	return t.Transport.EncodePeer(id, addr)
+}
+
+// DecodePeer decodes a peer's address.
+func (t *BoundedTransport) DecodePeer(b []byte) raft.ServerAddress { return t.Transport.DecodePeer(b) }
+
+// SetHeartbeatHandler sets raft's heartbeat fast path.
+func (t *BoundedTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
+	t.Transport.SetHeartbeatHandler(cb)
+}
+
+// TimeoutNow asks target to start an election.
+func (t *BoundedTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.Transport.TimeoutNow(id, target, args, resp)
+}
+
+// Close closes the underlying transport.
+func (t *BoundedTransport) Close() error { return t.Transport.Close() }
 
 // SplitRequests counts the AppendEntries requests sent in parts so far.
 func (t *BoundedTransport) SplitRequests() uint64 { return t.split.Load() }
@@ -74,12 +123,12 @@ func splitAppend(args *raft.AppendEntriesRequest, maxBytes int) []*raft.AppendEn
 func (t *BoundedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	parts := splitAppend(args, t.RPCBytesMax)
 	if len(parts) == 1 {
-		return t.NetworkTransport.AppendEntries(id, target, args, resp)
+		return t.Transport.AppendEntries(id, target, args, resp)
 	}
 	t.split.Add(1)
 	for _, part := range parts {
 		var r raft.AppendEntriesResponse
-		if err := t.NetworkTransport.AppendEntries(id, target, part, &r); err != nil {
+		if err := t.Transport.AppendEntries(id, target, part, &r); err != nil {
 			return err
 		}
 		*resp = r
@@ -92,7 +141,7 @@ func (t *BoundedTransport) AppendEntries(id raft.ServerID, target raft.ServerAdd
 
 // AppendEntriesPipeline returns a pipeline that cuts requests the same way.
 func (t *BoundedTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	inner, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	inner, err := t.Transport.AppendEntriesPipeline(id, target)
 	if err != nil {
 		return nil, err
 	}

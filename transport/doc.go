@@ -1,12 +1,51 @@
 // Package transport carries the Raft traffic of every Raft group hosted by
-// one node over a single TCP port.
+// one node over a single TCP port, and over a few connections per peer.
 //
 // hashicorp/raft has no multi-raft support: each raft.Raft needs its own
 // raft.Transport. A node runs one group per hosted partition replica plus
-// the meta group, so it would need dozens of ports. Instead a Mux listens on
-// the node's one Raft address, and every group gets a virtual listener, a
-// StreamLayer, from Mux.Group. NewTransport wraps a StreamLayer in a
-// raft.NetworkTransport.
+// the meta group. A Mux listens on the node's one Raft address and
+// authenticates every connection (mutual TLS). On it:
+//
+//   - Shared (the node's transport, used by node/) gives every group a
+//     raft.Transport, GroupTransport, whose RPCs travel on connections the
+//     node shares with all its other groups: per peer, one control
+//     connection (coalesced heartbeats, votes, pre-votes, TimeoutNow), one
+//     bulk connection (appends), and one short-lived connection per
+//     snapshot being sent. Frames are tagged with their group. A group
+//     owns no connection, no buffer and no goroutine while idle.
+//   - StreamLayer (Mux.Group) is one group's virtual listener, for a
+//     raft.NetworkTransport of its own (NewTransport): a pool, a pipeline
+//     and 256 KiB buffers per group and peer. It is kept for tests and
+//     tools that run single groups.
+//
+// # The shared transport
+//
+// Frames: [length u32][kind u8][request id u64][group id length u8][group
+// id][payload]. RPC payloads are encoded by hand (codec.go), every field
+// range-checked on decode; a frame over SharedConfig.MaxFrameBytes, of an
+// unknown kind or of the wrong class closes its connection. Requests flow
+// from the dialing node; answers come back on the same connection with
+// the request's id, in any order.
+//
+// Heartbeats of all groups to a peer wait SharedConfig.HeartbeatLinger
+// (2 ms) for each other and leave in one frame; the receiver hands each
+// to its own group's raft (raft's heartbeat fast path) and returns every
+// group's own answer in one frame. A node never answers for a group: a
+// heartbeat its group cannot answer is failed, not acknowledged.
+//
+// Isolation: the receiving side never blocks its reader on a group.
+// Appends queue per group (MaxQueuedPerGroup, one goroutine per group
+// only while its queue is not empty, so a group's appends stay in order);
+// beyond the bound, or beyond MaxQueuedBytes per connection, an append is
+// answered ErrBusy at once and raft retries. Votes and TimeoutNow run on
+// goroutines of their own (at most 256 per connection). Heartbeats and
+// votes never wait behind appends, which travel on the bulk connection;
+// snapshots travel on connections of their own. A lost connection fails
+// only the RPCs in flight on it; the next RPC dials again, one dial per
+// peer and class at a time, and a failed dial is reported to every caller
+// for RedialAfter (100 ms), so thousands of groups never dial a dead node
+// at once. Calls carry no timer: one sweeper per node fails those past
+// SharedConfig.Timeout.
 //
 // # What the package owns
 //
@@ -30,6 +69,14 @@
 // Every connection dialed by StreamLayer.Dial starts with:
 //
 //	["FRYR" 4 bytes][version 1 byte = 1][group id length n 1 byte][group id n bytes]
+//
+// and every connection of the shared transport with:
+//
+//	["FRYR" 4 bytes][version 1 byte = 2][class 1 byte: 1 control, 2 bulk, 3 snapshot]
+//
+// Nodes of a cluster must run the same kind of transport: a node of an
+// older version, which dials one connection per group, finds no group
+// registered on a newer node.
 //
 // The accepting Mux reads it under a deadline of MuxConfig.HandshakeTimeout,
 // clears the deadline, and hands the connection to the named group's
@@ -85,8 +132,9 @@
 //
 // A Mux runs one accept goroutine, plus one short-lived goroutine per
 // connection that is still sending its header (at most HandshakeTimeout,
-// and at most MaxHandshakes of them).
-// The package starts no goroutine per group or per established connection;
-// raft's NetworkTransport runs one per accepted connection and one listener
-// per group.
+// and at most MaxHandshakes of them). A Shared runs one sweeper, and one
+// reader per open connection (a handful per peer); a group's goroutines
+// exist only while it has appends queued, a pipeline with appends in
+// flight, or a vote being served. raft's NetworkTransport, where used,
+// runs one per accepted connection and one listener per group.
 package transport

@@ -50,4 +50,26 @@ var (
 	// group not registered on this Mux. Such connections are closed and
 	// logged at debug level.
 	ErrUnknownGroup = errors.New("transport: unknown group")
+
+	// ErrBadFrame describes a frame on a shared connection that is too
+	// long, malformed or of the wrong kind. The connection it came on is
+	// closed.
+	ErrBadFrame = errors.New("transport: bad frame")
+
+	// ErrBusy is returned by a shared transport's RPC when a bound was
+	// reached: RPCs in flight on a connection, peers, or (answered by the
+	// peer) appends queued for its group. raft retries.
+	ErrBusy = errors.New("transport: busy")
+
+	// ErrTimeout is returned by a shared transport's RPC that was not
+	// answered within SharedConfig.Timeout.
+	ErrTimeout = errors.New("transport: RPC timed out")
+
+	// ErrConnLost is returned by the RPCs in flight on a shared connection
+	// that failed; the next RPC dials again.
+	ErrConnLost = errors.New("transport: connection lost")
+
+	// ErrRemote wraps the error message a peer answered an RPC with (for
+	// example a group it does not host).
+	ErrRemote = errors.New("transport: peer refused RPC")
 )

@@ -8,8 +8,9 @@ import (
 // Connection header layout; see the package documentation.
 const (
 	headerMagic          = "FRYR"
-	headerVersion   byte = 1
-	headerFixedSize      = len(headerMagic) + 2 // magic, version, id length
+	headerVersion   byte = 1                    // a connection of one group (StreamLayer)
+	headerShared    byte = 2                    // a connection of the shared transport
+	headerFixedSize      = len(headerMagic) + 2 // magic, version, id length or class
 
 	// MaxGroupIDLen is the longest group id in bytes: its length travels
 	// in one byte of the connection header.
@@ -42,21 +43,47 @@ func appendHeader(b []byte, id string) []byte {
 	return append(b, id...)
 }
 
-// readHeader reads exactly one connection header from r and returns the
-// group id it names. It never reads past the header. Every failure wraps
-// ErrBadHeader.
-func readHeader(r io.Reader) (string, error) {
+// appendSharedHeader appends the header of a shared-transport connection
+// of the given class to b.
+func appendSharedHeader(b []byte, class byte) []byte {
+	b = append(b, headerMagic...)
+	return append(b, headerShared, class)
+}
+
+// connHeader is what a connection header names: a group (version 1) or a
+// class of shared-transport connection (version 2).
+type connHeader struct {
+	group string
+	class byte // 0 for a group's connection
+}
+
+// readHeader reads exactly one connection header from r. It never reads
+// past the header. Every failure wraps ErrBadHeader.
+func readHeader(r io.Reader) (connHeader, error) {
 	var fixed [headerFixedSize]byte
 	if _, err := io.ReadFull(r, fixed[:]); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadHeader, err)
+		return connHeader{}, fmt.Errorf("%w: %w", ErrBadHeader, err)
 	}
 	if string(fixed[:len(headerMagic)]) != headerMagic {
-		return "", fmt.Errorf("%w: bad magic %q", ErrBadHeader, fixed[:len(headerMagic)])
+		return connHeader{}, fmt.Errorf("%w: bad magic %q", ErrBadHeader, fixed[:len(headerMagic)])
 	}
-	if v := fixed[len(headerMagic)]; v != headerVersion {
-		return "", fmt.Errorf("%w: unsupported version %d (want %d)", ErrBadHeader, v, headerVersion)
+	switch v := fixed[len(headerMagic)]; v {
+	case headerVersion:
+	case headerShared:
+		class := fixed[len(headerMagic)+1]
+		if class == 0 || class >= numClasses {
+			return connHeader{}, fmt.Errorf("%w: unknown connection class %d", ErrBadHeader, class)
+		}
+		return connHeader{class: class}, nil
+	default:
+		return connHeader{}, fmt.Errorf("%w: unsupported version %d (want %d or %d)", ErrBadHeader, v, headerVersion, headerShared)
 	}
-	n := int(fixed[len(headerMagic)+1])
+	id, err := readGroupID(r, int(fixed[len(headerMagic)+1]))
+	return connHeader{group: id}, err
+}
+
+// readGroupID reads the n-byte group id of a version 1 header.
+func readGroupID(r io.Reader, n int) (string, error) {
 	if n == 0 {
 		return "", fmt.Errorf("%w: empty group id", ErrBadHeader)
 	}

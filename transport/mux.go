@@ -44,6 +44,7 @@ type Mux struct {
 	mu          sync.Mutex
 	closed      bool
 	groups      map[string]*StreamLayer
+	shared      *Shared               // set by NewShared: receives version 2 connections
 	pending     map[net.Conn]struct{} // accepted, header not read yet
 	pendingIP   map[string]int        // pending connections per remote IP
 	maxPending  int                   // MuxConfig.MaxHandshakes
@@ -164,6 +165,10 @@ func (m *Mux) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := Stats{Groups: len(m.groups), Handshaking: len(m.pending), Rejected: m.rejected, TLSRefused: m.tlsRefused, Busy: m.busy}
+	if m.shared != nil {
+		s.Accepted, s.Dialed = m.shared.connCounts()
+		s.Groups += m.shared.groupCount()
+	}
 	for _, l := range m.groups {
 		for c := range l.conns {
 			if c.dialed {
@@ -200,6 +205,9 @@ func (m *Mux) Close() error {
 	m.mu.Unlock()
 
 	err := m.ln.Close()
+	if m.shared != nil {
+		m.shared.Close()
+	}
 	for _, l := range groups {
 		_ = l.Close()
 	}
@@ -296,9 +304,9 @@ func remoteIP(conn net.Conn) string {
 func (m *Mux) serveHandshake(raw net.Conn) {
 	defer m.wg.Done()
 	conn, err := m.serverHandshake(raw)
-	var id string
+	var h connHeader
 	if err == nil {
-		id, err = m.receiveHeader(conn)
+		h, err = m.receiveHeader(conn)
 	}
 
 	m.mu.Lock()
@@ -308,10 +316,20 @@ func (m *Mux) serveHandshake(raw net.Conn) {
 		_ = raw.Close()
 		return
 	}
+	if err == nil && h.class != 0 {
+		shared := m.shared
+		if shared == nil {
+			err = fmt.Errorf("%w: shared transport not running", ErrUnknownGroup)
+		} else {
+			m.mu.Unlock()
+			shared.adopt(conn, raw, h.class)
+			return
+		}
+	}
 	var l *StreamLayer
 	if err == nil {
-		if l = m.groups[id]; l == nil {
-			err = fmt.Errorf("%w: %q", ErrUnknownGroup, id)
+		if l = m.groups[h.group]; l == nil {
+			err = fmt.Errorf("%w: %q", ErrUnknownGroup, h.group)
 		}
 	}
 	if err != nil {
@@ -372,18 +390,18 @@ func (m *Mux) tlsRefusal(raw net.Conn, err error) {
 
 // receiveHeader reads conn's header with the handshake deadline set, and
 // clears the deadline before returning.
-func (m *Mux) receiveHeader(conn net.Conn) (string, error) {
+func (m *Mux) receiveHeader(conn net.Conn) (connHeader, error) {
 	if err := conn.SetReadDeadline(time.Now().Add(m.handshake)); err != nil {
-		return "", fmt.Errorf("%w: set deadline: %w", ErrBadHeader, err)
+		return connHeader{}, fmt.Errorf("%w: set deadline: %w", ErrBadHeader, err)
 	}
-	id, err := readHeader(conn)
+	h, err := readHeader(conn)
 	if err != nil {
-		return "", err
+		return connHeader{}, err
 	}
 	if err := conn.SetReadDeadline(time.Time{}); err != nil {
-		return "", fmt.Errorf("%w: clear deadline: %w", ErrBadHeader, err)
+		return connHeader{}, fmt.Errorf("%w: clear deadline: %w", ErrBadHeader, err)
 	}
-	return id, nil
+	return h, nil
 }
 
 // isClosed reports whether Close has been called.

@@ -75,8 +75,8 @@ func TestTransport_HeaderRoundTrip(t *testing.T) {
 		b := appendHeader(nil, id)
 		r := bytes.NewReader(append(b, "raft bytes"...))
 		got, err := readHeader(r)
-		if err != nil || got != id {
-			t.Fatalf("readHeader = %q, %v; want %q", got, err, id)
+		if err != nil || got.group != id || got.class != 0 {
+			t.Fatalf("readHeader = %+v, %v; want %q", got, err, id)
 		}
 		if r.Len() != len("raft bytes") {
 			t.Fatalf("readHeader consumed %d bytes past the header", len("raft bytes")-r.Len())
@@ -85,10 +85,18 @@ func TestTransport_HeaderRoundTrip(t *testing.T) {
 	bad := map[string][]byte{
 		"short":       []byte("FRY"),
 		"magic":       []byte("HTTP\x01\x04meta"),
-		"version":     []byte("FRYR\x02\x04meta"),
+		"version":     []byte("FRYR\x03\x04meta"),
+		"class 0":     []byte("FRYR\x02\x00"),
+		"class 9":     []byte("FRYR\x02\x09"),
 		"empty id":    []byte("FRYR\x01\x00"),
 		"truncated":   []byte("FRYR\x01\x09meta"),
 		"unprintable": []byte("FRYR\x01\x04me\x00a"),
+	}
+	for class := byte(1); class < numClasses; class++ {
+		got, err := readHeader(bytes.NewReader(appendSharedHeader(nil, class)))
+		if err != nil || got.class != class || got.group != "" {
+			t.Fatalf("readHeader(shared class %d) = %+v, %v", class, got, err)
+		}
 	}
 	for name, b := range bad {
 		if _, err := readHeader(bytes.NewReader(b)); !errors.Is(err, ErrBadHeader) {
@@ -102,15 +110,19 @@ func FuzzReadHeader(f *testing.F) {
 	f.Add([]byte("FRYR\x01\xffabc"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		id, err := readHeader(bytes.NewReader(b))
+		h, err := readHeader(bytes.NewReader(b))
 		if err != nil {
 			if !errors.Is(err, ErrBadHeader) {
 				t.Fatalf("error %v does not wrap ErrBadHeader", err)
 			}
 			return
 		}
-		if !bytes.HasPrefix(b, appendHeader(nil, id)) {
-			t.Fatalf("accepted id %q that is not the encoded prefix of %q", id, b)
+		want := appendHeader(nil, h.group)
+		if h.class != 0 {
+			want = appendSharedHeader(nil, h.class)
+		}
+		if !bytes.HasPrefix(b, want) {
+			t.Fatalf("accepted %+v that is not the encoded prefix of %q", h, b)
 		}
 	})
 }

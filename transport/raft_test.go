@@ -68,17 +68,21 @@ type replica struct {
 	snaps *raft.InmemSnapshotStore
 }
 
-// testNode is one cluster member: a Mux hosting several groups.
+// testNode is one cluster member: a Mux hosting several groups, each on
+// a transport of its own (shared nil) or all on one Shared transport.
 type testNode struct {
 	id       raft.ServerID
 	mux      *Mux
+	shared   *Shared
 	replicas map[string]*replica
 }
 
 // cluster is a set of nodes running the same raft groups.
 type cluster struct {
 	t           *testing.T
-	rpcBytesMax int // 0: the default
+	rpcBytesMax int  // 0: the default
+	shared      bool   // groups share each node's Shared transport
+	trailing    uint64 // raft's TrailingLogs; 0: raft's default
 	nodes       []*testNode
 	groups      []string
 }
@@ -101,7 +105,20 @@ func startClusterWith(t *testing.T, ips []string, rpcBytesMax int, groups ...str
 // edit(i, cfg) when edit is not nil.
 func startClusterMux(t *testing.T, ips []string, rpcBytesMax int, edit func(int, *MuxConfig), groups ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, groups: groups, rpcBytesMax: rpcBytesMax}
+	return startClusterOf(t, &cluster{t: t, groups: groups, rpcBytesMax: rpcBytesMax}, ips, edit)
+}
+
+// startSharedCluster is startCluster with every node's groups on one
+// Shared transport.
+func startSharedCluster(t *testing.T, ips []string, groups ...string) *cluster {
+	t.Helper()
+	return startClusterOf(t, &cluster{t: t, groups: groups, shared: true}, ips, nil)
+}
+
+// startClusterOf starts the nodes and groups c describes.
+func startClusterOf(t *testing.T, c *cluster, ips []string, edit func(int, *MuxConfig)) *cluster {
+	t.Helper()
+	groups := c.groups
 	for i, ip := range ips {
 		var e func(*MuxConfig)
 		if edit != nil {
@@ -111,6 +128,9 @@ func startClusterMux(t *testing.T, ips []string, rpcBytesMax int, edit func(int,
 			id:       raft.ServerID(fmt.Sprintf("n%d", i+1)),
 			mux:      newTestMux(t, ip, e),
 			replicas: make(map[string]*replica),
+		}
+		if c.shared {
+			n.shared = newTestShared(t, n.mux, func(sc *SharedConfig) { sc.RPCBytesMax = c.rpcBytesMax })
 		}
 		c.nodes = append(c.nodes, n)
 	}
@@ -136,8 +156,16 @@ func startClusterMux(t *testing.T, ips []string, rpcBytesMax int, edit func(int,
 // with a fresh FSM and fast timings.
 func (c *cluster) startReplica(n *testNode, g string, rep *replica) {
 	c.t.Helper()
-	layer := mustGroup(c.t, n.mux, g)
-	rep.trans = NewTransport(layer, TransportConfig{Timeout: 2 * time.Second, Logger: testLogger(), RPCBytesMax: c.rpcBytesMax})
+	if n.shared != nil {
+		trans, err := n.shared.Group(g)
+		if err != nil {
+			c.t.Fatalf("Shared.Group(%s): %v", g, err)
+		}
+		rep.trans = trans
+	} else {
+		layer := mustGroup(c.t, n.mux, g)
+		rep.trans = NewTransport(layer, TransportConfig{Timeout: 2 * time.Second, Logger: testLogger(), RPCBytesMax: c.rpcBytesMax})
+	}
 	rep.fsm = &countFSM{}
 	cfg := raft.DefaultConfig()
 	cfg.LocalID = n.id
@@ -145,6 +173,9 @@ func (c *cluster) startReplica(n *testNode, g string, rep *replica) {
 	cfg.ElectionTimeout = 200 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 100 * time.Millisecond
 	cfg.CommitTimeout = 5 * time.Millisecond
+	if c.trailing > 0 {
+		cfg.TrailingLogs = c.trailing
+	}
 	cfg.Logger = NewHCLogger(testLogger().With("node", string(n.id), "group", g))
 	r, err := raft.NewRaft(cfg, rep.fsm, rep.logs, rep.logs, rep.snaps, rep.trans)
 	if err != nil {
@@ -243,8 +274,12 @@ func (c *cluster) converge(g string, min uint64) {
 }
 
 func TestTransport_RaftGroupsShareOnePort(t *testing.T) {
+	forEachKind(t, testRaftGroupsShareOnePort)
+}
+
+func testRaftGroupsShareOnePort(t *testing.T, start startFunc) {
 	ips, _ := nodeIPs(t)
-	c := startCluster(t, ips, "meta", "p1")
+	c := start(t, ips, "meta", "p1")
 	for _, g := range c.groups {
 		c.apply(g, 20)
 	}
@@ -269,8 +304,12 @@ func TestTransport_RaftGroupsShareOnePort(t *testing.T) {
 }
 
 func TestTransport_RaftGroupRestartLeavesOthersAlone(t *testing.T) {
+	forEachKind(t, testRaftGroupRestartLeavesOthersAlone)
+}
+
+func testRaftGroupRestartLeavesOthersAlone(t *testing.T, start startFunc) {
 	ips, _ := nodeIPs(t)
-	c := startCluster(t, ips, "meta", "p1")
+	c := start(t, ips, "meta", "p1")
 	c.apply("meta", 10)
 	c.apply("p1", 10)
 	c.converge("p1", 10)
@@ -297,9 +336,13 @@ func TestTransport_RaftGroupRestartLeavesOthersAlone(t *testing.T) {
 }
 
 func TestTransport_RaftShutdownLeavesNoGoroutines(t *testing.T) {
+	forEachKind(t, testRaftShutdownLeavesNoGoroutines)
+}
+
+func testRaftShutdownLeavesNoGoroutines(t *testing.T, start startFunc) {
 	base := runtime.NumGoroutine()
 	ips, _ := nodeIPs(t)
-	c := startCluster(t, ips, "meta", "p1")
+	c := start(t, ips, "meta", "p1")
 	c.apply("meta", 5)
 	c.apply("p1", 5)
 	c.converge("p1", 5)
@@ -311,7 +354,9 @@ func TestTransport_RaftShutdownLeavesNoGoroutines(t *testing.T) {
 		stopReplica(t, rep)
 		delete(n.replicas, g)
 	}
-	if s := n.mux.Stats(); s.Groups != 0 || s.Accepted != 0 || s.Dialed != 0 {
+	if s := n.mux.Stats(); s.Groups != 0 || (n.shared == nil && (s.Accepted != 0 || s.Dialed != 0)) {
+		// A Shared transport's connections are the node's, not a group's:
+		// they stay open until the Shared (or the Mux) closes.
 		t.Fatalf("Stats after stopping every group = %+v, want nothing open", s)
 	}
 	c.stop()
@@ -323,4 +368,14 @@ func TestTransport_RaftShutdownLeavesNoGoroutines(t *testing.T) {
 	waitFor(t, fmt.Sprintf("goroutines back to baseline %d", base), func() bool {
 		return runtime.NumGoroutine() <= base+2
 	})
+}
+
+// startFunc starts a cluster running the groups on every node.
+type startFunc func(t *testing.T, ips []string, groups ...string) *cluster
+
+// forEachKind runs a raft test over per-group transports and over the
+// Shared transport.
+func forEachKind(t *testing.T, test func(*testing.T, startFunc)) {
+	t.Run("per-group", func(t *testing.T) { test(t, startCluster) })
+	t.Run("shared", func(t *testing.T) { test(t, startSharedCluster) })
 }

@@ -96,39 +96,52 @@ func (l *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err := l.checkOpen(); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	release, err := l.mux.dialSlot(start, timeout)
+	conn, raw, err := l.mux.dial(string(address), timeout, appendHeader(nil, l.id))
 	if err != nil {
-		return nil, fmt.Errorf("transport: group %q: dial %s: %w", l.id, address, err)
-	}
-	defer release()
-	if timeout > 0 {
-		timeout -= time.Since(start)
-	}
-	d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: l.mux.dialIP}}
-	raw, err := d.Dial("tcp", string(address))
-	if err != nil {
-		return nil, fmt.Errorf("transport: group %q: dial %s: %w", l.id, address, err)
-	}
-	deadline := start.Add(l.mux.handshake)
-	if timeout > 0 {
-		deadline = start.Add(timeout)
-	}
-	conn, err := l.clientHandshake(raw, deadline)
-	if err != nil {
-		_ = raw.Close()
-		return nil, fmt.Errorf("transport: group %q: TLS with %s: %w", l.id, address, err)
+		return nil, fmt.Errorf("transport: group %q: %w", l.id, err)
 	}
 	tc, err := l.track(conn, raw, true)
 	if err != nil {
 		_ = raw.Close()
 		return nil, err
 	}
-	if err := writeHeader(conn, l.id, deadline); err != nil {
-		_ = tc.Close()
-		return nil, fmt.Errorf("transport: group %q: header to %s: %w", l.id, address, err)
-	}
 	return tc, nil
+}
+
+// dial connects to the Mux at address from this node's own IP, completes
+// TLS and writes header, all within timeout (no limit when timeout is
+// zero, except HandshakeTimeout for TLS and the header), holding one of
+// the MaxDialing slots meanwhile. It returns the connection to use (TLS
+// over raw, or raw) and the TCP connection under it.
+func (m *Mux) dial(address string, timeout time.Duration, header []byte) (conn, raw net.Conn, err error) {
+	start := time.Now()
+	release, err := m.dialSlot(start, timeout)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial %s: %w", address, err)
+	}
+	defer release()
+	if timeout > 0 {
+		timeout -= time.Since(start)
+	}
+	d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: m.dialIP}}
+	raw, err = d.Dial("tcp", address)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial %s: %w", address, err)
+	}
+	deadline := start.Add(m.handshake)
+	if timeout > 0 {
+		deadline = start.Add(timeout)
+	}
+	conn, err = m.clientHandshake(raw, deadline)
+	if err != nil {
+		_ = raw.Close()
+		return nil, nil, fmt.Errorf("TLS with %s: %w", address, err)
+	}
+	if err := writeHeader(conn, header, deadline); err != nil {
+		_ = raw.Close()
+		return nil, nil, fmt.Errorf("header to %s: %w", address, err)
+	}
+	return conn, raw, nil
 }
 
 // dialSlot waits for one of the Mux's MaxDialing slots, until timeout
@@ -158,14 +171,14 @@ func (m *Mux) dialSlot(start time.Time, timeout time.Duration) (release func(), 
 
 // clientHandshake completes the TLS handshake of a dialed connection
 // before deadline (a no-op without TLS).
-func (l *StreamLayer) clientHandshake(raw net.Conn, deadline time.Time) (net.Conn, error) {
-	if l.mux.clientTLS == nil {
+func (m *Mux) clientHandshake(raw net.Conn, deadline time.Time) (net.Conn, error) {
+	if m.clientTLS == nil {
 		return raw, nil
 	}
 	if err := raw.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
-	conn := tls.Client(raw, l.mux.clientTLS)
+	conn := tls.Client(raw, m.clientTLS)
 	if err := conn.Handshake(); err != nil {
 		return nil, err
 	}
@@ -175,13 +188,13 @@ func (l *StreamLayer) clientHandshake(raw net.Conn, deadline time.Time) (net.Con
 	return conn, nil
 }
 
-// writeHeader writes the header naming id to conn before deadline, then
+// writeHeader writes a connection header to conn before deadline, then
 // clears the write deadline.
-func writeHeader(conn net.Conn, id string, deadline time.Time) error {
+func writeHeader(conn net.Conn, header []byte, deadline time.Time) error {
 	if err := conn.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
-	if _, err := conn.Write(appendHeader(make([]byte, 0, headerFixedSize+len(id)), id)); err != nil {
+	if _, err := conn.Write(header); err != nil {
 		return err
 	}
 	return conn.SetWriteDeadline(time.Time{})

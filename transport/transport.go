@@ -13,7 +13,7 @@ import "github.com/hashicorp/raft"
 func NewTransport(layer *StreamLayer, cfg TransportConfig) *BoundedTransport {
 	cfg = cfg.withDefaults()
 	logger := NewHCLogger(cfg.Logger.With("group", layer.ID())).Named("raft-net")
-	return &BoundedTransport{RPCBytesMax: cfg.RPCBytesMax, NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	return &BoundedTransport{RPCBytesMax: cfg.RPCBytesMax, Transport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: cfg.AddressProvider,
 		Logger:                logger,
 		Stream:                layer,

@@ -1,0 +1,228 @@
+package transport
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// maxControlRPCs bounds the votes, pre-votes and TimeoutNows being served
+// from one control connection at once; beyond, they are answered ErrBusy.
+const maxControlRPCs = 256
+
+// inbound is an accepted shared connection: requests come in, and are
+// answered on the same connection in any order. Its reader never blocks
+// on a group: appends queue per group (bounded), control RPCs run on
+// goroutines of their own (bounded), heartbeats are answered in line.
+type inbound struct {
+	s     *Shared
+	class byte
+	conn  net.Conn
+	raw   net.Conn
+	r     *bufio.Reader
+
+	wmu     sync.Mutex
+	w       *bufio.Writer
+	writers atomic.Int32
+
+	queued  atomic.Int64  // request bytes read and not yet answered
+	control chan struct{} // a slot per control RPC being served
+	closed  atomic.Bool
+}
+
+func newInbound(s *Shared, conn, raw net.Conn, class byte) *inbound {
+	return &inbound{
+		s: s, class: class, conn: conn, raw: raw,
+		r:       bufio.NewReaderSize(conn, connBufferBytes),
+		w:       bufio.NewWriterSize(conn, connBufferBytes),
+		control: make(chan struct{}, maxControlRPCs),
+	}
+}
+
+// serve reads and dispatches requests until the connection fails.
+func (in *inbound) serve() {
+	defer in.close()
+	if in.class == classSnapshot {
+		in.serveSnapshot()
+		return
+	}
+	for {
+		f, err := readFrame(in.r, in.s.cfg.MaxFrameBytes)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !in.closed.Load() {
+				in.s.log.Debug("raft connection closed", "remote", in.raw.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		if err := in.dispatch(f); err != nil {
+			in.s.log.Warn("raft connection closed: bad request", "remote", in.raw.RemoteAddr().String(), "err", err)
+			return
+		}
+	}
+}
+
+// dispatch routes one request; an error closes the connection.
+func (in *inbound) dispatch(f frame) error {
+	switch {
+	case f.kind == kindHeartbeats && in.class == classControl:
+		in.reply(f.id, in.s.answerHeartbeats(f.payload))
+		return nil
+	case f.kind == kindAppend && in.class == classBulk:
+	case (f.kind == kindVote || f.kind == kindPreVote || f.kind == kindTimeoutNow) && in.class == classControl:
+	default:
+		return fmt.Errorf("%w: kind %d on a class %d connection", ErrBadFrame, f.kind, in.class)
+	}
+	rpc, err := decodeRequest(f)
+	if err != nil {
+		return err
+	}
+	g := in.s.group(f.group)
+	if g == nil {
+		in.replyError(f.id, fmt.Errorf("%w: %q", ErrUnknownGroup, f.group))
+		return nil
+	}
+	size := int64(len(f.payload))
+	if in.queued.Add(size) > int64(in.s.cfg.MaxQueuedBytes) {
+		in.queued.Add(-size)
+		in.replyError(f.id, fmt.Errorf("%w: %d request bytes from this node queued", ErrBusy, in.s.cfg.MaxQueuedBytes))
+		return nil
+	}
+	req := &inboundRPC{in: in, id: f.id, kind: f.kind, size: size, rpc: rpc}
+	if f.kind == kindAppend {
+		g.enqueue(req)
+		return nil
+	}
+	select {
+	case in.control <- struct{}{}:
+	default:
+		req.answer(nil, fmt.Errorf("%w: %d control RPCs from this node in progress", ErrBusy, maxControlRPCs))
+		return nil
+	}
+	go func() {
+		defer func() { <-in.control }()
+		req.answer(g.deliver(rpc))
+	}()
+	return nil
+}
+
+// decodeRequest decodes the RPC of a request frame.
+func decodeRequest(f frame) (raft.RPC, error) {
+	d := &decoder{b: f.payload}
+	var cmd any
+	switch f.kind {
+	case kindAppend:
+		r := new(raft.AppendEntriesRequest)
+		decodeAppendRequest(d, r)
+		cmd = r
+	case kindVote:
+		r := new(raft.RequestVoteRequest)
+		decodeVoteRequest(d, r)
+		cmd = r
+	case kindPreVote:
+		r := new(raft.RequestPreVoteRequest)
+		decodePreVoteRequest(d, r)
+		cmd = r
+	case kindTimeoutNow:
+		r := new(raft.TimeoutNowRequest)
+		decodeTimeoutNowRequest(d, r)
+		cmd = r
+	}
+	if err := d.end(); err != nil {
+		return raft.RPC{}, err
+	}
+	return raft.RPC{Command: cmd}, nil
+}
+
+// inboundRPC is a request waiting for its group, and how to answer it.
+type inboundRPC struct {
+	in   *inbound
+	id   uint64
+	kind byte
+	size int64
+	rpc  raft.RPC
+}
+
+// answer sends the response (or error) and releases the request's bytes.
+func (r *inboundRPC) answer(resp any, err error) {
+	r.in.queued.Add(-r.size)
+	if err != nil {
+		r.in.replyError(r.id, err)
+		return
+	}
+	e := beginFrame(kindReply, r.id, "", 64)
+	if !encodeResponse(e, resp) {
+		r.in.replyError(r.id, fmt.Errorf("%w: unexpected response %T", ErrRemote, resp))
+		return
+	}
+	r.in.write(finishFrame(e))
+}
+
+// encodeResponse appends a raft response; false for an unknown type.
+func encodeResponse(e *encoder, resp any) bool {
+	switch v := resp.(type) {
+	case *raft.AppendEntriesResponse:
+		encodeAppendResponse(e, v)
+	case *raft.RequestVoteResponse:
+		encodeVoteResponse(e, v)
+	case *raft.RequestPreVoteResponse:
+		encodePreVoteResponse(e, v)
+	case *raft.TimeoutNowResponse:
+		encodeTimeoutNowResponse(e, v)
+	case *raft.InstallSnapshotResponse:
+		encodeSnapshotResponse(e, v)
+	default:
+		return false
+	}
+	return true
+}
+
+// reply sends an answer frame with an already encoded payload.
+func (in *inbound) reply(id uint64, payload []byte) {
+	e := beginFrame(kindReply, id, "", len(payload))
+	e.b = append(e.b, payload...)
+	in.write(finishFrame(e))
+}
+
+// replyError answers a request with an error message.
+func (in *inbound) replyError(id uint64, err error) {
+	msg := errorPayload(err)
+	e := beginFrame(kindError, id, "", len(msg))
+	e.b = append(e.b, msg...)
+	in.write(finishFrame(e))
+}
+
+// write sends a frame, flushing unless another writer is waiting; a
+// failure closes the connection (the dialer's calls fail and are retried).
+func (in *inbound) write(b []byte) {
+	in.writers.Add(1)
+	in.wmu.Lock()
+	in.writers.Add(-1)
+	defer in.wmu.Unlock()
+	if in.closed.Load() {
+		return
+	}
+	err := in.conn.SetWriteDeadline(time.Now().Add(in.s.cfg.Timeout))
+	if err == nil {
+		_, err = in.w.Write(b)
+	}
+	if err == nil && in.writers.Load() == 0 {
+		err = in.w.Flush()
+	}
+	if err != nil {
+		in.close()
+	}
+}
+
+// close closes the connection; answers still to come are dropped.
+func (in *inbound) close() {
+	if in.closed.CompareAndSwap(false, true) {
+		_ = in.raw.Close()
+	}
+}
