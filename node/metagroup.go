@@ -41,6 +41,10 @@ type metaGroup struct {
 	queues map[string]meta.Queue
 }
 
+// metaCommitTimeout paces the meta group's empty AppendEntries, which carry
+// the commit index to followers when no new entry does.
+const metaCommitTimeout = 50 * time.Millisecond
+
 func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, error) {
 	g := &metaGroup{n: n, fsm: meta.New(), changed: make(chan struct{}, 1), applied: make(chan struct{})}
 	dir := filepath.Join(n.cfg.DataDir, "meta")
@@ -48,8 +52,12 @@ func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, erro
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.ID)
 	rc.HeartbeatTimeout, rc.ElectionTimeout = pc.HeartbeatTimeout, pc.ElectionTimeout
-	rc.LeaderLeaseTimeout, rc.CommitTimeout = pc.LeaderLeaseTimeout, pc.CommitTimeout
+	// Every node serves requests from its own replica of the catalog, so
+	// followers must learn commits at once: the meta group keeps raft's
+	// 50 ms CommitTimeout (one group: its cost does not grow with queues).
+	rc.LeaderLeaseTimeout, rc.CommitTimeout = pc.LeaderLeaseTimeout, metaCommitTimeout
 	rc.SnapshotThreshold, rc.TrailingLogs = 1024, 2048
+	rc.NoLegacyTelemetry = true
 	rc.Logger = partition.RaftLogger(n.logger.With("group", meta.MetaGroupID))
 	g.trans = trans
 	if err := g.start(dir, rc); err != nil {

@@ -118,10 +118,14 @@ const GatherWaitMax = 10 * time.Millisecond
 const DefaultOverlapItemsMin = 8
 
 // DefaultConfig returns production defaults for a replica of group on node.
-// CommitTimeout stays at raft's own 50 ms: it paces the AppendEntries an idle
-// leader sends to spread the commit index, and at the 5 ms used in tests
-// every idle group cost each follower hundreds of RPCs a second (~20% CPU
-// per node with five groups). Confirms do not wait for it.
+// CommitTimeout is 1 s: it paces the empty AppendEntries an idle leader
+// sends each follower to spread the commit index (raft's own 50 ms cost
+// each idle group about 25 RPCs a second per follower, more than its
+// heartbeats). Confirms do not wait for it: a send is confirmed once a
+// majority stored its entry and the leader applied it. Only an idle
+// follower's apply of the last entries waits for it, and no read is
+// served from a follower (a new leader's first read waits for its term's
+// barrier).
 //
 // Heartbeat and election timeouts of 500 ms bring a partition back within
 // 2 s of its leader's crash (scripts/failover-check.sh: kill -9 of the
@@ -136,7 +140,7 @@ func DefaultConfig(groupID, nodeID, dir string) Config {
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
-		CommitTimeout:      50 * time.Millisecond,
+		CommitTimeout:      time.Second,
 		MaxAppendEntries:   64,
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,
@@ -206,6 +210,7 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.CommitTimeout = c.CommitTimeout
 	rc.MaxAppendEntries = c.MaxAppendEntries
 	rc.BatchApplyCh = true
+	rc.NoLegacyTelemetry = true // per-peer series come labelled; the old per-name ones would be dropped
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -131,18 +132,37 @@ func (g *GroupTransport) drain() {
 		g.queue[0] = nil
 		g.queue = g.queue[1:]
 		g.mu.Unlock()
-		r.answer(g.deliver(r.rpc))
+		if waited := time.Since(r.arrived); waited > g.s.cfg.Timeout/2 {
+			// Its sender gives up at Timeout: answer now, so that the
+			// sender can tell a stuck group from a dead connection.
+			r.answer(nil, fmt.Errorf("%w: group %q took no append for %v", ErrBusy, g.id, waited.Round(time.Millisecond)))
+			continue
+		}
+		r.answer(g.deliverWithin(r.rpc, g.s.cfg.Timeout/2))
 	}
 }
 
 // deliver hands an RPC to raft and waits for its response.
-func (g *GroupTransport) deliver(rpc raft.RPC) (any, error) {
+func (g *GroupTransport) deliver(rpc raft.RPC) (any, error) { return g.deliverWithin(rpc, 0) }
+
+// deliverWithin is deliver, giving up with ErrBusy when raft has not
+// taken the RPC within wait (no limit when wait is 0). Once taken, raft
+// answers it (or shuts down, and the group is closed).
+func (g *GroupTransport) deliverWithin(rpc raft.RPC, wait time.Duration) (any, error) {
 	ch := make(chan raft.RPCResponse, 1)
 	rpc.RespChan = ch
+	var expired <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case g.consumeCh <- rpc:
 	case <-g.done:
 		return nil, ErrGroupClosed
+	case <-expired:
+		return nil, fmt.Errorf("%w: group %q took no RPC for %v", ErrBusy, g.id, wait)
 	}
 	select {
 	case resp := <-ch:

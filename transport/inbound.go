@@ -94,7 +94,7 @@ func (in *inbound) dispatch(f frame) error {
 		in.replyError(f.id, fmt.Errorf("%w: %d request bytes from this node queued", ErrBusy, in.s.cfg.MaxQueuedBytes))
 		return nil
 	}
-	req := &inboundRPC{in: in, id: f.id, kind: f.kind, size: size, rpc: rpc}
+	req := &inboundRPC{in: in, id: f.id, kind: f.kind, size: size, rpc: rpc, arrived: time.Now()}
 	if f.kind == kindAppend {
 		g.enqueue(req)
 		return nil
@@ -107,7 +107,7 @@ func (in *inbound) dispatch(f frame) error {
 	}
 	go func() {
 		defer func() { <-in.control }()
-		req.answer(g.deliver(rpc))
+		req.answer(g.deliverWithin(rpc, in.s.cfg.Timeout/2))
 	}()
 	return nil
 }
@@ -142,11 +142,12 @@ func decodeRequest(f frame) (raft.RPC, error) {
 
 // inboundRPC is a request waiting for its group, and how to answer it.
 type inboundRPC struct {
-	in   *inbound
-	id   uint64
-	kind byte
-	size int64
-	rpc  raft.RPC
+	in      *inbound
+	id      uint64
+	kind    byte
+	size    int64
+	rpc     raft.RPC
+	arrived time.Time
 }
 
 // answer sends the response (or error) and releases the request's bytes.

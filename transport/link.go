@@ -315,19 +315,22 @@ func (l *link) fail(err error) {
 	}
 }
 
-// expire fails the calls whose deadline is before now.
+// expire fails the link when a call is past its deadline. The peer
+// answers every request within about half of Timeout, even for a stuck
+// group (ErrBusy), so a call without an answer by then means the
+// connection is dead or hopelessly slow (a partition drops packets and TCP
+// does not notice): every call on it fails, and the next RPC dials again.
 func (l *link) expire(now time.Time) {
-	var late []*call
 	l.mu.Lock()
-	for id, c := range l.calls {
+	late := false
+	for _, c := range l.calls {
 		if now.After(c.deadline) {
-			late = append(late, c)
-			delete(l.calls, id)
+			late = true
+			break
 		}
 	}
 	l.mu.Unlock()
-	for _, c := range late {
-		c.err = fmt.Errorf("%w: no answer from %s within %v", ErrTimeout, l.peer.addr, l.peer.s.cfg.Timeout)
-		close(c.done)
+	if late {
+		l.fail(fmt.Errorf("%w: no answer from %s within %v", ErrTimeout, l.peer.addr, l.peer.s.cfg.Timeout))
 	}
 }

@@ -80,7 +80,7 @@ type testNode struct {
 // cluster is a set of nodes running the same raft groups.
 type cluster struct {
 	t           *testing.T
-	rpcBytesMax int  // 0: the default
+	rpcBytesMax int    // 0: the default
 	shared      bool   // groups share each node's Shared transport
 	trailing    uint64 // raft's TrailingLogs; 0: raft's default
 	nodes       []*testNode

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"runtime"
 	"strings"
@@ -523,4 +524,56 @@ func TestShared_RaftSnapshotInstallAndIdleGoroutines(t *testing.T) {
 	}
 	c.stop()
 	waitFor(t, fmt.Sprintf("goroutines back to baseline %d", base), func() bool { return runtime.NumGoroutine() <= base+2 })
+}
+
+func TestShared_StuckGroupIsAnsweredBusyAndKeepsTheConnection(t *testing.T) {
+	p := newSharedPair(t, func(c *SharedConfig) { c.Timeout = time.Second })
+	ga := mustSharedGroup(t, p.a, "stuck")
+	mustSharedGroup(t, p.b, "stuck") // its raft never takes an RPC
+	var r raft.AppendEntriesResponse
+	start := time.Now()
+	err := ga.AppendEntries("b", p.target(), appendReq(2, 1, 1, 1), &r)
+	if !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("append to a stuck group: %v after %v, want the peer's busy answer", err, time.Since(start))
+	}
+	peer, _ := p.a.peer(string(p.target()))
+	peer.mu.Lock()
+	bulk := peer.links[classBulk]
+	peer.mu.Unlock()
+	if bulk == nil || bulk.failed() != nil {
+		t.Fatal("the bulk connection was dropped for a stuck group's sake")
+	}
+}
+
+func TestShared_SilentPeerFailsTheConnection(t *testing.T) {
+	ips, _ := nodeIPs(t)
+	s := newTestShared(t, newTestMux(t, ips[0], nil), func(c *SharedConfig) { c.Timeout = 500 * time.Millisecond })
+	// A peer that accepts and reads everything but never answers, as a
+	// node behind a partition that drops packets looks to TCP.
+	ln, err := net.Listen("tcp", net.JoinHostPort(ips[1], "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	g := mustSharedGroup(t, s, "g1")
+	target := raft.ServerAddress(ln.Addr().String())
+	var r raft.AppendEntriesResponse
+	if err := g.AppendEntries("b", target, appendReq(2, 1, 1, 1), &r); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("append to a silent peer: %v, want ErrTimeout", err)
+	}
+	peer, _ := s.peer(string(target))
+	waitFor(t, "the silent connection to be dropped", func() bool {
+		peer.mu.Lock()
+		defer peer.mu.Unlock()
+		return peer.links[classBulk] == nil
+	})
 }

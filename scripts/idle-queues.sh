@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# What idle partitions cost: starts a three-node cluster set up as `make run`
+# sets it up (TLS, gossip key, tokens; 127.0.0.1, ports 7051-7353 so a
+# running `make run` is not disturbed), creates single-partition queues with
+# 3 replicas up to each count in COUNTS (default "100 1000"), waits SETTLE
+# seconds (default 20), then samples every node for WINDOW seconds (default
+# 30) and prints one row per count and node: CPU (share of one core), RSS,
+# open files, goroutines. TRAFFIC=1s also runs, after the last count, one
+# message per second to every queue (sent and consumed) and samples that.
+#
+#   scripts/idle-queues.sh                      # 100 and 1,000 queues
+#   COUNTS="100 1000 3000 10000" scripts/idle-queues.sh
+#   TRAFFIC=1s COUNTS=1000 scripts/idle-queues.sh
+#
+# FERRYD=path runs another build of the server (the CLI stays this one's),
+# for a before-and-after comparison. KEEP=1 leaves the data directory (its path is printed) for a look at the
+# logs. The machine's state goes beside any figure: the script prints a
+# 4 KiB O_DSYNC write probe first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+COUNTS=${COUNTS:-"100 1000"}
+SETTLE=${SETTLE:-20}
+WINDOW=${WINDOW:-30}
+TRAFFIC=${TRAFFIC:-}
+OFFSET=50
+make -s build >/dev/null
+FERRYD=${FERRYD:-./bin/ferryd}
+dir=$(mktemp -d /tmp/ferry-idle.XXXXXX)
+pids=()
+stop() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [[ "${KEEP:-}" == 1 ]]; then echo "data kept in $dir"; else rm -rf "$dir"; fi
+}
+trap stop EXIT
+
+probe() {
+  local f="$dir/probe" out
+  out=$(dd if=/dev/zero of="$f" bs=4k count=2000 oflag=dsync 2>&1 | tail -1)
+  rm -f "$f"
+  echo "disk probe (2,000 x 4 KiB O_DSYNC writes): $out"
+}
+probe
+
+pki="$dir/pki"
+./bin/ferryd dev-pki -dir "$pki" -nodes node1,node2,node3 >/dev/null
+./bin/ferryd token -name admin -cluster admin -file "$pki/tokens.json" -secret-file "$pki/admin.token" >/dev/null
+(umask 077; head -c 32 /dev/urandom | base64 >"$pki/gossip.key")
+seeds=""
+for i in 1 2 3; do seeds+="127.0.0.1:$((7301 + OFFSET + i - 1)),"; done
+for i in 1 2 3; do
+  mkdir -p "$dir/node$i"
+  "$FERRYD" -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((OFFSET + i - 1)) \
+    -bootstrap-expect 3 -join "${seeds%,}" -fast-gossip -gossip-keyring "$pki/gossip.key" \
+    -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" -tokens "$pki/tokens.json" \
+    -max-queues 100000 -max-partitions 100000 -queue-create-rate 100000 \
+    >"$dir/node$i.log" 2>&1 &
+  pids+=($!)
+done
+ferry=(./bin/ferry --ca "$pki/ca.pem" --token-file "$pki/admin.token" --servers "127.0.0.1:$((7101 + OFFSET)),127.0.0.1:$((7102 + OFFSET)),127.0.0.1:$((7103 + OFFSET))")
+for _ in $(seq 1 300); do
+  if "${ferry[@]}" cluster status >/dev/null 2>&1; then break; fi
+  sleep 0.1
+done
+
+hz=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_mb() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+open_files() { ls "/proc/$1/fd" | wc -l; }
+goroutines() {
+  curl -sf --cacert "$pki/ca.pem" -H "Authorization: Bearer $(cat "$pki/admin.token")" \
+    "https://127.0.0.1:$((7201 + OFFSET + $1))/metrics" | awk '$1 == "go_goroutines" {print $2}'
+}
+
+# sample LABEL: WINDOW seconds of CPU, then RSS, files and goroutines, per node.
+sample() {
+  local before=() i
+  for i in 0 1 2; do before[$i]=$(cpu_ticks "${pids[$i]}"); done
+  sleep "$WINDOW"
+  for i in 0 1 2; do
+    local used=$(( $(cpu_ticks "${pids[$i]}") - before[i] ))
+    printf "| %s | node%d | %s%% | %s MB | %s | %s |\n" "$1" $((i + 1)) \
+      "$(awk -v u="$used" -v hz="$hz" -v w="$WINDOW" 'BEGIN {printf "%.1f", 100 * u / (hz * w)}')" "$(rss_mb "${pids[$i]}")" \
+      "$(open_files "${pids[$i]}")" "$(goroutines "$i")"
+  done
+}
+
+rows=()
+for n in $COUNTS; do
+  echo "creating queues up to $n..."
+  "${ferry[@]}" bench queues --count "$n" --workers 32
+  sleep "$SETTLE"
+  rows+=("$(sample "$n idle")")
+done
+if [[ -n "$TRAFFIC" ]]; then
+  last=${COUNTS##* }
+  "${ferry[@]}" bench queues --count "$last" --traffic "$TRAFFIC" --duration $((WINDOW + 10))s &
+  tp=$!
+  sleep 5
+  rows+=("$(sample "$last, 1 msg/$TRAFFIC each")")
+  wait "$tp"
+fi
+echo
+echo "| queues | node | CPU (of one core) | RSS | open files | goroutines |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
