@@ -47,7 +47,7 @@ func benchCmd(g *globals) *cobra.Command {
 	pf.BoolVar(&f.keep, "keep", false, "leave the queue in place afterwards")
 	pf.BoolVar(&f.quiet, "no-progress", false, "no live progress on the terminal")
 	pf.StringVar(&f.cpuProfile, "cpu-profile", "", "write the bench client's own CPU profile of the run to this file")
-	cmd.AddCommand(benchPubCmd(g, f), benchConsumeCmd(g, f), benchE2ECmd(g, f), benchQueuesCmd(g))
+	cmd.AddCommand(benchPubCmd(g, f), benchConsumeCmd(g, f), benchE2ECmd(g, f), benchQueuesCmd(g, f))
 	return cmd
 }
 

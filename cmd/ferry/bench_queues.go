@@ -18,7 +18,6 @@ type queuesFlags struct {
 	prefix      string
 	workers     int
 	traffic     time.Duration
-	run         time.Duration
 	deleteAfter bool
 }
 
@@ -32,7 +31,7 @@ const (
 // benchQueuesCmd is `ferry bench queues`: many single-partition queues,
 // idle or each with a trickle of traffic, to measure what a partition
 // costs a node (scripts/idle-queues.sh samples the nodes meanwhile).
-func benchQueuesCmd(g *globals) *cobra.Command {
+func benchQueuesCmd(g *globals, bf *benchFlags) *cobra.Command {
 	f := &queuesFlags{}
 	cmd := &cobra.Command{
 		Use:   "queues",
@@ -42,26 +41,25 @@ func benchQueuesCmd(g *globals) *cobra.Command {
 			"With --traffic, each queue is then sent one message per interval and consumed\n" +
 			"(receive + ack) for --duration. --delete removes the queues at the end.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchQueues(cmd, g, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchQueues(cmd, g, f, bf.duration) },
 	}
 	fl := cmd.Flags()
-	fl.IntVarP(&f.count, "count", "n", 1000, "queues to have, 1..100000")
+	fl.IntVar(&f.count, "count", 1000, "queues to have, 1..100000")
 	fl.StringVar(&f.prefix, "prefix", "idle-", "queue name prefix")
-	fl.IntVarP(&f.workers, "workers", "w", 16, "creates in flight at once, 1..256")
-	fl.DurationVar(&f.traffic, "traffic", 0, "send one message to each queue this often, and consume it (0: idle)")
-	fl.DurationVarP(&f.run, "duration", "d", time.Minute, "how long to run the traffic")
+	fl.IntVar(&f.workers, "workers", 16, "creates in flight at once, 1..256")
+	fl.DurationVar(&f.traffic, "traffic", 0, "send one message to each queue this often, and consume it, for --duration (0: idle)")
 	fl.BoolVar(&f.deleteAfter, "delete", false, "delete the queues at the end")
 	return cmd
 }
 
-func runBenchQueues(cmd *cobra.Command, g *globals, f *queuesFlags) error {
+func runBenchQueues(cmd *cobra.Command, g *globals, f *queuesFlags, run time.Duration) error {
 	switch {
 	case f.count < 1 || f.count > benchQueuesMax:
 		return fmt.Errorf("--count %d: want 1..%d", f.count, benchQueuesMax)
 	case f.workers < 1 || f.workers > benchWorkersMax:
 		return fmt.Errorf("--workers %d: want 1..%d", f.workers, benchWorkersMax)
-	case f.traffic < 0 || (f.traffic > 0 && f.run <= 0):
-		return fmt.Errorf("--traffic %v --duration %v: want a traffic interval of 0 or more, and a positive duration with it", f.traffic, f.run)
+	case f.traffic < 0 || (f.traffic > 0 && run <= 0):
+		return fmt.Errorf("--traffic %v --duration %v: want a traffic interval of 0 or more, and a positive duration with it", f.traffic, run)
 	}
 	c, _, done, err := g.connect(cmd)
 	if err != nil {
@@ -83,7 +81,7 @@ func runBenchQueues(cmd *cobra.Command, g *globals, f *queuesFlags) error {
 		return err
 	}
 	if f.traffic > 0 {
-		if err := trickle(ctx, c, names, f.traffic, f.run, out); err != nil {
+		if err := trickle(ctx, c, names, f.traffic, run, out); err != nil {
 			return err
 		}
 	}
