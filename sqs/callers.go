@@ -124,6 +124,8 @@ type callers struct {
 	wg     sync.WaitGroup // connections being closed
 }
 
+// newCallers returns an empty table; dial nil makes every caller use
+// shared.
 func newCallers(lim Limits, shared *client.Client, dial func(context.Context) (*client.Client, error)) *callers {
 	return &callers{lim: lim.withDefaults(), dial: dial, shared: shared, table: make(map[string]*caller)}
 }
