@@ -32,11 +32,11 @@ func TestNode_HTTPConnectionsBoundedPerIPAndInAll(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			if got, _ := nd.httpConns.counts(); got == n {
+			if got, _ := nd.httpConns.Counts(); got == n {
 				return
 			}
 			if time.Now().After(deadline) {
-				got, _ := nd.httpConns.counts()
+				got, _ := nd.httpConns.Counts()
 				t.Fatalf("%d admin connections open, want %d", got, n)
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -53,7 +53,7 @@ func TestNode_HTTPConnectionsBoundedPerIPAndInAll(t *testing.T) {
 	if !waitClosed(rawHTTPConn(t, "127.0.0.3", addr), 5*time.Second) {
 		t.Fatal("a connection beyond the node's bound was kept")
 	}
-	if _, refused := nd.httpConns.counts(); refused != 2 {
+	if _, refused := nd.httpConns.Counts(); refused != 2 {
 		t.Fatalf("%d refusals counted, want 2", refused)
 	}
 	// The client port is untouched.

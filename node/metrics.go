@@ -1,12 +1,14 @@
 package node
 
 import (
-	"github.com/ferrymq/ferry/transport"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/connlimit"
+	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -68,19 +70,8 @@ func newMetrics(n *Node) *metrics {
 		}
 		return float64(n.clients.count())
 	})
-	httpOpen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "ferry_http_connections", Help: "HTTP admin connections open now.",
-	}, func() float64 {
-		open, _ := n.httpConns.counts()
-		return float64(open)
-	})
-	httpRefused := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "ferry_http_connections_refused_total", Help: "HTTP admin connections closed at once at the node or per-address limit.",
-	}, func() float64 {
-		_, refused := n.httpConns.counts()
-		return float64(refused)
-	})
-	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open, httpOpen, httpRefused)
+	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open)
+	m.registry.MustRegister(connlimit.Metrics("ferry_http_connections", "HTTP admin", n.httpConnCounts)...)
 	m.registry.MustRegister(raftConnCollectors(n)...)
 	m.registry.MustRegister(processRaftSink(), groupCollector{n})
 	m.registry.MustRegister(clockCollectors(n)...)
@@ -274,4 +265,25 @@ func raftConnCollectors(n *Node) []prometheus.Collector {
 		refused("busy", func(s transport.Stats) float64 { return float64(s.Busy) }),
 		refused("header", func(s transport.Stats) float64 { return float64(s.Rejected - s.TLSRefused - s.Busy) }),
 	}
+}
+
+// httpConnCounts reads the admin port's connection counts (zeros before
+// the port is open).
+func (n *Node) httpConnCounts() (open int, refused uint64) {
+	if n.httpConns == nil {
+		return 0, 0
+	}
+	return n.httpConns.Counts()
+}
+
+// RegisterMetrics adds collectors to the node's /metrics, for parts of the
+// process that run beside the node (ferryd's SQS endpoint). It fails on a
+// collector whose series the registry has already.
+func (n *Node) RegisterMetrics(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := n.metrics.registry.Register(c); err != nil {
+			return fmt.Errorf("node: registering metrics: %w", err)
+		}
+	}
+	return nil
 }

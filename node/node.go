@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/dashboard"
+	"github.com/ferrymq/ferry/internal/connlimit"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/transport"
@@ -43,7 +44,7 @@ type Node struct {
 	clients *clientServer
 	http    *http.Server
 	// httpConns is the admin port's listener, bounding its connections.
-	httpConns *httpConnLimiter
+	httpConns *connlimit.Listener
 	logs      *raftlog.Store    // every partition replica's raft log
 	creates   *tokenBucket      // the queue create rate limit
 	tls       *tlsconf.Material // nil when Config.Insecure
@@ -101,7 +102,7 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
 	cleanup = append(cleanup, func() { httpLn.Close() })
-	n.httpConns = newHTTPConnLimiter(httpLn, cfg.MaxHTTPConns, cfg.MaxHTTPConnsPerIP, n.httpRefusal())
+	n.httpConns = connlimit.New(httpLn, cfg.MaxHTTPConns, cfg.MaxHTTPConnsPerIP, connlimit.LogRefusals(n.logger, "admin"))
 	mc := transport.DefaultMuxConfig(cfg.RaftAddr)
 	mc.Logger = n.logger
 	if n.tls != nil {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/connlimit"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -117,7 +118,7 @@ func (s *clientServer) closed() bool {
 // admit serves conn, or refuses it when the node or the client's IP is at
 // its connection limit.
 func (s *clientServer) admit(conn net.Conn) {
-	ip := remoteIP(conn)
+	ip := connlimit.RemoteIP(conn)
 	cfg := &s.n.cfg
 	s.mu.Lock()
 	if s.conns == nil {
@@ -212,19 +213,6 @@ func (s *clientServer) close() {
 	s.conns = nil
 	s.mu.Unlock()
 	s.wg.Wait()
-}
-
-// remoteIP is the IP address of the connection's peer ("" when it has
-// none, as for a pipe).
-func remoteIP(conn net.Conn) string {
-	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
-	}
-	host, _, err := net.SplitHostPort(conn.RemoteAddr().String())
-	if err != nil {
-		return ""
-	}
-	return host
 }
 
 // errIdle ends a connection that stayed idle past Config.IdleTimeout.

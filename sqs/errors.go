@@ -70,10 +70,19 @@ var (
 	ErrOverLimit = newCode("OverLimit", "OverLimit", http.StatusForbidden)
 	// ErrResourceNotFound: a message move task or its source is unknown.
 	ErrResourceNotFound = newCode("ResourceNotFoundException", "ResourceNotFoundException", http.StatusBadRequest)
+	// ErrRequestThrottled: the caller (its access key) is at one of its
+	// bounds of requests in flight (Limits), or the endpoint at its bound
+	// of callers; the request did nothing and may be retried. SDKs take it
+	// as a throttling error and retry with backoff.
+	ErrRequestThrottled = newCode("RequestThrottled", "RequestThrottled", http.StatusBadRequest)
 	// ErrServiceUnavailable: the cluster could not serve the request now.
 	ErrServiceUnavailable = newCode("ServiceUnavailable", "ServiceUnavailable", http.StatusServiceUnavailable)
 	// ErrInternalFailure: an unexpected failure.
 	ErrInternalFailure = newCode("InternalFailure", "InternalFailure", http.StatusInternalServerError)
+
+	// ErrInvalidLimits: a field of Limits is out of its range (a
+	// configuration error of the server, not an answer of the API).
+	ErrInvalidLimits = errors.New("sqs: invalid limits")
 )
 
 // Code is one SQS error code: its JSON type, its query-protocol code and

@@ -169,7 +169,7 @@ func (s *Server) serveQuery(w http.ResponseWriter, hr *http.Request, form url.Va
 		s.writeQueryError(w, asError(err))
 		return
 	}
-	out, err := act(s, hr.Context(), &request{body: in, host: hr.Host, tls: hr.TLS != nil, tok: tok})
+	out, err := s.call(w, hr, name, act, &request{body: in, host: hr.Host, tls: hr.TLS != nil, tok: tok})
 	if err != nil {
 		e := asError(err)
 		if !e.sender() {

@@ -40,8 +40,18 @@ const (
 
 // Config configures a Server.
 type Config struct {
-	// Client is the connection to the cluster every action uses.
+	// Client is the endpoint's own connection to the cluster: the SQS
+	// attributes are read and written through it, and every action when
+	// Dial is nil.
 	Client *client.Client
+	// Dial, when set, opens a connection to the cluster for one caller:
+	// every caller (access key) gets its own on its first request, so that
+	// one caller's requests (its long polls) never wait behind another's
+	// on a shared connection. Listen sets it.
+	Dial func(context.Context) (*client.Client, error)
+	// Limits bound each caller's requests in flight; zero fields take the
+	// defaults. They must pass Limits.Validate (Listen checks).
+	Limits Limits
 	// Region and AccountID appear in queue ARNs and URLs; empty means
 	// DefaultRegion and DefaultAccountID.
 	Region, AccountID string
@@ -57,14 +67,21 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Server answers SQS requests; it is an http.Handler.
+// Server answers SQS requests; it is an http.Handler. Close it to close
+// the callers' connections.
 type Server struct {
-	cfg   Config
-	cl    *client.Client
-	meta  *metaStore
-	log   *slog.Logger
-	mu    sync.Mutex
-	tasks []moveTask // newest last, at most maxMoveTasks
+	*core
+	cl *client.Client // the connection of the caller an action serves
+}
+
+// core is the state of a Server that all its callers share.
+type core struct {
+	cfg     Config
+	meta    *metaStore
+	log     *slog.Logger
+	callers *callers
+	mu      sync.Mutex
+	tasks   []moveTask // newest last, at most maxMoveTasks
 }
 
 // New returns a server that serves through cfg.Client.
@@ -82,7 +99,43 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, cl: cfg.Client, meta: newMetaStore(cfg.Client, cfg.MetaTTL), log: log}
+	return &Server{core: &core{cfg: cfg, meta: newMetaStore(cfg.Client, cfg.MetaTTL), log: log,
+		callers: newCallers(cfg.Limits, cfg.Client, cfg.Dial)}, cl: cfg.Client}
+}
+
+// Close closes the callers' connections (not Config.Client); requests
+// still in flight fail, later ones are refused.
+func (s *Server) Close() { s.callers.close() }
+
+// Stats are counts of a Server for monitoring.
+type Stats struct {
+	// Callers is the number of callers the server keeps state for.
+	Callers int
+	// Throttled counts the requests refused with ErrRequestThrottled.
+	Throttled uint64
+}
+
+// Stats returns the server's counts now.
+func (s *Server) Stats() Stats {
+	return Stats{Callers: s.callers.count(), Throttled: s.callers.throttled.Load()}
+}
+
+// call runs act for the caller of hr within the caller's bounds and on
+// its own connection. hr passed the signature check: from here on the
+// connection may be kept open after the answer.
+func (s *Server) call(w http.ResponseWriter, hr *http.Request, name string, act action, r *request) (any, error) {
+	w.Header().Del("Connection")
+	poll := name == "ReceiveMessage"
+	c, err := s.callers.admit(callerKey(hr), poll)
+	if err != nil {
+		return nil, err
+	}
+	defer s.callers.release(c, poll)
+	cl, err := s.callers.client(hr.Context(), c)
+	if err != nil {
+		return nil, err
+	}
+	return act(&Server{core: s.core, cl: cl}, hr.Context(), r)
 }
 
 // action is one API action: it decodes its input from raw JSON and
@@ -143,8 +196,10 @@ func unsupported(name string) action {
 
 const targetPrefix = "AmazonSQS."
 
-// ServeHTTP answers one SQS JSON protocol request.
+// ServeHTTP answers one SQS JSON protocol request. A request that fails
+// before its signature checks closes its connection after the answer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
+	w.Header().Set("Connection", "close")
 	if hr.Method != http.MethodPost && hr.Method != http.MethodGet {
 		s.writeError(w, fail(ErrInvalidAction, "method %s: the API takes POST (or query GET) requests", hr.Method))
 		return
@@ -177,7 +232,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		s.writeError(w, asError(err))
 		return
 	}
-	out, err := act(s, hr.Context(), &request{body: body, host: hr.Host, tls: hr.TLS != nil, tok: tok})
+	out, err := s.call(w, hr, name, act, &request{body: body, host: hr.Host, tls: hr.TLS != nil, tok: tok})
 	if err != nil {
 		e := asError(err)
 		if !e.sender() {

@@ -10,6 +10,13 @@ import (
 	"github.com/ferrymq/ferry/client"
 )
 
+// Errors of the CLI itself (the cluster's come from package client).
+var (
+	// errUnknownCommand: a group command (queue, dlq, node, ...) was
+	// given a subcommand it does not have.
+	errUnknownCommand = errors.New("unknown command")
+)
+
 // clusterDownError says that none of the addresses answered, and how to
 // point the CLI elsewhere. It is one line.
 func clusterDownError(servers string, err error) error {

@@ -71,6 +71,8 @@ func newRoot() *cobra.Command {
 	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), peekCmd(g),
 		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g),
 		nodeCmd(g), topCmd(g))
+	root.InitDefaultCompletionCmd()
+	requireKnownSubcommands(root)
 	return root
 }
 

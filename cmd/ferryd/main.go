@@ -315,6 +315,9 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if o.gossipKey == "" && o.gossipKeyring == "" && !o.tls.insecure {
 		return o, &usageError{errors.New("no gossip key: give -gossip-key or -gossip-keyring (or -insecure to run without encryption)")}
 	}
+	if err := o.sqs.check(); err != nil {
+		return o, &usageError{err}
+	}
 	return o, nil
 }
 

@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ferrymq/ferry/internal/connlimit"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
 	"github.com/ferrymq/ferry/sqs"
@@ -15,12 +19,51 @@ import (
 // sqsOptions configure the SQS-compatible endpoint; an empty address
 // leaves it off.
 type sqsOptions struct {
-	addr, region string
+	addr, region            string
+	maxConns, maxConnsPerIP int
+	limits                  sqs.Limits
 }
 
 func (s *sqsOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.addr, "sqs-addr", "", "address ip:port of the SQS-compatible API (off when empty); TLS like the HTTP admin port")
 	fs.StringVar(&s.region, "sqs-region", sqs.DefaultRegion, "region named in the ARNs of the SQS API")
+	fs.IntVar(&s.maxConns, "sqs-max-conns", 0, fmt.Sprintf("most SQS API connections open at once; more are closed at once "+
+		"(0 = %d, or a quarter of the process's file descriptor limit when that is lower)", sqs.DefaultMaxConns))
+	fs.IntVar(&s.maxConnsPerIP, "sqs-max-conns-per-ip", 0,
+		fmt.Sprintf("most SQS API connections from one IP address (0 = %d, or -sqs-max-conns when lower)", sqs.DefaultMaxConnsPerIP))
+	fs.IntVar(&s.limits.MaxCallers, "sqs-max-callers", sqs.DefaultMaxCallers,
+		"most callers (access keys) the SQS API keeps a cluster connection for; the idlest gives way to a new one")
+	fs.IntVar(&s.limits.MaxCallerRequests, "sqs-caller-requests", sqs.DefaultMaxCallerRequests,
+		"most SQS requests of one access key in flight; more are answered RequestThrottled")
+	fs.IntVar(&s.limits.MaxCallerLongPolls, "sqs-caller-long-polls", sqs.DefaultMaxCallerLongPolls,
+		"most ReceiveMessage calls of one access key in flight (within -sqs-caller-requests); more are answered RequestThrottled")
+	fs.DurationVar(&s.limits.CallerIdleTimeout, "sqs-caller-idle-timeout", sqs.DefaultCallerIdleTimeout,
+		"drop an access key's state and cluster connection after this long without a request in flight")
+}
+
+// check validates the limits, filling the connection bounds left at 0:
+// the port must not take the descriptors the node's raft and client
+// ports need.
+func (s *sqsOptions) check() error {
+	if s.maxConns < 0 || s.maxConnsPerIP < 0 {
+		return fmt.Errorf("-sqs-max-conns %d, -sqs-max-conns-per-ip %d: must not be negative (0 = default)", s.maxConns, s.maxConnsPerIP)
+	}
+	if s.maxConns == 0 {
+		s.maxConns = sqs.DefaultMaxConns
+		if fds := fileLimit(); fds > 0 {
+			s.maxConns = max(1, min(s.maxConns, fds/4))
+		}
+	}
+	if s.maxConnsPerIP == 0 {
+		s.maxConnsPerIP = min(sqs.DefaultMaxConnsPerIP, s.maxConns)
+	}
+	if s.maxConnsPerIP > s.maxConns {
+		return fmt.Errorf("-sqs-max-conns-per-ip %d: must not exceed -sqs-max-conns (%d)", s.maxConnsPerIP, s.maxConns)
+	}
+	if err := s.limits.Validate(); err != nil {
+		return fmt.Errorf("-sqs-*: %w", err)
+	}
+	return nil
 }
 
 // sqsEndpoint runs the SQS listener of a node: it connects to the node's
@@ -41,7 +84,8 @@ func startSQS(o options, n *node.Node, logger *slog.Logger) (*sqsEndpoint, error
 	}
 	cfg := sqs.ListenConfig{
 		Addr: o.sqs.addr, Seeds: []string{n.ClientAddr()}, Logger: logger.With("component", "sqs"),
-		Server: sqs.Config{Region: o.sqs.region},
+		MaxConns: o.sqs.maxConns, MaxConnsPerIP: o.sqs.maxConnsPerIP,
+		Server: sqs.Config{Region: o.sqs.region, Limits: o.sqs.limits},
 	}
 	if o.tokens != "" {
 		cfg.Server.Credentials = sqs.TokenCredentials(n.Tokens)
@@ -59,6 +103,10 @@ func startSQS(o options, n *node.Node, logger *slog.Logger) (*sqsEndpoint, error
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &sqsEndpoint{cancel: cancel}
+	if err := n.RegisterMetrics(e.metrics()...); err != nil {
+		cancel()
+		return nil, err
+	}
 	e.wg.Add(1)
 	go e.run(ctx, cfg, logger)
 	return e, nil
@@ -84,6 +132,31 @@ func (e *sqsEndpoint) run(ctx context.Context, cfg sqs.ListenConfig, logger *slo
 		case <-time.After(wait):
 		}
 	}
+}
+
+// stats reads the listener's counts (zeros until it is up).
+func (e *sqsEndpoint) stats() sqs.ListenerStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.l == nil {
+		return sqs.ListenerStats{}
+	}
+	return e.l.Stats()
+}
+
+// metrics are the endpoint's series on the node's /metrics.
+func (e *sqsEndpoint) metrics() []prometheus.Collector {
+	cs := connlimit.Metrics("ferry_sqs_connections", "SQS API", func() (int, uint64) {
+		st := e.stats()
+		return st.Conns, st.ConnsRefused
+	})
+	return append(cs,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ferry_sqs_callers", Help: "Callers (access keys) the SQS API keeps state and a cluster connection for.",
+		}, func() float64 { return float64(e.stats().Callers) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ferry_sqs_requests_throttled_total", Help: "SQS requests answered RequestThrottled: their caller was at a bound.",
+		}, func() float64 { return float64(e.stats().Throttled) }))
 }
 
 // close stops the endpoint.

@@ -52,7 +52,11 @@ type Cluster struct {
 	Root  string // holds data/ and logs/
 	bin   string
 	args  []string // extra ferryd flags
-	logf  func(string, ...any)
+	// extraArgs and maxFiles, when set, give one node's extra flags and
+	// its descriptor limit (ClusterOptions).
+	extraArgs func(*Node) []string
+	maxFiles  func(*Node) int
+	logf      func(string, ...any)
 	// pki is the directory of the throwaway CA and node certificates; ""
 	// when the cluster runs with -insecure.
 	pki string
@@ -87,6 +91,13 @@ type ClusterOptions struct {
 	// tmpfs of that size, for disk-full faults; without root it is not
 	// done, and Cluster.DiskFaults reports false.
 	Tmpfs string
+	// NodeArgs, when set, returns extra ferryd flags of one node (after
+	// Args), e.g. its own -sqs-addr; it is called at every start.
+	NodeArgs func(*Node) []string
+	// MaxFiles, when set, returns one node's limit of open file
+	// descriptors (RLIMIT_NOFILE, soft and hard, set before ferryd runs);
+	// 0 leaves the node's limit as the harness's.
+	MaxFiles func(*Node) int
 }
 
 // BuildFerryd compiles the server binary into dir and returns its path,
@@ -114,7 +125,7 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	if _, err := crand.Read(key); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, logf: o.Logf, scheme: "http",
+	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, extraArgs: o.NodeArgs, maxFiles: o.MaxFiles, logf: o.Logf, scheme: "http",
 		gossipKey: base64.StdEncoding.EncodeToString(key)}
 	for _, d := range []string{"data", "logs"} {
 		if err := os.MkdirAll(filepath.Join(o.Root, d), 0o755); err != nil {
@@ -291,7 +302,23 @@ func (c *Cluster) nodeArgs(n *Node) []string {
 	} else {
 		args = append(args, "-insecure")
 	}
-	return append(args, c.args...)
+	args = append(args, c.args...)
+	if c.extraArgs != nil {
+		args = append(args, c.extraArgs(n)...)
+	}
+	return args
+}
+
+// command is the process of node n: ferryd, or under a descriptor limit
+// a shell that sets it (soft and hard) and becomes ferryd.
+func (c *Cluster) command(n *Node) *exec.Cmd {
+	if c.maxFiles != nil {
+		if fds := c.maxFiles(n); fds > 0 {
+			script := fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, fds)
+			return exec.Command("/bin/sh", append([]string{"-c", script, c.bin}, c.nodeArgs(n)...)...)
+		}
+	}
+	return exec.Command(c.bin, c.nodeArgs(n)...)
 }
 
 // marker appends a line to a node's log, so the log shows what the
@@ -321,7 +348,7 @@ func (c *Cluster) Start(n *Node) error {
 	}
 	n.starts++
 	fmt.Fprintf(f, "=== chaos %s: start #%d ===\n", time.Now().Format("15:04:05.000"), n.starts)
-	cmd := exec.Command(c.bin, c.nodeArgs(n)...)
+	cmd := c.command(n)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Own process group: a Ctrl-C in the terminal reaches the test, which
 	// cleans up; Pdeathsig ends the node if the test process dies.
