@@ -67,7 +67,7 @@ func (s *Server) receiveMessage(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (s *Server) deleteMessage(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	errs, err := s.settle(ctx, in.QueueUrl, []handleEntry{{ReceiptHandle: in.ReceiptHandle}}, false)
+	errs, err := s.settle(ctx, r, in.QueueUrl, []handleEntry{{ReceiptHandle: in.ReceiptHandle}}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (s *Server) changeMessageVisibility(ctx context.Context, r *request) (any, 
 	if in.VisibilityTimeout == nil {
 		return nil, fail(ErrMissingParameter, "the request must contain the parameter VisibilityTimeout")
 	}
-	errs, err := s.settle(ctx, in.QueueUrl, []handleEntry{{ReceiptHandle: in.ReceiptHandle, VisibilityTimeout: in.VisibilityTimeout}}, true)
+	errs, err := s.settle(ctx, r, in.QueueUrl, []handleEntry{{ReceiptHandle: in.ReceiptHandle, VisibilityTimeout: in.VisibilityTimeout}}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func (s *Server) settleBatch(ctx context.Context, r *request, visibility bool) (
 	if err := checkBatch(ids); err != nil {
 		return nil, err
 	}
-	errs, err := s.settle(ctx, in.QueueUrl, in.Entries, visibility)
+	errs, err := s.settle(ctx, r, in.QueueUrl, in.Entries, visibility)
 	if err != nil {
 		return nil, err
 	}
@@ -268,8 +268,8 @@ func (s *Server) settleBatch(ctx context.Context, r *request, visibility bool) (
 // settle deletes (visibility false) or changes the visibility of the
 // deliveries the entries name; one error per entry. The error returned
 // alone concerns the whole request.
-func (s *Server) settle(ctx context.Context, queueURL string, entries []handleEntry, visibility bool) ([]error, error) {
-	name, err := nameOfURL(queueURL)
+func (s *Server) settle(ctx context.Context, r *request, queueURL string, entries []handleEntry, visibility bool) ([]error, error) {
+	name, err := r.queueOfURL(queueURL)
 	if err != nil {
 		return nil, err
 	}

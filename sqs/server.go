@@ -95,6 +95,9 @@ type request struct {
 	host string // for queue URLs
 	tls  bool
 	tok  *auth.Token // the caller's permissions; nil: every permission
+	// checked are the queues the action was authorized on (authorize);
+	// request.queue refuses any other.
+	checked []string
 }
 
 // decode unmarshals the request body into v, refusing unknown shapes.
@@ -170,14 +173,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		return
 	}
 	tok, err := s.checkSignature(hr, body)
+	var checked []string
 	if err == nil {
-		err = authorize(tok, name, body)
+		checked, err = authorize(tok, name, body)
 	}
 	if err != nil {
 		s.writeError(w, asError(err))
 		return
 	}
-	out, err := act(s, hr.Context(), &request{body: body, host: hr.Host, tls: hr.TLS != nil, tok: tok})
+	out, err := act(s, hr.Context(), &request{body: body, host: hr.Host, tls: hr.TLS != nil, tok: tok, checked: checked})
 	if err != nil {
 		e := asError(err)
 		if !e.sender() {
