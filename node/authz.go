@@ -23,6 +23,19 @@ type tokens struct {
 type tokenStore struct {
 	mu  sync.Mutex // serializes stores, so that generations never repeat
 	cur atomic.Pointer[tokens]
+	// reloaded is closed (and replaced) by the next store, after the new
+	// set is in place; nil until first asked for.
+	reloaded chan struct{}
+}
+
+// next returns a channel closed at the next store.
+func (s *tokenStore) next() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reloaded == nil {
+		s.reloaded = make(chan struct{})
+	}
+	return s.reloaded
 }
 
 // on reports whether the node requires tokens.
@@ -40,6 +53,10 @@ func (s *tokenStore) store(set *auth.Set) {
 		gen = old.gen + 1
 	}
 	s.cur.Store(&tokens{set: set, gen: gen})
+	if s.reloaded != nil {
+		close(s.reloaded)
+		s.reloaded = nil
+	}
 }
 
 // SetTokens replaces the node's tokens (a reload of the tokens file, as on
@@ -58,6 +75,12 @@ func (n *Node) SetTokens(set *auth.Set) error {
 	n.logger.Info("tokens reloaded", "tokens", set.Len())
 	return nil
 }
+
+// TokensReloaded returns a channel closed by the next SetTokens, once the
+// new set is in force (Tokens returns it): work that runs for a caller's
+// token for a while (the SQS endpoint's long polls) looks the token up
+// again then.
+func (n *Node) TokensReloaded() <-chan struct{} { return n.auth.next() }
 
 // Tokens returns the node's current tokens, nil when auth is off.
 func (n *Node) Tokens() *auth.Set {

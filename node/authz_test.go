@@ -156,3 +156,32 @@ func TestAuthz_ReloadReachesOpenConnections(t *testing.T) {
 		t.Fatal("SetTokens on a node without tokens succeeded")
 	}
 }
+
+// TestAuthz_TokensReloadedClosesAfterTheNewSet: the channel closes at the
+// next reload, when the new set is already the current one, and a new
+// channel waits for the reload after.
+func TestAuthz_TokensReloadedClosesAfterTheNewSet(t *testing.T) {
+	var store tokenStore
+	store.store(&auth.Set{})
+	ch := store.next()
+	select {
+	case <-ch:
+		t.Fatal("closed before any reload")
+	default:
+	}
+	next := &auth.Set{}
+	store.store(next)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("not closed by the reload")
+	}
+	if store.load().set != next {
+		t.Fatal("closed before the new set was in force")
+	}
+	select {
+	case <-store.next():
+		t.Fatal("the next channel is closed already")
+	default:
+	}
+}

@@ -156,7 +156,7 @@ func (s *Server) serveQuery(w http.ResponseWriter, hr *http.Request, form url.Va
 		s.writeQueryError(w, fail(ErrInvalidAction, "the action %q is not valid for this endpoint", truncate(name, 64)))
 		return
 	}
-	tok, err := s.checkSignature(hr, body)
+	who, err := s.checkSignature(hr, body)
 	if err != nil {
 		s.writeQueryError(w, asError(err))
 		return
@@ -164,13 +164,13 @@ func (s *Server) serveQuery(w http.ResponseWriter, hr *http.Request, form url.Va
 	in, err := queryToJSON(form)
 	var checked []string
 	if err == nil {
-		checked, err = authorize(tok, name, in)
+		checked, err = authorize(who.tok, name, in)
 	}
 	if err != nil {
 		s.writeQueryError(w, asError(err))
 		return
 	}
-	out, err := act(s, hr.Context(), &request{body: in, host: hr.Host, tls: hr.TLS != nil, tok: tok, checked: checked})
+	out, err := act(s, hr.Context(), &request{body: in, host: hr.Host, tls: hr.TLS != nil, tok: who.tok, who: who, checked: checked})
 	if err != nil {
 		e := asError(err)
 		if !e.sender() {

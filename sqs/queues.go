@@ -3,6 +3,7 @@ package sqs
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/wire"
 )
 
 const (
@@ -166,6 +168,9 @@ func (s *Server) createQueue(ctx context.Context, r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkRedriveTarget(ctx, r, ch); err != nil {
+		return nil, err
+	}
 	out := queueURLOutput{QueueUrl: s.queueURL(r, in.QueueName)}
 	if v, err := s.quickView(ctx, in.QueueName); err == nil {
 		return out, s.sameAttributes(v, in.Attributes)
@@ -208,6 +213,33 @@ func (s *Server) createQueue(ctx context.Context, r *request) (any, error) {
 		return nil, clientError(err, in.QueueName)
 	}
 	return out, nil
+}
+
+// checkRedriveTarget refuses a RedrivePolicy among the changes whose
+// deadLetterTargetArn is not the ARN, on this endpoint, of an existing
+// queue: InvalidParameterValue, as SQS answers. A queue the caller may not
+// see gets the same answer as a missing one. The target is checked when
+// the policy is set; a target deleted later leaves the policy as it is.
+func (s *Server) checkRedriveTarget(ctx context.Context, r *request, ch attrChange) error {
+	policy := ch.stored[attrRedrivePolicy]
+	if policy == "" {
+		return nil
+	}
+	var p redrivePolicy
+	if err := json.Unmarshal([]byte(policy), &p); err != nil {
+		return fail(ErrInvalidAttributeValue, "RedrivePolicy is not JSON: %v", err)
+	}
+	name := nameOfARN(p.DeadLetterTargetArn)
+	missing := fail(ErrInvalidParameterValue, "Value %s for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.", truncate(policy, 200))
+	if p.DeadLetterTargetArn != s.arn(name) || !validQueueName(name) || !r.may(wire.OpQueueStats, name) {
+		return missing
+	}
+	if _, err := s.view(ctx, name); errors.Is(err, ErrQueueDoesNotExist) {
+		return missing
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // sameAttributes answers a CreateQueue of an existing queue: success when
@@ -349,6 +381,9 @@ func (s *Server) setQueueAttributes(ctx context.Context, r *request) (any, error
 	}
 	ch, err := parseAttributes(v.name, in.Attributes, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRedriveTarget(ctx, r, ch); err != nil {
 		return nil, err
 	}
 	if len(ch.settings) > 0 {

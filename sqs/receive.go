@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/wire"
 )
 
 const (
@@ -77,7 +78,14 @@ func (s *Server) receiveMessage(ctx context.Context, r *request) (any, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, opts.Wait+10*time.Second)
 	defer cancel()
+	revoked := s.watchRevocation(rctx, cancel, r, wire.OpReceive, v.name)
 	ds, err := s.cl.Queue(v.name).Receive(rctx, opts)
+	if rerr := revoked(); rerr != nil {
+		// The caller's key was revoked (or lost receive) while it waited:
+		// it gets nothing, and what was leased for it is given back.
+		s.release(ctx, ds)
+		return nil, rerr
+	}
 	if err != nil {
 		return nil, clientError(err, v.name)
 	}
