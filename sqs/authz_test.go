@@ -217,3 +217,27 @@ func TestRequestQueue_RefusesQueuesNotAuthorized(t *testing.T) {
 		t.Fatalf("the reserved queue by URL: %v", err)
 	}
 }
+
+// TestRedriveTarget_RefusedBeforeAnyLookup: a RedrivePolicy naming an ARN
+// of another region or account, a name SQS does not take, or a queue the
+// caller may not see is refused as a missing target without asking the
+// cluster (the server here has none).
+func TestRedriveTarget_RefusedBeforeAnyLookup(t *testing.T) {
+	s := New(Config{})
+	r := &request{tok: &auth.Token{Name: "k", Grants: []auth.Grant{{Patterns: []string{"jobs"}, Actions: auth.Admin}}}}
+	for _, arn := range []string{
+		"arn:aws:sqs:eu-west-1:000000000000:jobs", "arn:aws:sqs:us-east-1:123456789012:jobs",
+		"arn:aws:sqs:us-east-1:000000000000:" + MetaQueue, "arn:aws:sqs:us-east-1:000000000000:billing", "jobs",
+	} {
+		ch, err := parseAttributes("src", map[string]string{attrRedrivePolicy: `{"deadLetterTargetArn":"` + arn + `","maxReceiveCount":3}`}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.checkRedriveTarget(t.Context(), r, ch); !errors.Is(err, ErrInvalidParameterValue) {
+			t.Errorf("%s: %v, want InvalidParameterValue", arn, err)
+		}
+	}
+	if err := s.checkRedriveTarget(t.Context(), r, attrChange{stored: map[string]string{attrRedrivePolicy: ""}}); err != nil {
+		t.Fatalf("removing the policy: %v", err)
+	}
+}
