@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -258,5 +259,55 @@ func TestDashboard_PageViewStartsSampling(t *testing.T) {
 			t.Fatalf("no chart after sampling for 10s:\n%s", body)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The confirm page's Cancel link goes back to the dead letters with the
+// filter the confirmation was asked with (it was encoded twice, so the
+// filter was lost), values with '&', '=' and spaces included.
+func TestDashboard_ConfirmCancelKeepsTheFilter(t *testing.T) {
+	srv, q := newTestServer(t)
+	q.dead = append(q.dead, client.DeadLetter{Partition: 0, Seq: 9, ID: "job-9", Group: "a&b=c d", Reason: client.DeadRejected, DeadAt: time.Now()})
+	hc := &http.Client{Jar: newJar(t)}
+	_, body := get(t, hc, srv.URL+"/queues/jobs/dead")
+	tok := body[strings.Index(body, `name="csrf" value="`)+19:]
+	tok = tok[:strings.IndexByte(tok, '"')]
+	filter := url.Values{"reason": {"rejected"}, "group": {"a&b=c d"}, "id": {"job-9"}}
+	form := url.Values{"csrf": {tok}, "action": {"redrive"}}
+	for k, v := range filter {
+		form[k] = v
+	}
+	resp, err := hc.PostForm(srv.URL+"/queues/jobs/dead/confirm", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("confirm page: %s\n%s", resp.Status, page)
+	}
+	i := strings.Index(page, `" id="cancel"`)
+	if i < 0 {
+		t.Fatalf("no Cancel link:\n%s", page)
+	}
+	start := strings.LastIndex(page[:i], `href="`) + len(`href="`)
+	href := html.UnescapeString(page[start:i])
+	u, err := url.Parse(href)
+	if err != nil {
+		t.Fatalf("Cancel href %q: %v", href, err)
+	}
+	if u.Path != "/queues/jobs/dead" {
+		t.Fatalf("Cancel goes to %q", u.Path)
+	}
+	for k := range filter {
+		if got := u.Query().Get(k); got != filter.Get(k) {
+			t.Errorf("Cancel link %q: %s = %q, want %q", href, k, got, filter.Get(k))
+		}
+	}
+	// Following it shows the filtered page.
+	code, back := get(t, hc, srv.URL+href)
+	if code != http.StatusOK || !strings.Contains(back, `value="job-9"`) || !strings.Contains(back, `value="a&amp;b=c d"`) {
+		t.Fatalf("Cancel page %d does not keep the filter:\n%s", code, back)
 	}
 }

@@ -257,6 +257,14 @@ func deadQueryOf(vals url.Values) (deadQuery, error) {
 	return q, nil
 }
 
+// Query gives the query string of the filter for a link's href: already
+// encoded, so the template must not encode it again (it did, and the
+// confirm page's Cancel link lost its filter: "reason=x" became
+// "reason%3dx").
+func (q deadQuery) Query() template.URL {
+	return template.URL(q.Encode()) // url.Values.Encode escapes every value
+}
+
 // Encode gives the query string of the filter.
 func (q deadQuery) Encode() string {
 	v := url.Values{}

@@ -23,6 +23,19 @@ type tokens struct {
 type tokenStore struct {
 	mu  sync.Mutex // serializes stores, so that generations never repeat
 	cur atomic.Pointer[tokens]
+	// reloaded is closed (and replaced) by the next store, after the new
+	// set is in place; nil until first asked for.
+	reloaded chan struct{}
+}
+
+// next returns a channel closed at the next store.
+func (s *tokenStore) next() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reloaded == nil {
+		s.reloaded = make(chan struct{})
+	}
+	return s.reloaded
 }
 
 // on reports whether the node requires tokens.
@@ -40,6 +53,10 @@ func (s *tokenStore) store(set *auth.Set) {
 		gen = old.gen + 1
 	}
 	s.cur.Store(&tokens{set: set, gen: gen})
+	if s.reloaded != nil {
+		close(s.reloaded)
+		s.reloaded = nil
+	}
 }
 
 // SetTokens replaces the node's tokens (a reload of the tokens file, as on
@@ -59,6 +76,12 @@ func (n *Node) SetTokens(set *auth.Set) error {
 	return nil
 }
 
+// TokensReloaded returns a channel closed by the next SetTokens, once the
+// new set is in force (Tokens returns it): work that runs for a caller's
+// token for a while (the SQS endpoint's long polls) looks the token up
+// again then.
+func (n *Node) TokensReloaded() <-chan struct{} { return n.auth.next() }
+
 // Tokens returns the node's current tokens, nil when auth is off.
 func (n *Node) Tokens() *auth.Set {
 	if cur := n.auth.load(); cur != nil {
@@ -71,9 +94,10 @@ func (n *Node) Tokens() *auth.Set {
 // certificate of the cluster CA: another member of the cluster (the SQS
 // endpoint beside a node dials its node this way). The raft port trusts
 // the same certificate with the cluster's whole state, so on the client
-// port it carries every right too; users get tokens, never node
+// port it carries every right too, and is the only identity that reaches
+// the reserved queues (auth.Reserved); users get tokens, never node
 // certificates.
-var memberToken = &auth.Token{Name: "cluster member (node certificate)", ClusterAdmin: true}
+var memberToken = &auth.Token{Name: "cluster member (node certificate)", ClusterAdmin: true, Internal: true}
 
 // connAuth is the identity of one client connection: the secret it
 // presented and the token it resolved to in the generation it last saw,
@@ -140,89 +164,82 @@ func (c *connAuth) token() (*auth.Token, error) {
 
 // authorize checks a decoded request against the connection's token before
 // anything is done for it; tok nil means auth is off. Listings (metadata
-// without a queue, list queues) pass here and are filtered by visibleQueues.
+// without a queue, list queues) pass here and are filtered by
+// visibleQueues. The permission each op needs is auth's table (OpNeed),
+// the one the SQS endpoint checks its actions against too; the reserved
+// queues are refused to every token but the cluster's own identity.
 func authorize(tok *auth.Token, in any) error {
-	if tok == nil || tok.ClusterAdmin {
+	queue, op := requiredAction(in)
+	if tok.Allows(op, queue) {
 		return nil
 	}
-	queue, need := requiredAction(in)
-	switch need {
-	case needNothing:
-		return nil
-	case needCluster:
+	switch need := auth.OpNeed(op); {
+	case need == auth.NeedCluster:
 		return wire.Errorf(wire.CodeUnauthorized, "token %q: cluster admin permission needed", tok.Name)
-	case needSee:
-		if tok.Sees(queue) {
-			return nil
-		}
+	case auth.Reserved(queue):
+		return wire.Errorf(wire.CodeUnauthorized, "queue %q is reserved for the cluster's own use", queue)
+	case need == auth.NeedSee:
 		return wire.Errorf(wire.CodeUnauthorized, "token %q has no permission on queue %q", tok.Name, queue)
+	default:
+		return wire.Errorf(wire.CodeUnauthorized, "token %q: %s permission on queue %q needed", tok.Name, need, queue)
 	}
-	if tok.Can(need, queue) {
-		return nil
-	}
-	return wire.Errorf(wire.CodeUnauthorized, "token %q: %s permission on queue %q needed", tok.Name, need, queue)
 }
 
-// Pseudo-actions of requiredAction beside the auth.Action bits.
-const (
-	needNothing auth.Action = 0
-	needSee     auth.Action = 1 << 6 // any permission on the queue
-	needCluster auth.Action = 1 << 7 // cluster admin
-)
-
-// requiredAction names the queue a request touches and the action it
-// needs. Peek needs receive or admin; creating a queue needs admin on a
-// pattern matching its name.
-func requiredAction(in any) (string, auth.Action) {
+// requiredAction names the queue a request touches and the op whose
+// permission it needs (auth.OpNeed): its own, but a metadata request
+// without a queue is a listing. Anything unknown is OpRemoveNode's
+// cluster admin.
+func requiredAction(in any) (string, wire.Op) {
 	switch r := in.(type) {
 	case *wire.SendRequest:
-		return r.Queue, auth.Send
+		return r.Queue, wire.OpSend
 	case *wire.ReceiveRequest:
-		return r.Queue, auth.Receive
+		return r.Queue, wire.OpReceive
 	case *wire.AckRequest:
-		return r.Queue, auth.Receive
+		return r.Queue, wire.OpAck
 	case *wire.ExtendRequest:
-		return r.Queue, auth.Receive
+		return r.Queue, wire.OpExtend
 	case *wire.NackRequest:
-		return r.Queue, auth.Receive
+		return r.Queue, wire.OpNack
 	case *wire.RejectRequest:
-		return r.Queue, auth.Receive
+		return r.Queue, wire.OpReject
 	case *wire.PeekRequest:
-		return r.Queue, auth.Receive | auth.Admin
+		return r.Queue, wire.OpPeek
 	case *wire.DeadListRequest:
-		return r.Queue, auth.Admin
+		return r.Queue, wire.OpDeadList
 	case *wire.DeadPeekRequest:
-		return r.Queue, auth.Admin
+		return r.Queue, wire.OpDeadPeek
 	case *wire.DeadRedriveRequest:
-		return r.Queue, auth.Admin
+		return r.Queue, wire.OpDeadRedrive
 	case *wire.DeadDeleteRequest:
-		return r.Queue, auth.Admin
+		return r.Queue, wire.OpDeadDelete
 	case *wire.PurgeRequest:
-		return r.Queue, auth.Admin
+		return r.Queue, wire.OpPurge
 	case *wire.CreateQueueRequest:
-		return r.Name, auth.Admin
+		return r.Name, wire.OpCreateQueue
 	case *wire.UpdateQueueRequest:
-		return r.Name, auth.Admin
+		return r.Name, wire.OpUpdateQueue
 	case *wire.DeleteQueueRequest:
-		return r.Name, auth.Admin
+		return r.Name, wire.OpDeleteQueue
 	case *wire.QueueStatsRequest:
-		return r.Queue, needSee
+		return r.Queue, wire.OpQueueStats
 	case *wire.MetadataRequest:
 		if r.Queue != "" {
-			return r.Queue, needSee
+			return r.Queue, wire.OpMetadata
 		}
-		return "", needNothing
+		return "", wire.OpListQueues
 	case *wire.ListQueuesRequest:
-		return "", needNothing
+		return "", wire.OpListQueues
 	}
 	// Cluster operations (remove node) and anything added later.
-	return "", needCluster
+	return "", wire.OpRemoveNode
 }
 
 // visibleQueues drops from a listing the queues the token has no
-// permission on; a nil token (auth off) or a cluster admin sees all.
+// permission on; a nil token (auth off) sees all, a cluster admin all but
+// the reserved ones.
 func visibleQueues(tok *auth.Token, qs []wire.QueueInfo) []wire.QueueInfo {
-	if tok == nil || tok.ClusterAdmin {
+	if tok == nil {
 		return qs
 	}
 	out := qs[:0:0]

@@ -54,13 +54,16 @@ for i in 1 2 3; do
   "$FERRYD" -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((OFFSET + i - 1)) \
     -bootstrap-expect 3 -join "${seeds%,}" -fast-gossip -gossip-keyring "$pki/gossip.key" \
     -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" -tokens "$pki/tokens.json" \
-    -max-queues 100000 -max-partitions 100000 -queue-create-rate 100000 \
+    -max-queues 10000 -max-partitions 100000 -queue-create-rate 100000 \
     >"$dir/node$i.log" 2>&1 &
   pids+=($!)
 done
 ferry=(./bin/ferry --ca "$pki/ca.pem" --token-file "$pki/admin.token" --servers "127.0.0.1:$((7101 + OFFSET)),127.0.0.1:$((7102 + OFFSET)),127.0.0.1:$((7103 + OFFSET))")
 for _ in $(seq 1 300); do
   if "${ferry[@]}" cluster status >/dev/null 2>&1; then break; fi
+  for i in 0 1 2; do
+    if ! kill -0 "${pids[$i]}" 2>/dev/null; then echo "node$((i + 1)) exited:"; tail -5 "$dir/node$((i + 1)).log"; exit 1; fi
+  done
   sleep 0.1
 done
 

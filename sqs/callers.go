@@ -97,9 +97,9 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-// caller is one access key's state: its requests in flight and its own
+// callerState is one access key's state: its requests in flight and its own
 // connection to the cluster.
-type caller struct {
+type callerState struct {
 	key             string
 	requests, polls int       // in flight (under callers.mu)
 	last            time.Time // when the last request ended (under callers.mu)
@@ -118,7 +118,7 @@ type callers struct {
 	throttled atomic.Uint64
 
 	mu     sync.Mutex
-	table  map[string]*caller
+	table  map[string]*callerState
 	sweep  *time.Timer // armed while the table is not empty
 	closed bool
 	wg     sync.WaitGroup // connections being closed
@@ -127,12 +127,12 @@ type callers struct {
 // newCallers returns an empty table; dial nil makes every caller use
 // shared.
 func newCallers(lim Limits, shared *client.Client, dial func(context.Context) (*client.Client, error)) *callers {
-	return &callers{lim: lim.withDefaults(), dial: dial, shared: shared, table: make(map[string]*caller)}
+	return &callers{lim: lim.withDefaults(), dial: dial, shared: shared, table: make(map[string]*callerState)}
 }
 
 // admit counts a request of key in flight (a long poll when poll), or
 // refuses it with ErrRequestThrottled when key is at a bound.
-func (cs *callers) admit(key string, poll bool) (*caller, error) {
+func (cs *callers) admit(key string, poll bool) (*callerState, error) {
 	if len(key) > callerKeyBytesMax {
 		key = key[:callerKeyBytesMax]
 	}
@@ -148,7 +148,7 @@ func (cs *callers) admit(key string, poll bool) (*caller, error) {
 			return nil, fail(ErrRequestThrottled, "the endpoint serves %d callers with requests in flight, its limit; retry later",
 				cs.lim.MaxCallers)
 		}
-		c = &caller{key: key}
+		c = &callerState{key: key}
 		cs.table[key] = c
 		if cs.sweep == nil {
 			cs.sweep = time.AfterFunc(cs.sweepEvery(), cs.dropIdle)
@@ -172,7 +172,7 @@ func (cs *callers) admit(key string, poll bool) (*caller, error) {
 }
 
 // release counts a request of c ended.
-func (cs *callers) release(c *caller, poll bool) {
+func (cs *callers) release(c *callerState, poll bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	c.requests--
@@ -185,7 +185,7 @@ func (cs *callers) release(c *caller, poll bool) {
 // client returns c's own connection, dialling it on first use; the shared
 // one when the server has no dial function. Call it only while a request
 // of c is admitted.
-func (cs *callers) client(ctx context.Context, c *caller) (*client.Client, error) {
+func (cs *callers) client(ctx context.Context, c *callerState) (*client.Client, error) {
 	if cs.dial == nil {
 		return cs.shared, nil
 	}
@@ -219,7 +219,7 @@ func (cs *callers) client(ctx context.Context, c *caller) (*client.Client, error
 // dropIdlest drops the caller idle longest, reporting whether there was
 // one with nothing in flight. cs.mu is held.
 func (cs *callers) dropIdlest() bool {
-	var idlest *caller
+	var idlest *callerState
 	for _, c := range cs.table {
 		if c.requests == 0 && (idlest == nil || c.last.Before(idlest.last)) {
 			idlest = c
@@ -234,7 +234,7 @@ func (cs *callers) dropIdlest() bool {
 
 // drop removes c from the table and closes its connection in the
 // background. cs.mu is held.
-func (cs *callers) drop(c *caller) {
+func (cs *callers) drop(c *callerState) {
 	delete(cs.table, c.key)
 	if cl := c.cl.Swap(nil); cl != nil {
 		cs.wg.Add(1)

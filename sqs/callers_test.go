@@ -44,7 +44,7 @@ func signedAs(t *testing.T, key, secret, action string, body []byte) *http.Reque
 func TestCallers_BoundsEachCallerApart(t *testing.T) {
 	cs := newCallers(Limits{MaxCallerRequests: 3, MaxCallerLongPolls: 2}, nil, nil)
 	defer cs.close()
-	admit := func(key string, poll bool) (*caller, error) {
+	admit := func(key string, poll bool) (*callerState, error) {
 		t.Helper()
 		return cs.admit(key, poll)
 	}

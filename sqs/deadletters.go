@@ -3,10 +3,14 @@ package sqs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/wire"
 )
 
 // maxMoveTasks is how many finished message move tasks a node remembers.
@@ -25,15 +29,16 @@ type moveTask struct {
 }
 
 // deadLetterSources returns the queues whose RedrivePolicy names arn as
-// their dead-letter target.
-func (s *Server) deadLetterSources(ctx context.Context, arn string) ([]string, error) {
+// their dead-letter target, of those the caller may run op on (the others
+// are not shown: they stay hidden from a caller who may not see them).
+func (s *Server) deadLetterSources(ctx context.Context, r *request, op wire.Op, arn string) ([]string, error) {
 	qs, err := s.cl.ListQueues(ctx, "")
 	if err != nil {
 		return nil, clientError(err, "")
 	}
 	var out []string
 	for _, q := range qs {
-		if q.Name == MetaQueue {
+		if auth.Reserved(q.Name) || !r.may(op, q.Name) {
 			continue
 		}
 		meta, err := s.meta.get(ctx, q.Name)
@@ -60,11 +65,11 @@ func (s *Server) listDeadLetterSourceQueues(ctx context.Context, r *request) (an
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
-	names, err := s.deadLetterSources(ctx, s.arn(v.name))
+	names, err := s.deadLetterSources(ctx, r, wire.OpQueueStats, s.arn(v.name))
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +90,11 @@ func (s *Server) listDeadLetterSourceQueues(ctx context.Context, r *request) (an
 // redrives that queue's own). They go back to their source queue; another
 // DestinationArn is not supported. The task runs to its end before the
 // answer.
+//
+// The caller needs the dead-letter redrive permission on SourceArn's and
+// DestinationArn's queues (checked before the action runs) and on every
+// source queue it redrives: sources it may not redrive are left alone,
+// and not revealed.
 func (s *Server) startMessageMoveTask(ctx context.Context, r *request) (any, error) {
 	var in struct {
 		SourceArn      string `json:"SourceArn"`
@@ -93,15 +103,16 @@ func (s *Server) startMessageMoveTask(ctx context.Context, r *request) (any, err
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	if in.SourceArn == "" {
-		return nil, fail(ErrMissingParameter, "the request must contain the parameter SourceArn")
-	}
-	name := nameOfARN(in.SourceArn)
-	v, err := s.view(ctx, name)
+	v, err := s.arnView(ctx, r, in.SourceArn, "source")
 	if err != nil {
-		return nil, fail(ErrResourceNotFound, "the source queue %s does not exist", truncate(name, 96))
+		return nil, err
 	}
-	sources, err := s.deadLetterSources(ctx, s.arn(v.name))
+	if in.DestinationArn != "" {
+		if _, err := s.arnView(ctx, r, in.DestinationArn, "destination"); err != nil {
+			return nil, err
+		}
+	}
+	sources, err := s.deadLetterSources(ctx, r, wire.OpDeadRedrive, s.arn(v.name))
 	if err != nil {
 		return nil, err
 	}
@@ -135,12 +146,33 @@ func (s *Server) startMessageMoveTask(ctx context.Context, r *request) (any, err
 	}{task.TaskHandle}, nil
 }
 
+// arnView is view of the queue an ARN names, which must be one the request
+// was authorized on; a queue that does not exist is ResourceNotFound, as
+// move tasks answer.
+func (s *Server) arnView(ctx context.Context, r *request, arn, role string) (queueView, error) {
+	if arn == "" {
+		return queueView{}, fail(ErrMissingParameter, "the request must contain the parameter %sArn", strings.ToUpper(role[:1])+role[1:])
+	}
+	name, err := r.queue(nameOfARN(arn))
+	if err != nil {
+		return queueView{}, err
+	}
+	v, err := s.view(ctx, name)
+	if errors.Is(err, ErrQueueDoesNotExist) {
+		return queueView{}, fail(ErrResourceNotFound, "the %s queue %s does not exist", role, truncate(name, 96))
+	}
+	return v, err
+}
+
 func (s *Server) listMessageMoveTasks(ctx context.Context, r *request) (any, error) {
 	var in struct {
 		SourceArn  string `json:"SourceArn"`
 		MaxResults *int   `json:"MaxResults"`
 	}
 	if err := r.decode(&in); err != nil {
+		return nil, err
+	}
+	if _, err := s.arnView(ctx, r, in.SourceArn, "source"); err != nil {
 		return nil, err
 	}
 	limit := 1

@@ -243,7 +243,7 @@ func (s *Server) sendMessage(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +310,7 @@ func (s *Server) sendMessageBatch(ctx context.Context, r *request) (any, error) 
 	if err := checkBatch(ids); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}

@@ -5,28 +5,38 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/auth"
 )
 
 // MetaQueue is the Ferry queue that holds the SQS attributes of every
 // queue created or changed through this API. Its name is not a valid SQS
 // queue name, so no SQS queue can collide with it; ListQueues hides it.
+// It is reserved (auth.Reserved): no token reaches it, on this API or the
+// client port, and only the endpoint's own connection (a node
+// certificate, the cluster's internal identity) reads and writes it.
 //
 // Each record is a dead letter of MetaQueue whose group is the SQS queue's
 // name and whose body is the JSON of a queueMeta; the newest version wins.
 // Dead letters are used because they can be read (PeekDeadLetters by
 // group), deleted one by one and never expire or get redelivered.
-const MetaQueue = "sqs.meta"
+const MetaQueue = auth.SQSMetaQueue
 
 // Bounds of the metadata records.
 const (
 	metaRecordBytesMax = 64 << 10
 	metaVersionsMax    = 64 // versions of one queue read at once
 	metaSettleTimeout  = 5 * time.Second
+	// metaAheadMax is how far past this node's clock a record's version
+	// (the unix nanoseconds of its write) or times may lie: the nodes'
+	// clocks differ by far less; a record beyond it is forged and ignored,
+	// so a version can never be pushed to where the next one overflows.
+	metaAheadMax = 24 * time.Hour
 )
 
 // queueMeta is what SQS knows of a queue that Ferry's configuration does
@@ -94,12 +104,21 @@ func (m *metaStore) read(ctx context.Context, name string) (*queueMeta, []client
 	if err != nil {
 		return nil, nil, err
 	}
+	newest, old := newestRecord(name, letters, time.Now())
+	return newest, old, nil
+}
+
+// newestRecord picks among the dead letters of MetaQueue read for queue
+// name its newest valid record (nil when none), and returns the
+// references of the others: older versions, and letters that are not
+// records this API wrote (check), which are ignored.
+func newestRecord(name string, letters []client.DeadLetter, now time.Time) (*queueMeta, []client.LetterRef) {
 	var newest *queueMeta
 	var newestRef client.LetterRef
 	var old []client.LetterRef
 	for _, l := range letters {
 		var q queueMeta
-		if json.Unmarshal(l.Body, &q) != nil || q.Name != name {
+		if json.Unmarshal(l.Body, &q) != nil || q.check(name, l.ID, now) != nil {
 			old = append(old, l.Ref())
 			continue
 		}
@@ -113,7 +132,7 @@ func (m *metaStore) read(ctx context.Context, name string) (*queueMeta, []client
 			old = append(old, l.Ref())
 		}
 	}
-	return newest, old, nil
+	return newest, old
 }
 
 // put stores meta as the newest record of its queue and deletes the older
@@ -128,13 +147,19 @@ func (m *metaStore) put(ctx context.Context, meta *queueMeta) error {
 	}
 	meta.Version = time.Now().UnixNano()
 	if prev != nil && meta.Version <= prev.Version {
+		if prev.Version == math.MaxInt64 { // read never returns such a record; refuse rather than wrap
+			return fail(ErrInternalFailure, "queue record of %s: version at its limit", meta.Name)
+		}
 		meta.Version = prev.Version + 1
+	}
+	id := recordID(meta.Name, meta.Version)
+	if err := meta.check(meta.Name, id, time.Now()); err != nil {
+		return fail(ErrInvalidParameterValue, "queue attributes and tags of %s: %v", meta.Name, err)
 	}
 	body, err := json.Marshal(meta)
 	if err != nil || len(body) > metaRecordBytesMax {
 		return fail(ErrInvalidParameterValue, "queue attributes and tags of %s take more than %d bytes", meta.Name, metaRecordBytesMax)
 	}
-	id := meta.Name + "@" + strconv.FormatInt(meta.Version, 36)
 	q := m.cl.Queue(MetaQueue)
 	if _, err := q.Send(ctx, client.Message{ID: id, Group: meta.Name, Body: body}); err != nil {
 		return err
@@ -178,6 +203,59 @@ func (m *metaStore) settle(ctx context.Context, id string) error {
 			}
 		}
 	}
+}
+
+// recordID is the message id of a queue's record of a version.
+func recordID(name string, version int64) string {
+	return name + "@" + strconv.FormatInt(version, 36)
+}
+
+// check validates every field of a record read back for queue name from
+// a dead letter of id: the record of that queue under the id of its
+// version, a version and times not in the future (beyond metaAheadMax),
+// attributes this API stores with values SetQueueAttributes accepts, and
+// tags within SQS's bounds.
+func (q *queueMeta) check(name, id string, now time.Time) error {
+	ahead := now.Add(metaAheadMax)
+	switch {
+	case q.Name != name || !validQueueName(name):
+		return fmt.Errorf("record of %q read for %q", truncate(q.Name, 96), name)
+	case q.Version <= 0 || q.Version > ahead.UnixNano():
+		return fmt.Errorf("version %d out of range", q.Version)
+	case id != recordID(name, q.Version):
+		return fmt.Errorf("record id %q does not match its version", truncate(id, 128))
+	case q.Created < 0 || q.Created > ahead.Unix() || q.Modified < 0 || q.Modified > ahead.Unix():
+		return fmt.Errorf("times %d, %d out of range", q.Created, q.Modified)
+	}
+	for k := range q.Attrs {
+		if !storedAttrs[k] {
+			return fmt.Errorf("attribute %q is not one the record holds", truncate(k, 64))
+		}
+	}
+	if _, err := parseAttributes(name, q.Attrs, false); err != nil {
+		return err
+	}
+	return checkTags(q.Tags)
+}
+
+// Bounds of queue tags, as SQS's.
+const (
+	tagKeyBytesMax   = 128
+	tagValueBytesMax = 256
+)
+
+// checkTags checks a queue's tags: at most tagsMax, keys of 1..128 bytes,
+// values of at most 256, valid UTF-8 text.
+func checkTags(tags map[string]string) error {
+	if len(tags) > tagsMax {
+		return fail(ErrInvalidParameterValue, "more than %d tags", tagsMax)
+	}
+	for k, v := range tags {
+		if k == "" || len(k) > tagKeyBytesMax || len(v) > tagValueBytesMax || !validText(k) || !validText(v) {
+			return fail(ErrInvalidParameterValue, "tag %q: keys of 1..%d and values of at most %d valid characters", truncate(k, 64), tagKeyBytesMax, tagValueBytesMax)
+		}
+	}
+	return nil
 }
 
 func groupOf(id string) string {

@@ -156,20 +156,21 @@ func (s *Server) serveQuery(w http.ResponseWriter, hr *http.Request, form url.Va
 		s.writeQueryError(w, fail(ErrInvalidAction, "the action %q is not valid for this endpoint", truncate(name, 64)))
 		return
 	}
-	tok, err := s.checkSignature(hr, body)
+	who, err := s.checkSignature(hr, body)
 	if err != nil {
 		s.writeQueryError(w, asError(err))
 		return
 	}
 	in, err := queryToJSON(form)
+	var checked []string
 	if err == nil {
-		err = authorize(tok, name, in)
+		checked, err = authorize(who.tok, name, in)
 	}
 	if err != nil {
 		s.writeQueryError(w, asError(err))
 		return
 	}
-	out, err := s.call(w, hr, name, act, &request{body: in, host: hr.Host, tls: hr.TLS != nil, tok: tok})
+	out, err := s.call(w, hr, name, act, &request{body: in, host: hr.Host, tls: hr.TLS != nil, tok: who.tok, who: who, checked: checked})
 	if err != nil {
 		e := asError(err)
 		if !e.sender() {
@@ -311,19 +312,30 @@ func (s *Server) serveQueryRequest(w http.ResponseWriter, hr *http.Request) {
 		s.writeQueryError(w, asError(err))
 		return
 	}
+	form, ferr := queryForm(hr, body)
+	if ferr != nil {
+		s.writeQueryError(w, ferr)
+		return
+	}
+	s.serveQuery(w, hr, form, body)
+}
+
+// queryForm returns the parameters of a query request: those of the URL,
+// then those of a POST's form body. Without a QueueUrl parameter, a
+// request to a queue's URL names that queue (older clients do so).
+func queryForm(hr *http.Request, body []byte) (url.Values, *Error) {
 	form := hr.URL.Query()
 	if hr.Method == http.MethodPost {
 		post, err := url.ParseQuery(string(body))
 		if err != nil {
-			s.writeQueryError(w, fail(ErrInvalidParameterValue, "malformed form body: %v", err))
-			return
+			return nil, fail(ErrInvalidParameterValue, "malformed form body: %v", err)
 		}
 		for k, v := range post {
 			form[k] = append(form[k], v...)
 		}
 	}
 	if form.Get("QueueUrl") == "" && strings.Trim(hr.URL.Path, "/") != "" {
-		form.Set("QueueUrl", hr.URL.Path) // older clients post to the queue's URL
+		form.Set("QueueUrl", hr.URL.Path)
 	}
-	s.serveQuery(w, hr, form, body)
+	return form, nil
 }

@@ -3,6 +3,7 @@ package sqs
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/wire"
 )
 
 const (
@@ -57,10 +60,7 @@ func nameOfURL(u string) (string, error) {
 		return "", fail(ErrMissingParameter, "the request must contain the parameter QueueUrl")
 	}
 	name := u[strings.LastIndexByte(u, '/')+1:]
-	if name == MetaQueue {
-		return "", fail(ErrQueueDoesNotExist, "the specified queue does not exist")
-	}
-	if len(name) == 0 || len(name) > queueNameBytesMax {
+	if auth.Reserved(name) || len(name) == 0 || len(name) > queueNameBytesMax {
 		return "", fail(ErrQueueDoesNotExist, "the specified queue does not exist")
 	}
 	return name, nil
@@ -77,6 +77,9 @@ const catalogWait = 2 * time.Second
 // catalog lags waits for it), so a queue just created through another
 // node is found.
 func (s *Server) view(ctx context.Context, name string) (queueView, error) {
+	if auth.Reserved(name) {
+		return queueView{}, fail(ErrQueueDoesNotExist, "the specified queue does not exist")
+	}
 	v, err := s.quickView(ctx, name)
 	if !errors.Is(err, ErrQueueDoesNotExist) {
 		return v, err
@@ -119,12 +122,24 @@ func (s *Server) quickView(ctx context.Context, name string) (queueView, error) 
 	return queueView{name: name, cfg: qs[i].Config, meta: meta}, nil
 }
 
-func (s *Server) viewOfURL(ctx context.Context, u string) (queueView, error) {
-	name, err := nameOfURL(u)
+// viewOfURL is view of the queue a QueueUrl names, which must be one
+// the request was authorized on.
+func (s *Server) viewOfURL(ctx context.Context, r *request, u string) (queueView, error) {
+	name, err := r.queueOfURL(u)
 	if err != nil {
 		return queueView{}, err
 	}
 	return s.view(ctx, name)
+}
+
+// queueOfURL returns the queue a QueueUrl names, which must be one the
+// request was authorized on.
+func (r *request) queueOfURL(u string) (string, error) {
+	name, err := nameOfURL(u)
+	if err != nil {
+		return "", err
+	}
+	return r.queue(name)
 }
 
 type queueURLOutput struct {
@@ -143,11 +158,17 @@ func (s *Server) createQueue(ctx context.Context, r *request) (any, error) {
 	if !validQueueName(in.QueueName) {
 		return nil, fail(ErrInvalidParameterValue, "queue name %q: 1..80 alphanumerics, hyphens and underscores, plus .fifo for FIFO queues", truncate(in.QueueName, 96))
 	}
-	if len(in.Tags) > tagsMax {
-		return nil, fail(ErrInvalidParameterValue, "more than %d tags", tagsMax)
+	if _, err := r.queue(in.QueueName); err != nil {
+		return nil, err
+	}
+	if err := checkTags(in.Tags); err != nil {
+		return nil, err
 	}
 	ch, err := parseAttributes(in.QueueName, in.Attributes, true)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRedriveTarget(ctx, r, ch); err != nil {
 		return nil, err
 	}
 	out := queueURLOutput{QueueUrl: s.queueURL(r, in.QueueName)}
@@ -194,6 +215,33 @@ func (s *Server) createQueue(ctx context.Context, r *request) (any, error) {
 	return out, nil
 }
 
+// checkRedriveTarget refuses a RedrivePolicy among the changes whose
+// deadLetterTargetArn is not the ARN, on this endpoint, of an existing
+// queue: InvalidParameterValue, as SQS answers. A queue the caller may not
+// see gets the same answer as a missing one. The target is checked when
+// the policy is set; a target deleted later leaves the policy as it is.
+func (s *Server) checkRedriveTarget(ctx context.Context, r *request, ch attrChange) error {
+	policy := ch.stored[attrRedrivePolicy]
+	if policy == "" {
+		return nil
+	}
+	var p redrivePolicy
+	if err := json.Unmarshal([]byte(policy), &p); err != nil {
+		return fail(ErrInvalidAttributeValue, "RedrivePolicy is not JSON: %v", err)
+	}
+	name := nameOfARN(p.DeadLetterTargetArn)
+	missing := fail(ErrInvalidParameterValue, "Value %s for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.", truncate(policy, 200))
+	if p.DeadLetterTargetArn != s.arn(name) || !validQueueName(name) || !r.may(wire.OpQueueStats, name) {
+		return missing
+	}
+	if _, err := s.view(ctx, name); errors.Is(err, ErrQueueDoesNotExist) {
+		return missing
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
 // sameAttributes answers a CreateQueue of an existing queue: success when
 // every attribute given has its current value.
 func (s *Server) sameAttributes(v queueView, attrs map[string]string) error {
@@ -219,7 +267,7 @@ func (s *Server) getQueueURL(ctx context.Context, r *request) (any, error) {
 	if in.QueueName == "" {
 		return nil, fail(ErrMissingParameter, "the request must contain the parameter QueueName")
 	}
-	if _, err := s.viewOfURL(ctx, in.QueueName); err != nil {
+	if _, err := s.viewOfURL(ctx, r, in.QueueName); err != nil { // a bare name is a URL's last segment
 		return nil, err
 	}
 	return queueURLOutput{QueueUrl: s.queueURL(r, in.QueueName)}, nil
@@ -258,7 +306,7 @@ func (s *Server) listQueues(ctx context.Context, r *request) (any, error) {
 		NextToken string   `json:"NextToken,omitempty"`
 	}
 	for _, q := range qs {
-		if q.Name == MetaQueue || q.Name <= after || (r.tok != nil && !r.tok.Sees(q.Name)) {
+		if auth.Reserved(q.Name) || q.Name <= after || (r.tok != nil && !r.tok.Sees(q.Name)) {
 			continue
 		}
 		if len(out.QueueUrls) == limit {
@@ -282,7 +330,7 @@ func (s *Server) getQueueAttributes(ctx context.Context, r *request) (any, error
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -327,12 +375,15 @@ func (s *Server) setQueueAttributes(ctx context.Context, r *request) (any, error
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
 	ch, err := parseAttributes(v.name, in.Attributes, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkRedriveTarget(ctx, r, ch); err != nil {
 		return nil, err
 	}
 	if len(ch.settings) > 0 {
@@ -366,8 +417,8 @@ func (s *Server) updateMeta(ctx context.Context, v queueView, change func(*queue
 	}
 	change(&m)
 	m.Modified = time.Now().Unix()
-	if len(m.Tags) > tagsMax {
-		return fail(ErrInvalidParameterValue, "more than %d tags", tagsMax)
+	if err := checkTags(m.Tags); err != nil {
+		return err
 	}
 	if err := s.meta.put(ctx, &m); err != nil {
 		return clientError(err, v.name)
@@ -384,7 +435,7 @@ func (s *Server) deleteQueue(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	name, err := nameOfURL(in.QueueUrl)
+	name, err := r.queueOfURL(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +457,7 @@ func (s *Server) purgeQueue(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	name, err := nameOfURL(in.QueueUrl)
+	name, err := r.queueOfURL(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +473,7 @@ func (s *Server) tagQueue(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -441,7 +492,7 @@ func (s *Server) untagQueue(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +508,7 @@ func (s *Server) listQueueTags(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}

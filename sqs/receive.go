@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/wire"
 )
 
 const (
@@ -67,7 +68,7 @@ func (s *Server) receiveMessage(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	v, err := s.viewOfURL(ctx, in.QueueUrl)
+	v, err := s.viewOfURL(ctx, r, in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,14 @@ func (s *Server) receiveMessage(ctx context.Context, r *request) (any, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, opts.Wait+10*time.Second)
 	defer cancel()
+	revoked := s.watchRevocation(rctx, cancel, r, wire.OpReceive, v.name)
 	ds, err := s.cl.Queue(v.name).Receive(rctx, opts)
+	if rerr := revoked(); rerr != nil {
+		// The caller's key was revoked (or lost receive) while it waited:
+		// it gets nothing, and what was leased for it is given back.
+		s.release(ctx, ds)
+		return nil, rerr
+	}
 	if err != nil {
 		return nil, clientError(err, v.name)
 	}
@@ -198,7 +206,7 @@ func (s *Server) deleteMessage(ctx context.Context, r *request) (any, error) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	errs, err := s.settle(ctx, in.QueueUrl, []handleEntry{{ReceiptHandle: in.ReceiptHandle}}, false)
+	errs, err := s.settle(ctx, r, in.QueueUrl, []handleEntry{{ReceiptHandle: in.ReceiptHandle}}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +221,7 @@ func (s *Server) changeMessageVisibility(ctx context.Context, r *request) (any, 
 	if in.VisibilityTimeout == nil {
 		return nil, fail(ErrMissingParameter, "the request must contain the parameter VisibilityTimeout")
 	}
-	errs, err := s.settle(ctx, in.QueueUrl, []handleEntry{{ReceiptHandle: in.ReceiptHandle, VisibilityTimeout: in.VisibilityTimeout}}, true)
+	errs, err := s.settle(ctx, r, in.QueueUrl, []handleEntry{{ReceiptHandle: in.ReceiptHandle, VisibilityTimeout: in.VisibilityTimeout}}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +251,7 @@ func (s *Server) settleBatch(ctx context.Context, r *request, visibility bool) (
 	if err := checkBatch(ids); err != nil {
 		return nil, err
 	}
-	errs, err := s.settle(ctx, in.QueueUrl, in.Entries, visibility)
+	errs, err := s.settle(ctx, r, in.QueueUrl, in.Entries, visibility)
 	if err != nil {
 		return nil, err
 	}
@@ -268,8 +276,8 @@ func (s *Server) settleBatch(ctx context.Context, r *request, visibility bool) (
 // settle deletes (visibility false) or changes the visibility of the
 // deliveries the entries name; one error per entry. The error returned
 // alone concerns the whole request.
-func (s *Server) settle(ctx context.Context, queueURL string, entries []handleEntry, visibility bool) ([]error, error) {
-	name, err := nameOfURL(queueURL)
+func (s *Server) settle(ctx context.Context, r *request, queueURL string, entries []handleEntry, visibility bool) ([]error, error) {
+	name, err := r.queueOfURL(queueURL)
 	if err != nil {
 		return nil, err
 	}

@@ -148,6 +148,10 @@ type request struct {
 	host string // for queue URLs
 	tls  bool
 	tok  *auth.Token // the caller's permissions; nil: every permission
+	who  caller      // who signed it (for a new look at its key: revoked)
+	// checked are the queues the action was authorized on (authorize);
+	// request.queue refuses any other.
+	checked []string
 }
 
 // decode unmarshals the request body into v, refusing unknown shapes.
@@ -224,15 +228,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		s.writeError(w, asError(err))
 		return
 	}
-	tok, err := s.checkSignature(hr, body)
+	who, err := s.checkSignature(hr, body)
+	var checked []string
 	if err == nil {
-		err = authorize(tok, name, body)
+		checked, err = authorize(who.tok, name, body)
 	}
 	if err != nil {
 		s.writeError(w, asError(err))
 		return
 	}
-	out, err := s.call(w, hr, name, act, &request{body: body, host: hr.Host, tls: hr.TLS != nil, tok: tok})
+	out, err := s.call(w, hr, name, act, &request{body: body, host: hr.Host, tls: hr.TLS != nil, tok: who.tok, who: who, checked: checked})
 	if err != nil {
 		e := asError(err)
 		if !e.sender() {

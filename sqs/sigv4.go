@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,34 +97,75 @@ func parseAuthorization(h string) (signature, error) {
 	return sig, nil
 }
 
+// caller is who signed a request: the access key id and its secret, and
+// the token whose permissions the request has (nil: every permission).
+type caller struct {
+	tok         *auth.Token
+	key, secret string
+}
+
 // checkSignature parses the request's signature, and verifies it when the
-// server has Credentials, returning the token whose permissions the
-// request has (nil: every permission). A request without an
+// server has Credentials, returning its caller. A request without an
 // Authorization header is accepted only while there are no Credentials.
-func (s *Server) checkSignature(r *http.Request, body []byte) (*auth.Token, error) {
+func (s *Server) checkSignature(r *http.Request, body []byte) (caller, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		if s.cfg.Credentials != nil {
-			return nil, fail(ErrIncompleteSignature, "request is not signed")
+			return caller{}, fail(ErrIncompleteSignature, "request is not signed")
 		}
-		return nil, nil
+		return caller{}, nil
 	}
 	sig, err := parseAuthorization(h)
 	if err != nil || s.cfg.Credentials == nil {
-		return nil, err
+		return caller{}, err
 	}
 	secret, tok, ok := s.cfg.Credentials.Secret(sig.AccessKeyID)
 	if !ok {
-		return nil, fail(ErrInvalidClientTokenID, "unknown access key id %q", truncate(sig.AccessKeyID, 64))
+		return caller{}, fail(ErrInvalidClientTokenID, "unknown access key id %q", truncate(sig.AccessKeyID, 64))
 	}
 	if err := checkFresh(r.Header.Get("X-Amz-Date"), time.Now()); err != nil {
-		return nil, err
+		return caller{}, err
+	}
+	if err := s.checkScope(r, sig); err != nil {
+		return caller{}, err
 	}
 	want := sign(r, body, sig, secret)
 	if !hmac.Equal([]byte(want), []byte(sig.Signature)) {
-		return nil, fail(ErrSignatureDoesNotMatch, "signature does not match")
+		return caller{}, fail(ErrSignatureDoesNotMatch, "signature does not match")
 	}
-	return tok, nil
+	return caller{tok: tok, key: sig.AccessKeyID, secret: secret}, nil
+}
+
+// sqsService is the service of an SQS credential scope.
+const sqsService = "sqs"
+
+// checkScope refuses a signature that does not cover what chooses the
+// request's effect, or whose credential scope is not this server's: the
+// signed headers must include host and, when the request has one (the
+// JSON protocol's action), x-amz-target, so that a captured signature
+// cannot be replayed as another action or to another endpoint (the
+// method, path, query and body are always signed); the scope's date must
+// be that of X-Amz-Date, its region the server's and its service sqs.
+func (s *Server) checkScope(r *http.Request, sig signature) error {
+	signed := func(h string) bool {
+		return slices.ContainsFunc(sig.SignedHeaders, func(n string) bool { return strings.EqualFold(n, h) })
+	}
+	if !signed("host") {
+		return fail(ErrIncompleteSignature, "the signed headers must include host")
+	}
+	if r.Header.Get("X-Amz-Target") != "" && !signed("x-amz-target") {
+		return fail(ErrIncompleteSignature, "the signed headers must include x-amz-target")
+	}
+	if date := r.Header.Get("X-Amz-Date"); len(date) < 8 || sig.Date != date[:8] {
+		return fail(ErrSignatureDoesNotMatch, "the credential scope's date %q is not the date of X-Amz-Date %q", truncate(sig.Date, 16), truncate(date, 32))
+	}
+	if sig.Region != s.cfg.Region {
+		return fail(ErrSignatureDoesNotMatch, "credential should be scoped to a valid region, not %q (this endpoint is %q)", truncate(sig.Region, 32), s.cfg.Region)
+	}
+	if sig.Service != sqsService {
+		return fail(ErrSignatureDoesNotMatch, "credential should be scoped to the correct service %q, not %q", sqsService, truncate(sig.Service, 32))
+	}
+	return nil
 }
 
 // signatureAgeMax is how far a signed request's X-Amz-Date may lie from

@@ -310,8 +310,9 @@ func (c tokenCredentials) Secret(id string) (string, *auth.Token, bool) {
 }
 
 // TestAuthorize_ActionsNeedTheTokensPermission: a signed request runs only
-// with the permission its action needs on the queue it names; listings
-// show only the queues the key sees.
+// with the permission its action needs on the queue it names; a queue the
+// key may not see answers as a missing one; listings show only the queues
+// the key sees.
 func TestAuthorize_ActionsNeedTheTokensPermission(t *testing.T) {
 	f := auth.File{Tokens: []auth.FileToken{{Name: "sender", SHA256: auth.HashSecret("sender-token-secret"),
 		Permissions: []auth.FilePermission{{Queues: []string{"orders.*"}, Actions: []string{"send"}}}}}}
@@ -323,35 +324,38 @@ func TestAuthorize_ActionsNeedTheTokensPermission(t *testing.T) {
 	sender, _ := set.ByName("sender")
 	for _, tc := range []struct {
 		action, body string
-		ok           bool
+		want         error // nil: allowed
 	}{
-		{"SendMessage", `{"QueueUrl":"https://h/000000000000/orders.eu","MessageBody":"x"}`, true},
-		{"SendMessageBatch", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, true},
-		{"SendMessage", `{"QueueUrl":"https://h/000000000000/billing","MessageBody":"x"}`, false},
-		{"ReceiveMessage", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, false},
-		{"DeleteMessage", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, false},
-		{"PurgeQueue", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, false},
-		{"CreateQueue", `{"QueueName":"orders.us"}`, false},
-		{"GetQueueUrl", `{"QueueName":"orders.us"}`, true},
-		{"GetQueueUrl", `{"QueueName":"billing"}`, false},
-		{"StartMessageMoveTask", `{"SourceArn":"arn:aws:sqs:us-east-1:0:orders.eu"}`, false},
-		{"ListQueues", `{}`, true},
+		{"SendMessage", `{"QueueUrl":"https://h/000000000000/orders.eu","MessageBody":"x"}`, nil},
+		{"SendMessageBatch", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, nil},
+		{"SendMessage", `{"QueueUrl":"https://h/000000000000/billing","MessageBody":"x"}`, ErrQueueDoesNotExist},
+		{"ReceiveMessage", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, ErrAccessDenied},
+		{"DeleteMessage", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, ErrAccessDenied},
+		{"PurgeQueue", `{"QueueUrl":"https://h/000000000000/orders.eu"}`, ErrAccessDenied},
+		{"CreateQueue", `{"QueueName":"orders.us"}`, ErrAccessDenied},
+		{"CreateQueue", `{"QueueName":"billing","QueueUrl":"https://h/000000000000/orders.eu"}`, ErrAccessDenied},
+		{"GetQueueUrl", `{"QueueName":"orders.us"}`, nil},
+		{"GetQueueUrl", `{"QueueName":"billing","QueueUrl":"https://h/000000000000/orders.eu"}`, ErrQueueDoesNotExist},
+		{"StartMessageMoveTask", `{"SourceArn":"arn:aws:sqs:us-east-1:0:orders.eu"}`, ErrAccessDenied},
+		{"StartMessageMoveTask", `{"SourceArn":"arn:aws:sqs:us-east-1:0:billing"}`, ErrResourceNotFound},
+		{"SendMessage", `{"QueueUrl":"https://h/000000000000/sqs.meta","MessageBody":"x"}`, ErrQueueDoesNotExist},
+		{"ListQueues", `{}`, nil},
 	} {
-		err := authorize(sender, tc.action, []byte(tc.body))
-		if (err == nil) != tc.ok {
-			t.Errorf("%s %s: err %v, want allowed=%v", tc.action, tc.body, err, tc.ok)
-		}
-		if err != nil && !errors.Is(err, ErrAccessDenied) {
-			t.Errorf("%s: %v is not ErrAccessDenied", tc.action, err)
+		_, err := authorize(sender, tc.action, []byte(tc.body))
+		if (err == nil) != (tc.want == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s %s: err %v, want %v", tc.action, tc.body, err, tc.want)
 		}
 	}
 	s := New(Config{Credentials: tokenCredentials{"AKIDFERRY": sender}})
-	body := []byte(`{"QueueUrl":"https://h/000000000000/billing","MessageBody":"x"}`)
-	req := signedRequestFor(t, "SendMessage", "AKIDFERRY-secret", body)
-	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, req)
-	if rec.Code != http.StatusBadRequest || errorType(t, rec) != "com.amazonaws.sqs#AccessDeniedException" {
-		t.Fatalf("send to a queue the key may not send to: %d %s", rec.Code, rec.Body)
+	for body, want := range map[string]string{
+		`{"QueueUrl":"https://h/000000000000/billing"}`:   "com.amazonaws.sqs#QueueDoesNotExist",
+		`{"QueueUrl":"https://h/000000000000/orders.eu"}`: "com.amazonaws.sqs#AccessDeniedException",
+	} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, signedRequestFor(t, "PurgeQueue", "AKIDFERRY-secret", []byte(body)))
+		if rec.Code != http.StatusBadRequest || errorType(t, rec) != want {
+			t.Errorf("purge %s: %d %s, want %s", body, rec.Code, rec.Body, want)
+		}
 	}
 }
 

@@ -88,7 +88,7 @@ func startSQS(o options, n *node.Node, logger *slog.Logger) (*sqsEndpoint, error
 		Server: sqs.Config{Region: o.sqs.region, Limits: o.sqs.limits},
 	}
 	if o.tokens != "" {
-		cfg.Server.Credentials = sqs.TokenCredentials(n.Tokens)
+		cfg.Server.Credentials = sqs.NodeCredentials(n) // its reloads end the long polls of a revoked key
 	}
 	if !o.tls.insecure {
 		m, err := tlsconf.Load(o.tls.cert, o.tls.key, o.tls.ca)

@@ -30,6 +30,10 @@
 // cluster operations (creating any queue, removing nodes, the HTTP admin
 // API and /metrics), and "metrics", reading /metrics only.
 //
+// The reserved queues (Reserved) are outside every pattern and every
+// token's reach. OpNeed is the table of what each operation of the client
+// protocol needs; Token.Allows checks a token against it.
+//
 // Lookups compare the hash of the presented secret with every entry in
 // constant time.
 package auth
@@ -114,6 +118,10 @@ type Token struct {
 	ClusterAdmin bool
 	// Metrics grants reading /metrics.
 	Metrics bool
+	// Internal marks the cluster's own identity (a node certificate on
+	// the client port): the only one that reaches the reserved queues
+	// (Reserved). A tokens file never sets it.
+	Internal bool
 	// Grants are the queue permissions.
 	Grants []Grant
 	// SQSSecretKey is the secret access key that signs SQS requests made
@@ -146,6 +154,12 @@ func (t *Token) CanCreate(queue string) bool { return t.Can(Admin, queue) }
 func (t *Token) Sees(queue string) bool { return t.actions(queue) != 0 }
 
 func (t *Token) actions(queue string) Action {
+	if Reserved(queue) {
+		if t.Internal {
+			return Send | Receive | Admin
+		}
+		return 0
+	}
 	if t.ClusterAdmin {
 		return Send | Receive | Admin
 	}

@@ -153,3 +153,47 @@ func TestParse_SQSSecretKeyAndByName(t *testing.T) {
 		t.Fatalf("a 5-byte SQS key was accepted: %v", err)
 	}
 }
+
+// TestReserved_NoPatternNoAdminReachesThem: a reserved queue is outside
+// "*", a prefix pattern, its exact name and cluster admin; only the
+// internal identity meets a need on it. Other queues are unchanged.
+func TestReserved_NoPatternNoAdminReachesThem(t *testing.T) {
+	file := `{"tokens": [
+	  {"name": "ops", "sha256": "` + hashOf("s-ops") + `", "cluster": ["admin"]},
+	  {"name": "every", "sha256": "` + hashOf("s-every") + `",
+	   "permissions": [{"queues": ["*", "sqs.*", "sqs.meta"], "actions": ["send", "receive", "admin"]}]}
+	]}`
+	s, err := Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, _ := s.ByName("ops")
+	every, _ := s.ByName("every")
+	internal := &Token{Name: "node", ClusterAdmin: true, Internal: true}
+	if !Reserved(SQSMetaQueue) || Reserved("sqs.metadata") || Reserved("orders") {
+		t.Fatal("Reserved names the wrong queues")
+	}
+	for _, need := range []Need{NeedSee, NeedSend, NeedReceive, NeedAdmin, NeedReceiveOrAdmin} {
+		for _, tok := range []*Token{ops, every} {
+			if tok.Meets(need, SQSMetaQueue) {
+				t.Errorf("%s meets %s on %s", tok.Name, need, SQSMetaQueue)
+			}
+			if !tok.Meets(need, "sqs.metadata") {
+				t.Errorf("%s does not meet %s on an ordinary queue", tok.Name, need)
+			}
+		}
+		if !internal.Meets(need, SQSMetaQueue) {
+			t.Errorf("the internal identity does not meet %s on %s", need, SQSMetaQueue)
+		}
+	}
+	if ops.Sees(SQSMetaQueue) || ops.CanCreate(SQSMetaQueue) || every.Sees(SQSMetaQueue) {
+		t.Fatal("a token sees or creates a reserved queue")
+	}
+	var off *Token
+	if !off.Meets(NeedCluster, SQSMetaQueue) {
+		t.Fatal("auth off (nil token) must allow everything")
+	}
+	if every.Meets(NeedCluster, "") || !ops.Meets(NeedCluster, "") {
+		t.Fatal("cluster admin need")
+	}
+}

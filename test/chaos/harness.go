@@ -36,6 +36,9 @@ type Node struct {
 	GossipAddr string
 	DataDir    string
 	LogPath    string
+	// SQSAddr is the node's SQS endpoint (-sqs-addr); empty unless the
+	// cluster runs with ClusterOptions.SQS.
+	SQSAddr string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -98,6 +101,8 @@ type ClusterOptions struct {
 	// descriptors (RLIMIT_NOFILE, soft and hard, set before ferryd runs);
 	// 0 leaves the node's limit as the harness's.
 	MaxFiles func(*Node) int
+	// SQS gives every node an SQS endpoint (Node.SQSAddr).
+	SQS bool
 }
 
 // BuildFerryd compiles the server binary into dir and returns its path,
@@ -132,19 +137,27 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	base, err := pickPorts(o.Nodes)
+	stride := 4 // ports per node: raft, client, http, gossip (and sqs)
+	if o.SQS {
+		stride = 5
+	}
+	base, err := pickPorts(o.Nodes, stride)
 	if err != nil {
 		return nil, err
 	}
 	for i := range o.Nodes {
 		ip := fmt.Sprintf("127.0.1.%d", 11+i)
-		port := func(k int) string { return net.JoinHostPort(ip, strconv.Itoa(base+4*i+k)) }
+		port := func(k int) string { return net.JoinHostPort(ip, strconv.Itoa(base+stride*i+k)) }
 		id := fmt.Sprintf("n%d", i+1)
-		c.Nodes = append(c.Nodes, &Node{
+		n := &Node{
 			Index: i, ID: id, IP: ip,
 			RaftAddr: port(0), ClientAddr: port(1), HTTPAddr: port(2), GossipAddr: port(3),
 			DataDir: filepath.Join(o.Root, "data", id), LogPath: filepath.Join(o.Root, "logs", id+".log"),
-		})
+		}
+		if o.SQS {
+			n.SQSAddr = port(4)
+		}
+		c.Nodes = append(c.Nodes, n)
 	}
 	c.httpc = &http.Client{Timeout: time.Second}
 	if o.Tmpfs != "" {
@@ -236,19 +249,20 @@ func (c *Cluster) url(n *Node, path string) string {
 	return c.scheme + "://" + n.HTTPAddr + path
 }
 
-// pickPorts finds a base port such that base .. base+4n-1 are free on the
-// node addresses (TCP, and UDP for gossip).
-func pickPorts(n int) (int, error) {
+// pickPorts finds a base port such that base .. base+stride*n-1 are free
+// on the node addresses (TCP, and UDP for gossip, the fourth of each
+// node's).
+func pickPorts(n, stride int) (int, error) {
 	for try := 0; try < 50; try++ {
-		base := 20000 + rand.N(12000/4)*4
-		if portsFree(base, n) {
+		base := 20000 + rand.N(12000/stride)*stride
+		if portsFree(base, n, stride) {
 			return base, nil
 		}
 	}
 	return 0, errors.New("no free port range found")
 }
 
-func portsFree(base, n int) bool {
+func portsFree(base, n, stride int) bool {
 	var closers []func() error
 	defer func() {
 		for _, c := range closers {
@@ -257,8 +271,8 @@ func portsFree(base, n int) bool {
 	}()
 	for i := range n {
 		ip := fmt.Sprintf("127.0.1.%d", 11+i)
-		for k := range 4 {
-			addr := net.JoinHostPort(ip, strconv.Itoa(base+4*i+k))
+		for k := range stride {
+			addr := net.JoinHostPort(ip, strconv.Itoa(base+stride*i+k))
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return false
@@ -295,6 +309,9 @@ func (c *Cluster) nodeArgs(n *Node) []string {
 		"-raft-addr", n.RaftAddr, "-client-addr", n.ClientAddr, "-http-addr", n.HTTPAddr, "-gossip-addr", n.GossipAddr,
 		"-join", strings.Join(join, ","), "-bootstrap-expect", strconv.Itoa(len(c.Nodes)), "-fast-gossip",
 		"-gossip-key", c.gossipKey, "-tokens", c.TokensFile,
+	}
+	if n.SQSAddr != "" {
+		args = append(args, "-sqs-addr", n.SQSAddr)
 	}
 	if c.pki != "" {
 		f := devpki.Files{Dir: c.pki}
