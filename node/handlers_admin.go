@@ -85,8 +85,12 @@ func (n *Node) proposeMeta(ctx context.Context, c meta.Command) (meta.Result, er
 	if err == nil {
 		err = res.Err
 	}
-	if err == nil {
-		n.replicas.reconcile() // start our replicas of a new queue at once
+	switch {
+	case err != nil:
+	case c.Type == meta.CmdCreateQueue:
+		n.replicas.startNew() // start our replicas of a new queue at once
+	default:
+		n.replicas.reconcile() // and bring the others in line with a change
 	}
 	return res, err
 }

@@ -25,8 +25,16 @@ type replicaSet struct {
 	reconciling sync.Mutex // one reconcile at a time (loop and catalog handlers)
 	mu          sync.Mutex
 	running     map[string]*replica  // by group id
+	starting    map[string]bool      // group ids being opened (claimed by one starter)
 	lastPrefer  map[string]time.Time // last leadership hand-over asked, by group id
+	// handovers holds a slot per leadership hand-over in progress: they
+	// run beside reconcile, which must not wait for elections.
+	handovers chan struct{}
+	handing   sync.WaitGroup
 }
+
+// handoversMax bounds the leadership hand-overs a node runs at once.
+const handoversMax = 16
 
 // preferInterval spaces out leadership hand-overs of one partition.
 const preferInterval = 30 * time.Second
@@ -40,7 +48,8 @@ type replica struct {
 }
 
 func newReplicaSet(n *Node) *replicaSet {
-	return &replicaSet{n: n, running: map[string]*replica{}, lastPrefer: map[string]time.Time{}}
+	return &replicaSet{n: n, running: map[string]*replica{}, starting: map[string]bool{}, lastPrefer: map[string]time.Time{},
+		handovers: make(chan struct{}, handoversMax)}
 }
 
 // get returns the running replica of group, or nil.
@@ -137,7 +146,50 @@ func (rs *replicaSet) reconcile() {
 		rs.syncConfig(r)
 		rs.preferLeader(r, nodes)
 	}
-	inParallel(len(starts), func(i int) { rs.start(starts[i], nodes) })
+	rs.startAll(starts, nodes)
+}
+
+// startNew starts the replicas assigned to this node that are not running
+// yet, and touches no other: a queue's create answers once its replicas
+// here are open, without waiting for a pass over every replica of the
+// node (which, with thousands, made creates queue behind each other).
+func (rs *replicaSet) startNew() {
+	var assigned []meta.Assignment
+	nodes := map[string]meta.Node{}
+	rs.n.meta.view(func(f *meta.FSM) {
+		assigned = f.Assignments(rs.n.cfg.ID)
+		for _, nd := range f.Nodes() {
+			nodes[nd.ID] = nd
+		}
+	})
+	var starts []meta.Assignment
+	rs.mu.Lock()
+	for _, a := range assigned {
+		if rs.running[a.GroupID] == nil {
+			starts = append(starts, a)
+		}
+	}
+	rs.mu.Unlock()
+	rs.startAll(starts, nodes)
+}
+
+// startAll opens the replicas of starts that no other starter has claimed.
+func (rs *replicaSet) startAll(starts []meta.Assignment, nodes map[string]meta.Node) {
+	claimed := starts[:0:0]
+	rs.mu.Lock()
+	for _, a := range starts {
+		if rs.running[a.GroupID] == nil && !rs.starting[a.GroupID] {
+			rs.starting[a.GroupID] = true
+			claimed = append(claimed, a)
+		}
+	}
+	rs.mu.Unlock()
+	inParallel(len(claimed), func(i int) {
+		rs.start(claimed[i], nodes)
+		rs.mu.Lock()
+		delete(rs.starting, claimed[i].GroupID)
+		rs.mu.Unlock()
+	})
 }
 
 // replicaOpenersMax bounds how many replicas a node opens or closes at
@@ -246,13 +298,24 @@ func (rs *replicaSet) preferLeader(r *replica, nodes map[string]meta.Node) {
 		rs.mu.Unlock()
 		return
 	}
-	rs.lastPrefer[r.a.GroupID] = time.Now()
-	rs.mu.Unlock()
-	if err := r.p.TransferLeadership(preferred, nd.RaftAddr); err != nil {
-		rs.n.logger.Debug("handing leadership to the preferred replica failed", "group", r.a.GroupID, "to", preferred, "err", err)
-		return
+	select {
+	case rs.handovers <- struct{}{}:
+	default:
+		rs.mu.Unlock()
+		return // enough hand-overs running: a later pass asks again
 	}
-	rs.n.logger.Info("handed leadership to the preferred replica", "group", r.a.GroupID, "to", preferred)
+	rs.lastPrefer[r.a.GroupID] = time.Now()
+	rs.handing.Add(1)
+	rs.mu.Unlock()
+	go func() {
+		defer rs.handing.Done()
+		defer func() { <-rs.handovers }()
+		if err := r.p.TransferLeadership(preferred, nd.RaftAddr); err != nil {
+			rs.n.logger.Debug("handing leadership to the preferred replica failed", "group", r.a.GroupID, "to", preferred, "err", err)
+			return
+		}
+		rs.n.logger.Info("handed leadership to the preferred replica", "group", r.a.GroupID, "to", preferred)
+	}()
 }
 
 // syncConfig has a leader propose the catalog's queue config when its FSM
@@ -271,6 +334,7 @@ func (rs *replicaSet) syncConfig(r *replica) {
 }
 
 func (rs *replicaSet) closeAll() {
+	rs.handing.Wait()
 	all := rs.all()
 	inParallel(len(all), func(i int) { all[i].p.Close() })
 	rs.mu.Lock()

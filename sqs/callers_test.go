@@ -187,7 +187,7 @@ func TestServer_ThrottledInSQSShape(t *testing.T) {
 		t.Fatalf("query protocol: %d %s, want 400 with code RequestThrottled", rec.Code, body)
 	}
 	rec = httptest.NewRecorder()
-	s.ServeHTTP(rec, signedAs(t, "AKIDOTHER", "other", "AddPermission", []byte(`{}`)))
+	s.ServeHTTP(rec, signedAs(t, "AKIDOTHER", "other", "AddPermission", []byte(`{"QueueUrl":"https://localhost/000000000000/q"}`)))
 	if got := errorType(t, rec); got != "com.amazonaws.sqs#UnsupportedOperation" {
 		t.Fatalf("another key's request: %s, want it to reach the action", got)
 	}
