@@ -41,6 +41,9 @@
 //	                                          earlier, are gone
 //	kept:     like entry, kind=4: an entry raft had already deleted, copied
 //	          forward by compaction for a Retention; never part of a log
+//	stable:   [kind=5][group u32][keyLen u8][valueLen u16][key][value]
+//	          one key of the group's raft.StableStore (term, vote); the
+//	          highest write sequence of a key holds its value
 //
 // An entry's Data starts EntryPos's dataOffset (54) bytes after the start
 // of its record. Kinds are an append-only enum.
@@ -54,6 +57,19 @@
 // because dropping a group is then one atomic rename: a record whose id is
 // below the next id but absent from the registry belongs to a dropped
 // group and is dead, with no tombstone to keep alive.
+//
+// # Term and vote
+//
+// GroupLog is also the group's raft.StableStore: Set writes a stable
+// record through the same writer as StoreLogs and returns once it is
+// durable, so the votes of many groups share one fdatasync and no group
+// needs a file of its own. Values live in memory (at most StableKeysMax
+// keys of StableKeyBytesMax bytes, values of StableValueBytesMax bytes per
+// group); recovery reads every stable record whole, checksum verified,
+// and keeps the newest of each key. A superseded record is dead; the
+// newest is live and moved by compaction like an entry. Stable records
+// are not counted in the per-segment accounting of markers, which concern
+// entries only.
 //
 // # Group commit
 //
