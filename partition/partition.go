@@ -45,7 +45,8 @@ type Partition struct {
 	logs      *raftlog.GroupLog // the raft log and term and vote, in the node's shared store
 	logStore  *raftlog.Store    // the store holding logs
 	ownLogs   *raftlog.Store    // set when the partition opened its own store
-	deadlines chan struct{}     // pokes the ticker when the next deadline moved
+	ticks     tickTimer         // the leader's tick, armed for the next deadline
+	clockMark clockMark         // guarded by mu; see clockMark
 	evictions evictionLog       // used only on raft's FSM goroutine
 	clockGap  clockGap
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
@@ -58,7 +59,11 @@ type Partition struct {
 	// raftDown is closed once raft has shut down (see waitApplied).
 	raftDown  chan struct{}
 	closeOnce sync.Once
-	loops     sync.WaitGroup
+	// loops counts the replica's goroutines and scheduler jobs (see
+	// track); Close waits for them. stopped (under trackMu) refuses more.
+	loops   sync.WaitGroup
+	trackMu sync.Mutex
+	stopped bool
 }
 
 // Open starts the replica: it opens its stores, starts raft (restoring the
@@ -74,11 +79,10 @@ func Open(cfg Config) (*Partition, error) {
 	}
 	p := &Partition{
 		cfg: cfg, logger: cfg.Logger, now: cfg.Now,
-		ready:     make(chan struct{}),
-		deadlines: make(chan struct{}, 1),
-		closing:   make(chan struct{}),
-		raftDown:  make(chan struct{}),
-		snaps:     newSnapshotTrigger(),
+		ready:    make(chan struct{}),
+		closing:  make(chan struct{}),
+		raftDown: make(chan struct{}),
+		snaps:    newSnapshotTrigger(),
 	}
 	if p.logger == nil {
 		p.logger = slog.Default()
@@ -101,11 +105,7 @@ func Open(cfg Config) (*Partition, error) {
 		return nil, err
 	}
 	p.startBatchers()
-	p.startLeaderLog()
-	p.loops.Add(3)
-	go p.runTicker()
-	go p.runCompactor()
-	go p.runSnapshotter()
+	sharedScheduler.register(p)
 	return p, nil
 }
 
@@ -223,6 +223,9 @@ func (p *Partition) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
 		close(p.closing)
+		sharedScheduler.unregister(p)
+		p.stopTracking()
+		p.stopTick()
 		if p.raft.State() == raft.Leader && len(p.raft.GetConfiguration().Configuration().Servers) > 1 {
 			if terr := p.raft.LeadershipTransfer().Error(); terr != nil {
 				p.logger.Debug("leadership transfer before close failed", "err", terr)
