@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -231,6 +232,13 @@ func TestPartition_IdleReplicasRunNoGoroutinesAndProposeNothing(t *testing.T) {
 		t.Fatalf("%d partition goroutines for %d idle replicas, want at most the scheduler's %d", d, replicas, idleSchedulerGoroutines)
 	}
 	sendAll("again") // the batchers start again
+	for _, reps := range c.reps {
+		for _, p := range reps {
+			if _, err := os.Stat(filepath.Join(p.cfg.Dir, boltFile)); !os.IsNotExist(err) {
+				t.Fatalf("replica %s/%s has a %s: %v", p.cfg.GroupID, p.cfg.NodeID, boltFile, err)
+			}
+		}
+	}
 }
 
 const idleSchedulerGoroutines = 1 + schedulerWorkers

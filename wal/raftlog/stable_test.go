@@ -283,3 +283,49 @@ func TestStable_CompactionMovesAndDropReleases(t *testing.T) {
 		t.Fatalf("a new group named like a dropped one: %v, want ErrStableNotFound", err)
 	}
 }
+
+// Votes of many groups cast at once share group-commit writes (one
+// fdatasync per batch), and each group keeps its own newest term.
+func TestStable_ConcurrentGroupsShareSyncs(t *testing.T) {
+	const groups, rounds = 64, 20
+	cfg := testConfig(t.TempDir())
+	s, _ := openStore(t, cfg)
+	var wg sync.WaitGroup
+	errs := make(chan error, groups)
+	for gi := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g, err := s.Group(fmt.Sprintf("q/v/%d", gi))
+			for r := 1; err == nil && r <= rounds; r++ {
+				if err = g.SetUint64(keyTerm, uint64(gi*1000+r)); err == nil {
+					err = g.Set(keyCand, []byte(fmt.Sprintf("n%d", r)))
+				}
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.MaxBatchCalls < 2 || st.Syncs >= st.CallsCommitted {
+		t.Fatalf("no group commit: %d syncs for %d calls, largest batch %d", st.Syncs, st.CallsCommitted, st.MaxBatchCalls)
+	}
+	t.Logf("%d Set calls in %d batches (largest %d), %d syncs", st.CallsCommitted, st.Batches, st.MaxBatchCalls, st.Syncs)
+	mustClose(t, s)
+	s, _ = openStore(t, cfg)
+	for gi := range groups {
+		g := mustGroup(t, s, fmt.Sprintf("q/v/%d", gi))
+		if got := mustGetUint64(t, g, keyTerm); got != uint64(gi*1000+rounds) {
+			t.Fatalf("group %d: term %d after restart, want %d", gi, got, gi*1000+rounds)
+		}
+		if v, err := g.Get(keyCand); err != nil || string(v) != fmt.Sprintf("n%d", rounds) {
+			t.Fatalf("group %d: vote %q, %v", gi, v, err)
+		}
+	}
+}
