@@ -34,7 +34,10 @@ var (
 // deletes raft.db, so that it is read once and never opened again. A crash
 // part-way repeats the move on the next start: each step copies only
 // while its destination is empty, and raft.db goes only after both copies
-// are durable.
+// are durable. The deletion itself needs no directory sync: a raft.db that
+// a crash brings back holds no entries any more, and its term and vote
+// are not copied over the shared store's, so the next start only deletes
+// it again.
 func migrateBolt(dir string, logs raft.LogStore, stable raft.StableStore) error {
 	path := filepath.Join(dir, boltFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -59,10 +62,7 @@ func migrateBolt(dir string, logs raft.LogStore, stable raft.StableStore) error 
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil {
-		return err
-	}
-	return syncDir(dir)
+	return os.Remove(path)
 }
 
 // migrateStable copies term and vote from old into to, unless to already
@@ -111,19 +111,6 @@ func ignoreNotFound(err error) error {
 // raft (and raft-boltdb) tell by its text.
 func isNotFound(err error) bool {
 	return err != nil && err.Error() == "not found"
-}
-
-// syncDir fsyncs a directory so that a removal in it persists.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // migrateLogs moves the raft entries an older version kept in the

@@ -29,15 +29,7 @@ func TestPartition_MigrateLogsMovesBoltEntriesOnce(t *testing.T) {
 	if err := bolt.StoreLogs(logs); err != nil {
 		t.Fatal(err)
 	}
-	store, _, err := raftlog.Open(raftlog.DefaultConfig(filepath.Join(dir, "log")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	g, err := store.Group("q-0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := openTestGroup(t, filepath.Join(dir, "log"), "q-0")
 	if err := migrateLogs(bolt, g); err != nil {
 		t.Fatal(err)
 	}
@@ -97,15 +89,7 @@ func writeOldBolt(t *testing.T, dir string, term uint64, cand string, peers []ra
 func TestPartition_MigrateBoltMovesTermAndVoteOnce(t *testing.T) {
 	dir := t.TempDir()
 	writeOldBolt(t, dir, 7, "n2", nil)
-	store, _, err := raftlog.Open(raftlog.DefaultConfig(filepath.Join(dir, "log")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	g, err := store.Group("q-0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := openTestGroup(t, filepath.Join(dir, "log"), "q-0")
 	if err := migrateBolt(dir, g, g); err != nil {
 		t.Fatal(err)
 	}
@@ -183,4 +167,20 @@ func TestPartition_UpgradedReplicaKeepsItsTerm(t *testing.T) {
 	eventually(t, 10*time.Second, "both messages back after the restart", func() bool {
 		return c.reps[0].Stats().Ready == 2
 	})
+}
+
+// openTestGroup opens group name in a store of its own in dir, closed at
+// the end of the test.
+func openTestGroup(t *testing.T, dir, name string) *raftlog.GroupLog {
+	t.Helper()
+	store, _, err := raftlog.Open(raftlog.DefaultConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	g, err := store.Group(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

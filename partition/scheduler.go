@@ -44,8 +44,7 @@ type scheduler struct {
 // sweepState is what the sweeper keeps of one replica. Owned by the
 // sweeper goroutine, except that register creates it.
 type sweepState struct {
-	leader      raft.ServerID // the leader last logged
-	logged      bool          // a leader (or none) was logged
+	leader      raft.ServerID // the leader last logged; none at first
 	nextCompact time.Time
 }
 
@@ -101,8 +100,8 @@ func (s *scheduler) sweepLoop() {
 // compaction.
 func (s *scheduler) sweepOne(p *Partition, st *sweepState, now time.Time) {
 	_, id := p.raft.LeaderWithID()
-	if !st.logged || id != st.leader {
-		st.logged, st.leader = true, id
+	if id != st.leader {
+		st.leader = id
 		p.logLeader(id)
 	}
 	if p.raft.State() == raft.Leader && !p.tickArmed() {

@@ -74,51 +74,56 @@ func (p *Partition) armTick(wait time.Duration) {
 }
 
 // tickFired runs on the timer's goroutine: one tick, then the timer is
-// armed again for the next deadline, if this replica still leads.
+// armed again for the FSM's next deadline as it is then (an apply that
+// brought it closer meanwhile could not arm the timer while the tick
+// ran), if this replica still leads; after a failed tick, in
+// TickIntervalMax.
 func (p *Partition) tickFired() {
 	t := &p.ticks
 	t.mu.Lock()
 	if t.running {
 		t.mu.Unlock()
-		return
+		return // a stopped timer that fired anyway: the running tick re-arms
 	}
 	t.running, t.timer = true, nil
 	t.mu.Unlock()
-	wait, again := time.Duration(0), false
-	if p.track() {
-		if p.raft.State() == raft.Leader {
-			wait, again = p.tickIfDue()
-		}
+	failed, tracked := false, p.track()
+	if tracked {
+		failed = p.raft.State() == raft.Leader && p.tickIfDue() != nil
 		p.loops.Done()
 	}
 	t.mu.Lock()
 	t.running = false
 	t.mu.Unlock()
-	if again {
-		p.armTick(wait)
+	switch {
+	case !tracked: // closing
+	case failed:
+		p.armTick(p.cfg.TickIntervalMax)
+	default:
+		p.armTickForDeadline()
 	}
 }
 
-// tickIfDue proposes a Tick if the next deadline has passed, and returns
-// how long to wait before looking again and whether a deadline (or a
-// failed tick) calls for it.
-func (p *Partition) tickIfDue() (time.Duration, bool) {
+// tickIfDue proposes a Tick if the next deadline has passed. A tick the
+// FSM refused (its result's error) failed too: retrying it at once would
+// spin.
+func (p *Partition) tickIfDue() error {
 	p.mu.Lock()
 	next, ok := p.fsm.NextDeadline()
 	p.mu.Unlock()
-	if !ok {
-		return 0, false
-	}
-	if wait := time.Duration(next - p.now().UnixNano()); wait > 0 {
-		return wait, true
+	if !ok || next > p.now().UnixNano() {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ApplyTimeout)
 	defer cancel()
-	if _, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdTick}); err != nil {
-		p.logger.Debug("tick failed", "err", err)
-		return p.cfg.TickIntervalMax, true
+	res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdTick})
+	if err == nil {
+		err = res.Err
 	}
-	return 0, true // the next deadline, if any, is looked at again
+	if err != nil {
+		p.logger.Debug("tick failed", "err", err)
+	}
+	return err
 }
 
 // relocateBytesMax bounds the payload bytes one relocation step copies
