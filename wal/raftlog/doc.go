@@ -1,6 +1,7 @@
 // Package raftlog is one node's raft log store: a single group-committed,
 // segmented log (package wal's files) that carries the entries of every
-// raft group on the node, with a raft.LogStore per group (GroupLog).
+// raft group on the node, with a raft.LogStore and raft.StableStore (term
+// and vote) per group (GroupLog).
 //
 // # What the package owns
 //
@@ -12,8 +13,9 @@
 //
 // # What it must never do
 //
-//   - Answer a StoreLogs or DeleteRange before what it wrote is durable
-//     (unless Config.SyncMode is SyncNone, for tests and benchmarks only).
+//   - Answer a StoreLogs, DeleteRange or Set (term, vote) before what it
+//     wrote is durable (unless Config.SyncMode is SyncNone, for tests and
+//     benchmarks only).
 //   - Skip a record it cannot decode. Damage before the torn tail of the
 //     last segment, a gap inside a group's log, or a record of a group id
 //     the registry never handed out is ErrCorrupt.
@@ -173,8 +175,11 @@
 // or Config.BatchBytesMax bytes of calls. Memory: 8 bytes per indexed
 // entry (a slice per group over [first, last], reallocated when a prefix
 // compaction leaves most of it unused), a few bytes per group per segment
-// for accounting, a small list of live markers per group, and during Open
-// 32 bytes per entry record on disk until the indexes are built.
+// for accounting, a small list of live markers per group, the stable keys
+// of each group (at most StableKeysMax, of StableKeyBytesMax and
+// StableValueBytesMax bytes; raft keeps three of under 100 bytes), and
+// during Open 32 bytes per entry record on disk until the indexes are
+// built, plus one whole read per stable record.
 //
 // # Concurrency
 //
