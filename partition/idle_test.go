@@ -273,3 +273,35 @@ func TestPartition_NewLeaderExpiresLeasesWithoutClients(t *testing.T) {
 	p := c.reps[c.leader()]
 	eventually(t, 10*time.Second, "the new leader to expire the lease", func() bool { return p.Stats().Counters.Expired == 1 })
 }
+
+// Followers compact too, from the shared scheduler: a payload that waits
+// in an old entry is moved into a body record on every replica, so a
+// follower's log is not pinned by it either.
+func TestPartition_FollowersMoveOldPayloadsOut(t *testing.T) {
+	c := newTestCluster(t, 3, storageConfig)
+	l := c.leader()
+	p := c.reps[l]
+	send(t, p, "patient", 1)
+	if held, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "slow", Max: 1, Visibility: time.Hour}, 0); err != nil || len(held) != 1 {
+		t.Fatalf("receive the patient message: %v %d", err, len(held))
+	}
+	for i := range 60 {
+		send(t, p, fmt.Sprintf("churn%d", i), 1)
+		ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1}, 0)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("receive %d: %v %d", i, err, len(ds))
+		}
+		if errs, err := p.Ack(ctxT(t), []fsm.Receipt{ds[0].Receipt}); err != nil || errs[0] != nil {
+			t.Fatalf("ack %d: %v %v", i, err, errs)
+		}
+	}
+	c.converged()
+	for i, r := range c.reps {
+		if i == l {
+			continue
+		}
+		eventually(t, 10*time.Second, fmt.Sprintf("follower %d to move the old payload out", i), func() bool {
+			return r.body.Stats().RecordsAppended > 0
+		})
+	}
+}
