@@ -285,16 +285,7 @@ func TestPartition_FollowersMoveOldPayloadsOut(t *testing.T) {
 	if held, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "slow", Max: 1, Visibility: time.Hour}, 0); err != nil || len(held) != 1 {
 		t.Fatalf("receive the patient message: %v %d", err, len(held))
 	}
-	for i := range 60 {
-		send(t, p, fmt.Sprintf("churn%d", i), 1)
-		ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1}, 0)
-		if err != nil || len(ds) != 1 {
-			t.Fatalf("receive %d: %v %d", i, err, len(ds))
-		}
-		if errs, err := p.Ack(ctxT(t), []fsm.Receipt{ds[0].Receipt}); err != nil || errs[0] != nil {
-			t.Fatalf("ack %d: %v %v", i, err, errs)
-		}
-	}
+	churn(t, p, 60)
 	c.converged()
 	for i, r := range c.reps {
 		if i == l {

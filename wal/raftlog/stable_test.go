@@ -290,28 +290,15 @@ func TestStable_ConcurrentGroupsShareSyncs(t *testing.T) {
 	const groups, rounds = 64, 20
 	cfg := testConfig(t.TempDir())
 	s, _ := openStore(t, cfg)
-	var wg sync.WaitGroup
-	errs := make(chan error, groups)
-	for gi := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g, err := s.Group(fmt.Sprintf("q/v/%d", gi))
-			for r := 1; err == nil && r <= rounds; r++ {
-				if err = g.SetUint64(keyTerm, uint64(gi*1000+r)); err == nil {
-					err = g.Set(keyCand, []byte(fmt.Sprintf("n%d", r)))
-				}
+	inParallel(t, groups, func(gi int) error {
+		g, err := s.Group(fmt.Sprintf("q/v/%d", gi))
+		for r := 1; err == nil && r <= rounds; r++ {
+			if err = g.SetUint64(keyTerm, uint64(gi*1000+r)); err == nil {
+				err = g.Set(keyCand, []byte(fmt.Sprintf("n%d", r)))
 			}
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return err
+	})
 	st := s.Stats()
 	if st.MaxBatchCalls < 2 || st.Syncs >= st.CallsCommitted {
 		t.Fatalf("no group commit: %d syncs for %d calls, largest batch %d", st.Syncs, st.CallsCommitted, st.MaxBatchCalls)
