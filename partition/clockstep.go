@@ -9,9 +9,39 @@ import (
 
 // DefaultMaxClockStep is how far one command may move a partition's clock
 // forward (fsm.FSM.SetMaxClockStep). Every node must use the same value;
-// ferryd has no flag for it. An idle leader proposes a Tick every third of
-// it, so that a healthy partition never meets the bound.
+// ferryd has no flag for it. An idle partition proposes nothing to keep
+// its clock fresh: the first command after a longer pause is preceded by
+// a resync that the time elapsed since the clock last moved accounts for
+// (see clockMark).
 const DefaultMaxClockStep = 10 * time.Second
+
+// clockMark is when (monotonic time of this process) this replica applied
+// the entry that last moved the partition's clock, and the clock it left.
+// A stamp ahead of the clock by no more than the max step plus the time
+// elapsed since then is explained by that time, not by a clock that
+// jumped: this node's clock advanced with real time (to within the step)
+// since the partition accepted its clock. Guarded by Partition.mu; zero
+// (no mark) after a snapshot restore. Marks do not survive a restart: the
+// replay of the log happens later than its entries were stamped, which
+// makes the elapsed time look shorter, never longer.
+type clockMark struct {
+	clock int64
+	at    time.Time
+}
+
+// markClockLocked records a move of the partition's clock from before,
+// made by the entries just applied. p.mu held.
+func (p *Partition) markClockLocked(before int64) {
+	if c := p.fsm.Clock(); c != before {
+		p.clockMark = clockMark{clock: c, at: time.Now()}
+	}
+}
+
+// elapsedExplains reports whether a stamp ahead of clock by ahead is
+// accounted for by the time since mark (see clockMark).
+func elapsedExplains(mark clockMark, clock int64, ahead, step time.Duration) bool {
+	return !mark.at.IsZero() && mark.clock == clock && ahead-time.Since(mark.at) <= step
+}
 
 // clockGap tracks the time since this leader's clock was first seen too far
 // ahead of the partition's clock: a resync then waits for a check of the
@@ -24,9 +54,10 @@ type clockGap struct {
 // checkClockStep is called with a freshly stamped command. It refuses
 // with ErrClockUnverified while the node's clock is known to be off. When the stamp
 // is more than the max clock step ahead of the FSM's clock, it proposes a
-// CmdClockResync first if the node's clock has been verified since the gap
-// was seen, and otherwise refuses with ErrClockUnverified, which changes
-// nothing.
+// CmdClockResync first if the time elapsed since the clock last moved
+// explains the gap (an idle partition: see clockMark) or the node's clock
+// has been verified since the gap was seen, and otherwise refuses with
+// ErrClockUnverified, which changes nothing.
 func (p *Partition) checkClockStep(cmd fsm.Command) error {
 	if p.cfg.ClockHealthy != nil && !p.cfg.ClockHealthy() {
 		return ErrClockUnverified
@@ -36,7 +67,7 @@ func (p *Partition) checkClockStep(cmd fsm.Command) error {
 		return nil
 	}
 	p.mu.Lock()
-	clock := p.fsm.Clock()
+	clock, mark := p.fsm.Clock(), p.clockMark
 	p.mu.Unlock()
 	ahead := time.Duration(cmd.At - clock)
 	g := &p.clockGap
@@ -45,6 +76,12 @@ func (p *Partition) checkClockStep(cmd fsm.Command) error {
 		g.since = time.Time{}
 		g.mu.Unlock()
 		return nil
+	}
+	if elapsedExplains(mark, clock, ahead, step) {
+		g.mu.Unlock()
+		p.logger.Debug("partition clock resynced after an idle pause", "ahead", ahead, "max_clock_step", step)
+		_, err := p.propose(fsm.Command{Type: fsm.CmdClockResync, At: cmd.At}, p.cfg.ApplyTimeout)
+		return err
 	}
 	first := g.since.IsZero()
 	if first {

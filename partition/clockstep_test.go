@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,20 +51,58 @@ func TestPartition_ClockJumpWaitsForVerification(t *testing.T) {
 	}
 }
 
-// An idle leader keeps the partition's clock within the max clock step,
-// so a healthy leader never needs a resync.
-func TestPartition_IdleLeaderKeepsClockFresh(t *testing.T) {
+// An idle leader proposes nothing to keep the partition's clock fresh;
+// its first command after a pause longer than the max clock step goes
+// through without a check of its clock (the pause explains the gap), with
+// one resync before it, and a jump on top of a pause is still refused.
+func TestPartition_IdlePauseNeedsNoClockCheck(t *testing.T) {
+	var shift atomic.Int64
 	c := newTestCluster(t, 1, func(cfg *Config) {
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
 		cfg.MaxClockStep = 150 * time.Millisecond
 		cfg.ClockVerified = func(time.Time) bool { return false }
 	})
 	p := c.reps[c.leader()]
 	send(t, p, "x", 1)
-	for range 3 {
+	for i := range 3 {
+		last := p.RaftStats()["last_log_index"]
 		time.Sleep(300 * time.Millisecond) // idle, twice the max step: what is under test
-		send(t, p, "y", 1)
+		if now := p.RaftStats()["last_log_index"]; now != last {
+			t.Fatalf("idle leader appended entries: last index %s, then %s", last, now)
+		}
+		send(t, p, "y"+strconv.Itoa(i), 1)
 	}
-	if st := p.Stats(); st.Counters.ClockRefused != 0 || st.Counters.ClockResyncs != 0 {
-		t.Fatalf("idle leader: %d refused, %d resyncs", st.Counters.ClockRefused, st.Counters.ClockResyncs)
+	st := p.Stats()
+	if st.Counters.ClockRefused != 0 || st.Counters.ClockResyncs != 3 {
+		t.Fatalf("idle pauses: %d refused, %d resyncs; want 0 and 3", st.Counters.ClockRefused, st.Counters.ClockResyncs)
 	}
+	time.Sleep(300 * time.Millisecond)
+	shift.Store(int64(time.Hour))
+	if _, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdTick}); !errors.Is(err, ErrClockUnverified) {
+		t.Fatalf("a jump of an hour after a pause: %v, want ErrClockUnverified", err)
+	}
+}
+
+// A follower elected after an idle pause longer than the max clock step
+// needs no check of its clock either: it applied the entry that last moved
+// the clock, and the time since explains the gap.
+func TestPartition_NewLeaderAfterIdlePauseNeedsNoClockCheck(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.MaxClockStep = 150 * time.Millisecond
+		cfg.ClockVerified = func(time.Time) bool { return false }
+	})
+	l := c.leader()
+	send(t, c.reps[l], "x", 1)
+	c.converged()
+	time.Sleep(300 * time.Millisecond) // idle, twice the max step: what is under test
+	c.stop(l)
+	p := c.reps[c.leader()]
+	eventually(t, 10*time.Second, "a send on the new leader", func() bool {
+		msgs := []fsm.NewMessage{{ID: "after", Body: []byte("b")}}
+		res, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdSend, Send: &fsm.SendCmd{Messages: msgs}})
+		if errors.Is(err, ErrClockUnverified) {
+			t.Fatalf("new leader after an idle pause: %v", err)
+		}
+		return err == nil && res.Err == nil
+	})
 }

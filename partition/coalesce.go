@@ -62,16 +62,11 @@ type batcher[I, O any] struct {
 	results func(fsm.Result) []O
 	size    func(I) int
 
-	mu     sync.Mutex
-	queue  []*batchRequest[I, O]
-	closed bool // set by failQueued: nothing more is proposed
-	wake   chan struct{}
-
-	// started carries proposals from the worker, in raft log order, to
-	// the goroutine that waits for their outcomes (finish); finished
-	// carries back how many requests each one answered.
-	started  chan *inFlightProposal[I, O]
-	finished chan int
+	mu      sync.Mutex
+	queue   []*batchRequest[I, O]
+	closed  bool // set by failQueued: nothing more is proposed
+	running bool // the worker and finishAll run (see ensureRunningLocked)
+	wake    chan struct{}
 
 	// overlapped counts proposals started while another was in flight.
 	overlapped atomic.Uint64
@@ -114,16 +109,37 @@ type batchSlice[I, O any] struct {
 	from, to int
 }
 
+// batcherIdle is how long a batcher's goroutines wait for requests before
+// they end; the next request starts them again. A follower's batchers
+// (which take no requests) and an idle leader's run none.
+const batcherIdle = 2 * time.Second
+
 func newBatcher[I, O any](p *Partition, command func([]I) fsm.Command, results func(fsm.Result) []O, size func(I) int) *batcher[I, O] {
-	b := &batcher[I, O]{p: p, command: command, results: results, size: size,
-		wake:     make(chan struct{}, 1),
-		started:  make(chan *inFlightProposal[I, O], ProposalsInFlightMax),
-		finished: make(chan int, ProposalsInFlightMax),
+	return &batcher[I, O]{p: p, command: command, results: results, size: size,
+		wake: make(chan struct{}, 1),
 	}
-	p.loops.Add(2)
-	go b.run()
-	go b.finishAll()
-	return b
+}
+
+// ensureRunningLocked starts the worker and finishAll unless they run or
+// the partition is closing (a queued request then sees p.closing). b.mu
+// held: the worker ends only with b.mu held and the queue empty, so a
+// request queued under the same hold is always taken.
+func (b *batcher[I, O]) ensureRunningLocked() {
+	if b.running || b.closed || !b.p.track() {
+		return
+	}
+	if !b.p.track() { // one count per goroutine
+		b.p.loops.Done()
+		return
+	}
+	b.running = true
+	// started carries proposals from the worker, in raft log order, to
+	// the goroutine that waits for their outcomes (finish); finished
+	// carries back how many requests each one answered.
+	started := make(chan *inFlightProposal[I, O], ProposalsInFlightMax)
+	finished := make(chan int, ProposalsInFlightMax)
+	go b.run(started, finished)
+	go b.finishAll(started, finished)
 }
 
 // submit queues items and waits for their results. Once any of its items
@@ -142,6 +158,7 @@ func (b *batcher[I, O]) submit(ctx context.Context, items []I) ([]O, error) {
 	req := &batchRequest[I, O]{ctx: ctx, items: items, done: make(chan batchReply[O], 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, req)
+	b.ensureRunningLocked()
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
@@ -238,20 +255,27 @@ func (b *batcher[I, O]) deepLocked() bool {
 
 // run is the worker: it starts proposals, one at a time or, under a deep
 // queue, a second while one is in flight, and hands each to finishAll.
-func (b *batcher[I, O]) run() {
+// It ends once nothing was queued or in flight for batcherIdle.
+func (b *batcher[I, O]) run(started chan<- *inFlightProposal[I, O], finished <-chan int) {
 	defer b.p.loops.Done()
-	defer close(b.started) // finishAll answers what is in flight, then ends
+	defer close(started) // finishAll answers what is in flight, then ends
 	b.timer = time.NewTimer(time.Hour)
 	b.timer.Stop()
 	defer b.timer.Stop()
+	idle := time.NewTimer(batcherIdle)
+	defer idle.Stop()
 	inFlight := 0
 	for {
 		select {
 		case <-b.p.closing:
 			b.failQueued(ErrClosed)
 			return
+		case <-idle.C:
+			if inFlight == 0 && b.stopIfIdle() {
+				return
+			}
 		case <-b.wake:
-		case answered := <-b.finished:
+		case answered := <-finished:
 			inFlight--
 			// The requests just answered are likely to come back; those
 			// queued meanwhile are already here.
@@ -269,10 +293,26 @@ func (b *batcher[I, O]) run() {
 			if inFlight > 0 {
 				b.overlapped.Add(1)
 			}
-			b.started <- b.start(slices)
+			started <- b.start(slices)
 			inFlight++
 		}
+		if inFlight == 0 {
+			idle.Reset(batcherIdle)
+		} else {
+			idle.Stop()
+		}
 	}
+}
+
+// stopIfIdle ends the worker's incarnation if nothing is queued.
+func (b *batcher[I, O]) stopIfIdle() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 {
+		return false
+	}
+	b.running = false
+	return true
 }
 
 // queued returns how many requests wait in the queue and whether their
@@ -343,10 +383,10 @@ func (b *batcher[I, O]) start(slices []batchSlice[I, O]) *inFlightProposal[I, O]
 
 // finishAll waits for the outcome of each started proposal, in the order
 // they were started, and answers their requests.
-func (b *batcher[I, O]) finishAll() {
+func (b *batcher[I, O]) finishAll(started <-chan *inFlightProposal[I, O], finished chan<- int) {
 	defer b.p.loops.Done()
-	for pr := range b.started {
-		b.finished <- b.finish(pr)
+	for pr := range started {
+		finished <- b.finish(pr)
 	}
 }
 

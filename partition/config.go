@@ -68,10 +68,13 @@ type Config struct {
 	// short queues on shared disks (see ProposalsInFlightMax). Zero: one
 	// at a time always.
 	OverlapItemsMin int
-	// TickIntervalMax bounds how long the leader's timer sleeps between
-	// checks of the FSM's next deadline.
+	// TickIntervalMax is how long a leader waits before it tries a tick
+	// again after one failed. Ticks are otherwise proposed only when the
+	// FSM's next deadline comes (see tickTimer): a follower, or a leader
+	// with nothing pending, proposes none.
 	TickIntervalMax time.Duration
-	// CompactInterval is how often the WAL is compacted.
+	// CompactInterval is how often the WAL is compacted, on every replica,
+	// by the process's shared scheduler (to within its 250 ms sweep).
 	CompactInterval time.Duration
 
 	// DiskReserveBytes is the free space below which the leader refuses

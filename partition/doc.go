@@ -9,6 +9,14 @@
 // messages become ready without any client activity, and it wakes long-poll
 // receivers when messages become eligible.
 //
+// An idle replica, leader or follower, runs no goroutine or timer of its
+// own and proposes nothing: the process's shared scheduler (scheduler.go)
+// logs leader changes, arms the tick of a new leader with a deadline
+// pending and runs every replica's periodic WAL compaction; the proposal
+// batchers run while requests come, the tick's timer only while a
+// deadline is pending on a leader, a snapshot by size while it is taken.
+// Term and vote live in the node's shared raft log store (wal/raftlog).
+//
 // It must never know about the client protocol, the meta catalog or other
 // partitions: the node package wires those together.
 package partition

@@ -39,12 +39,7 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	c := &testCluster{t: t, tweak: tweak}
 	root := t.TempDir()
 	for i := range n {
-		mc := transport.DefaultMuxConfig("127.0.0.1:0")
-		mc.Logger = testLogger()
-		m, err := transport.NewMux(mc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := newTestMux(t)
 		c.muxes = append(c.muxes, m)
 		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("n%d", i+1)))
 		c.peers = append(c.peers, raft.Server{ID: raft.ServerID(fmt.Sprintf("n%d", i+1)), Address: raft.ServerAddress(m.Addr().String())})
@@ -57,15 +52,32 @@ func newTestCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
 	return c
 }
 
+// newTestMux opens a raft mux on a free loopback port; its owner closes it.
+func newTestMux(t *testing.T) *transport.Mux {
+	t.Helper()
+	mc := transport.DefaultMuxConfig("127.0.0.1:0")
+	mc.Logger = testLogger()
+	m, err := transport.NewMux(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// testTransport is a group's raft transport on a mux layer.
+func testTransport(layer *transport.StreamLayer) raft.Transport {
+	tc := transport.DefaultTransportConfig()
+	tc.Logger = testLogger()
+	return transport.NewTransport(layer, tc)
+}
+
 func (c *testCluster) config(i int) Config {
 	layer, err := c.muxes[i].Group(testGroup)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	cfg := DefaultConfig(testGroup, string(c.peers[i].ID), c.dirs[i])
-	tc := transport.DefaultTransportConfig()
-	tc.Logger = testLogger()
-	cfg.Transport = transport.NewTransport(layer, tc)
+	cfg.Transport = testTransport(layer)
 	cfg.Peers = c.peers
 	// Short enough for quick elections, long enough that a loaded
 	// machine's scheduling pauses do not depose leaders mid-test.

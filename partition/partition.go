@@ -18,8 +18,6 @@ import (
 	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // Sizes of the raft stores.
@@ -44,12 +42,12 @@ type Partition struct {
 	starting  atomic.Bool    // raft.NewRaft is running: snapshots restore locally
 	snaps     *snapshotTrigger
 	raft      *raft.Raft
-	stable    *raftboltdb.BoltStore // term and vote
-	logs      *raftlog.GroupLog     // the raft log, in the node's shared store
-	logStore  *raftlog.Store        // the store holding logs
-	ownLogs   *raftlog.Store        // set when the partition opened its own store
-	deadlines chan struct{}         // pokes the ticker when the next deadline moved
-	evictions evictionLog           // used only on raft's FSM goroutine
+	logs      *raftlog.GroupLog // the raft log and term and vote, in the node's shared store
+	logStore  *raftlog.Store    // the store holding logs
+	ownLogs   *raftlog.Store    // set when the partition opened its own store
+	ticks     tickTimer         // the leader's tick, armed for the next deadline
+	clockMark clockMark         // guarded by mu; see clockMark
+	evictions evictionLog       // used only on raft's FSM goroutine
 	clockGap  clockGap
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
 	acks      *batcher[fsm.Receipt, error]
@@ -61,7 +59,11 @@ type Partition struct {
 	// raftDown is closed once raft has shut down (see waitApplied).
 	raftDown  chan struct{}
 	closeOnce sync.Once
-	loops     sync.WaitGroup
+	// loops counts the replica's goroutines and scheduler jobs (see
+	// track); Close waits for them. stopped (under trackMu) refuses more.
+	loops   sync.WaitGroup
+	trackMu sync.Mutex
+	stopped bool
 }
 
 // Open starts the replica: it opens its stores, starts raft (restoring the
@@ -77,11 +79,10 @@ func Open(cfg Config) (*Partition, error) {
 	}
 	p := &Partition{
 		cfg: cfg, logger: cfg.Logger, now: cfg.Now,
-		ready:     make(chan struct{}),
-		deadlines: make(chan struct{}, 1),
-		closing:   make(chan struct{}),
-		raftDown:  make(chan struct{}),
-		snaps:     newSnapshotTrigger(),
+		ready:    make(chan struct{}),
+		closing:  make(chan struct{}),
+		raftDown: make(chan struct{}),
+		snaps:    newSnapshotTrigger(),
 	}
 	if p.logger == nil {
 		p.logger = slog.Default()
@@ -104,28 +105,16 @@ func Open(cfg Config) (*Partition, error) {
 		return nil, err
 	}
 	p.startBatchers()
-	p.startLeaderLog()
-	p.loops.Add(3)
-	go p.runTicker()
-	go p.runCompactor()
-	go p.runSnapshotter()
+	sharedScheduler.register(p)
 	return p, nil
 }
 
-// openStores opens the stable store (term, vote), the group's raft log,
+// openStores opens the group's raft log and stable store (term, vote),
 // the body records and the FSM on them.
 func (p *Partition) openStores() error {
 	if err := os.MkdirAll(p.cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
 	}
-	stable, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(p.cfg.Dir, "raft.db"),
-		BoltOptions: &bbolt.Options{NoFreelistSync: true, Timeout: time.Second},
-	})
-	if err != nil {
-		return fmt.Errorf("partition %s: open raft stable store: %w", p.cfg.GroupID, err)
-	}
-	p.stable = stable
 	if err := p.openLogs(); err != nil {
 		return err
 	}
@@ -165,7 +154,7 @@ func (p *Partition) startRaft() error {
 	}
 	cached := newBoundedLogCache(&flooredLog{GroupLog: p.logs, bodies: p.bodies})
 	p.starting.Store(true)
-	r, err := raft.NewRaft(p.cfg.raftConfig(p.logger), (*raftFSM)(p), cached, p.stable, snaps, p.cfg.Transport)
+	r, err := raft.NewRaft(p.cfg.raftConfig(p.logger), (*raftFSM)(p), cached, p.logs, snaps, p.cfg.Transport)
 	p.starting.Store(false)
 	if err != nil {
 		return fmt.Errorf("partition %s: start raft: %w", p.cfg.GroupID, err)
@@ -173,12 +162,13 @@ func (p *Partition) startRaft() error {
 	p.mu.Lock()
 	p.raft = r // ApplyBatch may already run: a leader can reach a joining replica at once
 	p.mu.Unlock()
-	return p.bootstrap(cached, p.stable, snaps)
+	return p.bootstrap(cached, p.logs, snaps)
 }
 
-// openLogs opens the group's raft log in the node's shared store (or in a
-// store of its own under Dir when Config.Logs is nil) and moves into it any
-// entries an older version kept in the replica's raft.db.
+// openLogs opens the group's raft log and stable store in the node's
+// shared store (or in a store of its own under Dir when Config.Logs is
+// nil) and moves into it what an older version kept in the replica's
+// raft.db (entries, term and vote), which then goes.
 func (p *Partition) openLogs() error {
 	store := p.cfg.Logs
 	if store == nil {
@@ -194,17 +184,14 @@ func (p *Partition) openLogs() error {
 		return fmt.Errorf("partition %s: open raft log: %w", p.cfg.GroupID, err)
 	}
 	p.logs = g
-	if err := migrateLogs(p.stable, g); err != nil {
-		return fmt.Errorf("partition %s: move raft log out of raft.db: %w", p.cfg.GroupID, err)
+	if err := migrateBolt(p.cfg.Dir, g, g); err != nil {
+		return fmt.Errorf("partition %s: move raft state out of %s: %w", p.cfg.GroupID, boltFile, err)
 	}
 	return nil
 }
 
 // closeStores closes what startRaft opened.
 func (p *Partition) closeStores() {
-	if p.stable != nil {
-		p.stable.Close()
-	}
 	if p.body != nil {
 		p.body.Close()
 	}
@@ -236,6 +223,9 @@ func (p *Partition) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
 		close(p.closing)
+		sharedScheduler.unregister(p)
+		p.stopTracking()
+		p.stopTick()
 		if p.raft.State() == raft.Leader && len(p.raft.GetConfiguration().Configuration().Servers) > 1 {
 			if terr := p.raft.LeadershipTransfer().Error(); terr != nil {
 				p.logger.Debug("leadership transfer before close failed", "err", terr)

@@ -38,14 +38,17 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	leader := p.raft != nil && p.raft.State() == raft.Leader
 	p.fsm.SkipBodies(!leader)
 	counted := p.fsm.Counters()
+	clockBefore := p.fsm.Clock()
 	before, hadDeadline := p.fsm.NextDeadline()
+	snapshot := false
 	for i, l := range logs {
 		if l.Type == raft.LogCommand {
 			out[i] = p.fsm.ApplyEntry(l.Index, l.Data)
-			p.snaps.applied(len(l.Data))
+			snapshot = p.snaps.applied(len(l.Data)) || snapshot
 		}
 		p.applied = l.Index
 	}
+	p.markClockLocked(clockBefore)
 	after, hasDeadline := p.fsm.NextDeadline()
 	eligible := p.fsm.HasEligible()
 	if eligible {
@@ -63,11 +66,11 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 		p.logger.Warn("commands refused: stamped more than the max clock step ahead of the partition clock (the proposing leader's clock is suspect)",
 			"count", n, "clock_refused_total", counts.ClockRefused, "max_clock_step", p.fsm.MaxClockStep())
 	}
-	if hasDeadline && (!hadDeadline || after < before) {
-		select {
-		case p.deadlines <- struct{}{}:
-		default:
-		}
+	if leader && hasDeadline && (!hadDeadline || after < before) {
+		p.armTick(time.Duration(after - p.now().UnixNano()))
+	}
+	if snapshot {
+		p.snapshotBySize()
 	}
 	return out
 }
@@ -132,6 +135,7 @@ func (r *raftFSM) Restore(rc io.ReadCloser) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.applied = binary.LittleEndian.Uint64(head[:])
+	p.clockMark = clockMark{} // the restored clock was moved elsewhere
 	if err := p.fsm.Restore(rc); err != nil {
 		return err
 	}

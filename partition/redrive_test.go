@@ -2,7 +2,6 @@ package partition
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -120,16 +119,7 @@ func TestPartition_RedrivenBodyRecordSurvivesRestart(t *testing.T) {
 	if err != nil || res.Settled[0] != nil {
 		t.Fatalf("reject: %v %v", err, res.Settled)
 	}
-	for i := range 150 {
-		send(t, p, fmt.Sprintf("churn%d", i), 1)
-		ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1}, 0)
-		if err != nil || len(ds) != 1 {
-			t.Fatalf("receive %d: %v %d", i, err, len(ds))
-		}
-		if errs, err := p.Ack(ctxT(t), []fsm.Receipt{ds[0].Receipt}); err != nil || errs[0] != nil {
-			t.Fatalf("ack %d: %v %v", i, err, errs)
-		}
-	}
+	churn(t, p, 150)
 	eventually(t, 10*time.Second, "the dead letter's payload to move into a body record", func() bool {
 		if _, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdTick}); err != nil {
 			t.Fatalf("tick: %v", err)

@@ -24,22 +24,17 @@ const snapshotBytesMin = 128 << 20
 type snapshotTrigger struct {
 	appliedBytes  atomic.Int64 // entry data applied since the last snapshot
 	snapshotBytes atomic.Int64 // size of the last persisted snapshot
-	poke          chan struct{}
+	running       atomic.Bool  // a snapshot by size is being taken
 }
 
 func newSnapshotTrigger() *snapshotTrigger {
-	return &snapshotTrigger{poke: make(chan struct{}, 1)}
+	return &snapshotTrigger{}
 }
 
-// applied counts entry data applied; it pokes the snapshotter when due.
-func (s *snapshotTrigger) applied(bytes int) {
+// applied counts entry data applied; it reports whether a snapshot is due.
+func (s *snapshotTrigger) applied(bytes int) bool {
 	n := s.appliedBytes.Add(int64(bytes))
-	if n >= max(snapshotBytesMin, 2*s.snapshotBytes.Load()) {
-		select {
-		case s.poke <- struct{}{}:
-		default:
-		}
-	}
+	return n >= max(snapshotBytesMin, 2*s.snapshotBytes.Load())
 }
 
 // frozen is called when a snapshot freezes the state: the bytes applied
@@ -53,19 +48,26 @@ func (s *snapshotTrigger) persisted(size, covered int64) {
 	s.appliedBytes.Add(-covered)
 }
 
-// runSnapshotter takes the snapshots the bytes trigger asks for.
-func (p *Partition) runSnapshotter() {
-	defer p.loops.Done()
-	for {
-		select {
-		case <-p.closing:
-			return
-		case <-p.snaps.poke:
-		}
-		err := p.raft.Snapshot().Error()
+// snapshotBySize has raft take the snapshot the bytes trigger asks for, on
+// a goroutine of its own that ends with it (raft.Snapshot waits for the
+// snapshot, which needs raft's FSM goroutine, the caller). One at a time:
+// a request while one runs is dropped, and the applies after it ask again.
+func (p *Partition) snapshotBySize() {
+	p.mu.Lock()
+	r := p.raft
+	p.mu.Unlock()
+	if r == nil || !p.snaps.running.CompareAndSwap(false, true) {
+		return
+	}
+	started := p.goTracked(func() {
+		defer p.snaps.running.Store(false)
+		err := r.Snapshot().Error()
 		if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) && !errors.Is(err, raft.ErrRaftShutdown) {
 			p.logger.Warn("snapshot by size failed", "err", err)
 		}
+	})
+	if !started {
+		p.snaps.running.Store(false)
 	}
 }
 

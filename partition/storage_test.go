@@ -16,6 +16,22 @@ func storageConfig(cfg *Config) {
 	cfg.CompactInterval = 50 * time.Millisecond
 }
 
+// churn sends, receives and acks n messages one at a time on p, so that
+// the log moves on with nothing of it kept alive.
+func churn(t *testing.T, p *Partition, n int) {
+	t.Helper()
+	for i := range n {
+		send(t, p, fmt.Sprintf("churn%d", i), 1)
+		ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1}, 0)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("receive %d: %v %d", i, err, len(ds))
+		}
+		if errs, err := p.Ack(ctxT(t), []fsm.Receipt{ds[0].Receipt}); err != nil || errs[0] != nil {
+			t.Fatalf("ack %d: %v %v", i, err, errs)
+		}
+	}
+}
+
 // receiveAll leases every ready message of p and returns id -> body.
 func receiveAll(t *testing.T, p *Partition) map[string]string {
 	t.Helper()
@@ -95,16 +111,7 @@ func TestPartition_LongWaitingMessageDoesNotPinTheLog(t *testing.T) {
 	if err != nil || len(held) != 1 {
 		t.Fatalf("receive the patient message: %v %d", err, len(held))
 	}
-	for i := range 150 {
-		send(t, p, fmt.Sprintf("churn%d", i), 1)
-		ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1}, 0)
-		if err != nil || len(ds) != 1 {
-			t.Fatalf("receive %d: %v %d", i, err, len(ds))
-		}
-		if errs, err := p.Ack(ctxT(t), []fsm.Receipt{ds[0].Receipt}); err != nil || errs[0] != nil {
-			t.Fatalf("ack %d: %v %v", i, err, errs)
-		}
-	}
+	churn(t, p, 150)
 	eventually(t, 10*time.Second, "the log to let the old entry go", func() bool {
 		// A new entry gives raft something new to snapshot, and the new
 		// snapshot releases the floor the previous one held.

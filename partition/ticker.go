@@ -3,67 +3,127 @@ package partition
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/hashicorp/raft"
 )
 
-// runTicker proposes Tick on the leader whenever the FSM's next deadline has
-// come, so leases expire, delayed messages become ready and dedup entries
-// age out without client activity. It sleeps until the deadline, at most
-// TickIntervalMax, and is woken early when an apply brings the deadline
-// closer.
-func (p *Partition) runTicker() {
-	defer p.loops.Done()
-	timer := time.NewTimer(p.cfg.TickIntervalMax)
-	defer timer.Stop()
-	for {
-		select {
-		case <-p.closing:
-			return
-		case <-timer.C:
-		case <-p.deadlines:
-		}
-		wait := p.cfg.TickIntervalMax
-		if p.IsLeader() {
-			wait = p.tickIfDue()
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
+// The tick: a leader proposes Tick when the FSM's next deadline has come,
+// so that leases expire, delayed messages become ready and dedup entries,
+// retained messages and dead letters age out without client activity. It
+// runs on a timer armed for that deadline, and only then: a follower, or
+// a leader with nothing pending, has no timer and proposes nothing. The
+// timer is armed (or brought forward) when an apply on the leader brings
+// the next deadline closer, when a tick has run, and by the scheduler's
+// sweep for a replica that leads with a deadline pending (a new leader).
+// When it fires it runs one tick on a goroutine of its own, which ends
+// with it; a tick never runs twice at once.
+type tickTimer struct {
+	mu      sync.Mutex
+	timer   *time.Timer // nil: not armed
+	at      time.Time   // when the armed timer fires
+	running bool        // a tick runs (fired, not yet re-armed)
+}
+
+// armTickForDeadline arms the tick timer for the FSM's next deadline, if
+// this replica leads and one is pending.
+func (p *Partition) armTickForDeadline() {
+	if p.raft.State() != raft.Leader {
+		return
+	}
+	p.mu.Lock()
+	next, ok := p.fsm.NextDeadline()
+	p.mu.Unlock()
+	if ok {
+		p.armTick(time.Duration(next - p.now().UnixNano()))
 	}
 }
 
-// tickIfDue proposes a Tick if the next deadline has passed, or the
-// partition's clock is a third of the max clock step behind, and returns
-// how long to sleep before looking again.
-func (p *Partition) tickIfDue() time.Duration {
+// tickArmed reports whether the tick timer is armed or a tick runs: an
+// apply that brings the deadline closer re-arms it, so the sweep need not.
+func (p *Partition) tickArmed() bool {
+	t := &p.ticks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running || t.timer != nil
+}
+
+// armTick has the tick run in wait (at once if not positive), unless it is
+// armed to run sooner or runs now (which re-arms when it ends).
+func (p *Partition) armTick(wait time.Duration) {
+	wait = max(wait, 0)
+	at := time.Now().Add(wait)
+	t := &p.ticks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running || (t.timer != nil && !t.at.After(at)) {
+		return
+	}
+	select {
+	case <-p.closing:
+		return
+	default:
+	}
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.at = at
+	t.timer = time.AfterFunc(wait, p.tickFired)
+}
+
+// tickFired runs on the timer's goroutine: one tick, then the timer is
+// armed again for the FSM's next deadline as it is then (an apply that
+// brought it closer meanwhile could not arm the timer while the tick
+// ran), if this replica still leads; after a failed tick, in
+// TickIntervalMax.
+func (p *Partition) tickFired() {
+	t := &p.ticks
+	t.mu.Lock()
+	if t.running {
+		t.mu.Unlock()
+		return // a stopped timer that fired anyway: the running tick re-arms
+	}
+	t.running, t.timer = true, nil
+	t.mu.Unlock()
+	failed, tracked := false, p.track()
+	if tracked {
+		failed = p.raft.State() == raft.Leader && p.tickIfDue() != nil
+		p.loops.Done()
+	}
+	t.mu.Lock()
+	t.running = false
+	t.mu.Unlock()
+	switch {
+	case !tracked: // closing
+	case failed:
+		p.armTick(p.cfg.TickIntervalMax)
+	default:
+		p.armTickForDeadline()
+	}
+}
+
+// tickIfDue proposes a Tick if the next deadline has passed. A tick the
+// FSM refused (its result's error) failed too: retrying it at once would
+// spin.
+func (p *Partition) tickIfDue() error {
 	p.mu.Lock()
 	next, ok := p.fsm.NextDeadline()
-	clock := p.fsm.Clock()
 	p.mu.Unlock()
-	if beat := p.cfg.MaxClockStep / 3; beat > 0 && clock != 0 && (!ok || next > clock+int64(beat)) {
-		// Keep the partition's clock within the max clock step of the
-		// leader's, so that it never refuses a healthy leader's command.
-		next, ok = clock+int64(beat), true
-	}
-	if !ok {
-		return p.cfg.TickIntervalMax
-	}
-	if wait := time.Duration(next - p.now().UnixNano()); wait > 0 {
-		return min(wait, p.cfg.TickIntervalMax)
+	if !ok || next > p.now().UnixNano() {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ApplyTimeout)
 	defer cancel()
-	if _, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdTick}); err != nil {
-		p.logger.Debug("tick failed", "err", err)
-		return min(10*time.Millisecond, p.cfg.TickIntervalMax)
+	res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdTick})
+	if err == nil {
+		err = res.Err
 	}
-	return 0
+	if err != nil {
+		p.logger.Debug("tick failed", "err", err)
+	}
+	return err
 }
 
 // relocateBytesMax bounds the payload bytes one relocation step copies
@@ -101,25 +161,29 @@ func (p *Partition) relocateOldPayloads() {
 	p.logger.Debug("payloads moved out of old log entries", "messages", n, "bytes", bytes, "below", cut)
 }
 
-// runCompactor compacts the WAL every CompactInterval, on every replica.
-func (p *Partition) runCompactor() {
-	defer p.loops.Done()
-	t := time.NewTicker(p.cfg.CompactInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.closing:
-			return
-		case <-t.C:
-		}
-		p.relocateOldPayloads()
-		p.mu.Lock()
-		st, err := p.fsm.CompactBodies()
-		p.mu.Unlock()
-		if err != nil {
-			p.logger.Error("wal compaction failed", "err", err)
-		} else if st.SegmentsCompacted > 0 {
-			p.logger.Debug("wal compacted", "segments", st.SegmentsCompacted, "moved", st.RecordsMoved, "reclaimed", st.BytesReclaimed)
-		}
+// compact runs one WAL compaction of the replica (the scheduler hands it
+// out every CompactInterval, on every replica): payloads are moved out of
+// old, mostly dead entries, then mostly dead body segments are compacted.
+func (p *Partition) compact() {
+	p.relocateOldPayloads()
+	p.mu.Lock()
+	st, err := p.fsm.CompactBodies()
+	p.mu.Unlock()
+	if err != nil {
+		p.logger.Error("wal compaction failed", "err", err)
+	} else if st.SegmentsCompacted > 0 {
+		p.logger.Debug("wal compacted", "segments", st.SegmentsCompacted, "moved", st.RecordsMoved, "reclaimed", st.BytesReclaimed)
+	}
+}
+
+// stopTick disarms the tick timer for good (the replica is closing: armTick
+// arms nothing more).
+func (p *Partition) stopTick() {
+	t := &p.ticks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
 	}
 }

@@ -8,6 +8,28 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// inParallel runs fn(0..n-1) on n goroutines and fails the test with the
+// first error any returned, once all have ended.
+func inParallel(t *testing.T, n int, fn func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(i); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // TestRaftlog_ConcurrentGroups has 16 goroutines each drive their own
 // group (appends of varying batch sizes, prefix compaction, suffix
 // truncation and rewrite) against one store, then checks every group,
@@ -20,24 +42,11 @@ func TestRaftlog_ConcurrentGroups(t *testing.T) {
 	cfg.BatchBytesMax = 64 << 10
 	s, _ := openStore(t, cfg)
 	want := make([][]*raft.Log, groups)
-	var wg sync.WaitGroup
-	errs := make(chan error, groups)
-	for gi := 0; gi < groups; gi++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			model, err := driveGroup(s, fmt.Sprintf("q/c/%d", gi), gi, rounds)
-			want[gi] = model
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	inParallel(t, groups, func(gi int) error {
+		model, err := driveGroup(s, fmt.Sprintf("q/c/%d", gi), gi, rounds)
+		want[gi] = model
+		return err
+	})
 	for gi := 0; gi < groups; gi++ {
 		checkGroup(t, mustGroup(t, s, fmt.Sprintf("q/c/%d", gi)), want[gi])
 	}

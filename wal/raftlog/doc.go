@@ -1,6 +1,7 @@
 // Package raftlog is one node's raft log store: a single group-committed,
 // segmented log (package wal's files) that carries the entries of every
-// raft group on the node, with a raft.LogStore per group (GroupLog).
+// raft group on the node, with a raft.LogStore and raft.StableStore (term
+// and vote) per group (GroupLog).
 //
 // # What the package owns
 //
@@ -12,8 +13,9 @@
 //
 // # What it must never do
 //
-//   - Answer a StoreLogs or DeleteRange before what it wrote is durable
-//     (unless Config.SyncMode is SyncNone, for tests and benchmarks only).
+//   - Answer a StoreLogs, DeleteRange or Set (term, vote) before what it
+//     wrote is durable (unless Config.SyncMode is SyncNone, for tests and
+//     benchmarks only).
 //   - Skip a record it cannot decode. Damage before the torn tail of the
 //     last segment, a gap inside a group's log, or a record of a group id
 //     the registry never handed out is ErrCorrupt.
@@ -41,6 +43,9 @@
 //	                                          earlier, are gone
 //	kept:     like entry, kind=4: an entry raft had already deleted, copied
 //	          forward by compaction for a Retention; never part of a log
+//	stable:   [kind=5][group u32][keyLen u8][valueLen u16][key][value]
+//	          one key of the group's raft.StableStore (term, vote); the
+//	          highest write sequence of a key holds its value
 //
 // An entry's Data starts EntryPos's dataOffset (54) bytes after the start
 // of its record. Kinds are an append-only enum.
@@ -54,6 +59,19 @@
 // because dropping a group is then one atomic rename: a record whose id is
 // below the next id but absent from the registry belongs to a dropped
 // group and is dead, with no tombstone to keep alive.
+//
+// # Term and vote
+//
+// GroupLog is also the group's raft.StableStore: Set writes a stable
+// record through the same writer as StoreLogs and returns once it is
+// durable, so the votes of many groups share one fdatasync and no group
+// needs a file of its own. Values live in memory (at most StableKeysMax
+// keys of StableKeyBytesMax bytes, values of StableValueBytesMax bytes per
+// group); recovery reads every stable record whole, checksum verified,
+// and keeps the newest of each key. A superseded record is dead; the
+// newest is live and moved by compaction like an entry. Stable records
+// are not counted in the per-segment accounting of markers, which concern
+// entries only.
 //
 // # Group commit
 //
@@ -157,8 +175,11 @@
 // or Config.BatchBytesMax bytes of calls. Memory: 8 bytes per indexed
 // entry (a slice per group over [first, last], reallocated when a prefix
 // compaction leaves most of it unused), a few bytes per group per segment
-// for accounting, a small list of live markers per group, and during Open
-// 32 bytes per entry record on disk until the indexes are built.
+// for accounting, a small list of live markers per group, the stable keys
+// of each group (at most StableKeysMax, of StableKeyBytesMax and
+// StableValueBytesMax bytes; raft keeps three of under 100 bytes), and
+// during Open 32 bytes per entry record on disk until the indexes are
+// built, plus one whole read per stable record.
 //
 // # Concurrency
 //

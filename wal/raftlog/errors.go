@@ -63,6 +63,15 @@ var (
 	// the log (neither a prefix nor a suffix). Nothing is deleted.
 	ErrBadRange = errors.New("raftlog: bad delete range")
 
+	// ErrStableNotFound is returned by Get and GetUint64 for a stable key
+	// never set. Its text is exactly "not found": raft tells a missing
+	// term or vote from a failure by that text.
+	ErrStableNotFound = errors.New("not found")
+
+	// ErrStableTooLarge is returned by Set for a key or value over its
+	// bound, or a new key beyond StableKeysMax. Nothing is stored.
+	ErrStableTooLarge = errors.New("raftlog: stable key or value too large")
+
 	// ErrBadPosition is returned by ReadData for a position that does not
 	// hold an entry record or a range outside its Data.
 	ErrBadPosition = errors.New("raftlog: bad position")

@@ -17,6 +17,7 @@ func FuzzRaftlog_DecodeEntry(f *testing.F) {
 	f.Add(encodeEntry(nil, kindEntry, 3, entry(7, 2, 30)), uint64(7), uint64(2), uint8(0), []byte{}, []byte("e"), int64(1700000000000000000))
 	f.Add(encodeMarker(nil, kindTruncate, 9, 41), uint64(1<<63), uint64(0), uint8(6), []byte(nil), []byte(nil), int64(-5))
 	f.Add(bytes.Repeat([]byte{0xff}, 64), uint64(2), uint64(3), uint8(200), []byte("x"), []byte("y"), int64(1))
+	f.Add(encodeStable(nil, 4, "CurrentTerm", []byte{7, 0, 0, 0, 0, 0, 0, 0}), uint64(1), uint64(1), uint8(0), []byte(nil), []byte(nil), int64(0))
 
 	f.Fuzz(func(t *testing.T, raw []byte, index, term uint64, typ uint8, data, ext []byte, at int64) {
 		checkArbitraryPayload(t, raw)
@@ -70,6 +71,15 @@ func checkArbitraryPayload(t *testing.T, raw []byte) {
 		}
 		if len(l.Data) != int(h.dataLen) || len(l.Extensions) != int(h.extLen) {
 			t.Fatal("decoded lengths differ from the header")
+		}
+	case kindStable:
+		_, key, val, err := decodeStable(raw)
+		if err != nil {
+			t.Fatalf("header accepted but stable record refused: %v", err)
+		}
+		if len(key) == 0 || len(key) > StableKeyBytesMax || len(val) > StableValueBytesMax ||
+			stableHeaderBytes+len(key)+len(val) != len(raw) {
+			t.Fatalf("accepted a stable record of key %d and value %d bytes in %d", len(key), len(val), len(raw))
 		}
 	default:
 		t.Fatalf("accepted unknown kind %d", h.kind)

@@ -16,8 +16,9 @@ type GroupLog struct {
 
 	// Guarded by s.mu; changed only by the writer.
 	first   uint64
-	pos     []wal.Pos // pos[i] locates entry first+i
-	markers []marker  // live truncate and prefix markers, by write sequence
+	pos     []wal.Pos              // pos[i] locates entry first+i
+	markers []marker               // live truncate and prefix markers, by write sequence
+	stable  map[string]stableValue // raft's term and vote (see Set)
 	dropped bool
 }
 

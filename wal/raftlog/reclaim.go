@@ -178,6 +178,9 @@ func (s *Store) liveLocked(h recHeader, pos wal.Pos) bool {
 				return true
 			}
 		}
+	case kindStable:
+		_, ok := stableKeyAtLocked(g, pos)
+		return ok
 	}
 	return false
 }
@@ -342,6 +345,12 @@ func (s *Store) redirectLocked(m move) []func() {
 					g.markers[i].pos = m.to
 					s.countLocked(m.to.Segment, g.id, 1)
 				}
+			}
+		case kindStable:
+			if k, ok := stableKeyAtLocked(g, m.from); ok {
+				v := g.stable[k]
+				v.pos = m.to
+				g.stable[k] = v
 			}
 		}
 	}

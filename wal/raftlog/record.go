@@ -28,6 +28,10 @@ const (
 	// kindKept is an entry raft no longer holds, copied forward by
 	// compaction only because a Retention kept it. Never part of a log.
 	kindKept byte = 4
+	// kindStable is one key of a group's raft stable store (term, vote):
+	// of a group's records with the same key, the highest write sequence
+	// holds the value.
+	kindStable byte = 5
 )
 
 // Layout of a record payload. The wal record key is the write sequence.
@@ -35,9 +39,11 @@ const (
 //	entry, kept: [kind 1][group 4][index 8][term 8][type 1][appendedAt 8]
 //	             [dataLen 4][extLen 4][data][extensions]
 //	truncate, prefix: [kind 1][group 4][value 8]
+//	stable: [kind 1][group 4][keyLen 1][valueLen 2][key][value]
 const (
 	entryHeaderBytes  = 38
 	markerBytes       = 13
+	stableHeaderBytes = 8
 	entryDataOffset   = entryHeaderBytes
 	scanPrefixBytes   = entryHeaderBytes
 	lastKnownLogType  = raft.LogConfiguration
@@ -111,6 +117,8 @@ func decodeHeader(prefix []byte, payloadBytes int) (recHeader, error) {
 		return h, nil
 	case isEntryKind(h.kind):
 		return decodeEntryHeader(h, prefix, payloadBytes)
+	case h.kind == kindStable:
+		return decodeStableHeader(h, prefix, payloadBytes)
 	}
 	return h, fmt.Errorf("unknown record kind %d", h.kind)
 }

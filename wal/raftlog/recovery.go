@@ -50,6 +50,7 @@ func (s *Store) recover() (RecoverySummary, error) {
 	var sum RecoverySummary
 	scans := make(map[uint32]*groupScan)
 	var dead []wal.Pos
+	var stables []scannedStable
 	var maxSeq uint64
 	err := s.log.ScanPrefix(scanPrefixBytes, func(seq uint64, pos wal.Pos, n int, prefix []byte) error {
 		maxSeq = max(maxSeq, seq)
@@ -62,6 +63,11 @@ func (s *Store) recover() (RecoverySummary, error) {
 		}
 		if s.byID[h.group] == nil || h.kind == kindKept {
 			dead = append(dead, pos)
+			return nil
+		}
+		if h.kind == kindStable {
+			// Not counted per segment: markers concern entries only.
+			stables = append(stables, scannedStable{group: h.group, seq: seq, pos: pos})
 			return nil
 		}
 		s.countLocked(pos.Segment, h.group, 1)
@@ -81,6 +87,11 @@ func (s *Store) recover() (RecoverySummary, error) {
 		return sum, err
 	}
 	s.nextSeq = maxSeq + 1
+	deadStable, err := s.recoverStable(stables)
+	if err != nil {
+		return sum, err
+	}
+	dead = append(dead, deadStable...)
 	for id, gs := range scans {
 		g := s.byID[id]
 		deadEntries, err := resolveGroup(g, gs)

@@ -14,6 +14,7 @@ const (
 	reqStore reqKind = iota + 1
 	reqDelete
 	reqDrop
+	reqStable
 )
 
 // request is one call waiting for the writer.
@@ -22,13 +23,15 @@ type request struct {
 	g        *GroupLog
 	logs     []*raft.Log
 	min, max uint64
-	bytes    int64 // record bytes it will write, for batch bounds
+	key      string // reqStable
+	val      []byte // reqStable
+	bytes    int64  // record bytes it will write, for batch bounds
 	done     chan error
 
 	// Set by the writer while staging.
 	err       error
 	positions []wal.Pos
-	mk        marker
+	mk        marker // a delete's marker, or a Set's record
 	hasMarker bool
 }
 
@@ -37,6 +40,7 @@ type request struct {
 type groupView struct {
 	first, last uint64 // last 0 means empty
 	dropped     bool
+	newKeys     map[string]bool // stable keys the batch adds
 }
 
 // submit queues r for the writer and waits for its answer.
@@ -230,6 +234,8 @@ func (s *Store) stage(r *request, views map[*GroupLog]*groupView) error {
 		return s.stageStore(r, v)
 	case reqDelete:
 		return s.stageDelete(r, v)
+	case reqStable:
+		return s.stageStable(r, v)
 	case reqDrop:
 		if err := s.dropFromRegistry(r.g); err != nil {
 			r.err = classifyWriteError(err)
@@ -325,6 +331,8 @@ func (s *Store) applyLocked(r *request) {
 		if r.hasMarker {
 			s.applyMarkerLocked(r.g, r.mk)
 		}
+	case reqStable:
+		s.applyStableLocked(r)
 	case reqDrop:
 		s.applyDropLocked(r.g)
 	}
@@ -403,7 +411,10 @@ func (s *Store) applyDropLocked(g *GroupLog) {
 	for _, mk := range g.markers {
 		s.killMarkerLocked(mk)
 	}
-	g.pos, g.markers, g.first = nil, nil, 0
+	for _, v := range g.stable {
+		s.killLocked(v.pos)
+	}
+	g.pos, g.markers, g.first, g.stable = nil, nil, 0, nil
 	delete(s.groups, g.name)
 	delete(s.byID, g.id)
 	for _, counts := range s.segs {
