@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -147,6 +148,15 @@ func decodeHeartbeatAnswers(payload []byte, items []*hbItem) error {
 	return d.end()
 }
 
+// heartbeatWorkers bounds the heartbeats of one frame handed to their
+// groups at once. Most are answered in microseconds, but one that carries
+// a new term makes its group write the term durably first: handled one
+// after another, a burst of term changes (an election storm) would hold
+// every other group's heartbeat behind their fsyncs, time them out and
+// feed the storm. In parallel, those writes also share the shared log
+// store's group commit.
+const heartbeatWorkers = 8
+
 // answerHeartbeats hands each heartbeat of a frame to its group's raft and
 // returns the encoded answers. A malformed frame is answered with every
 // heartbeat failed, never with responses made up for a group.
@@ -161,19 +171,39 @@ func (s *Shared) answerHeartbeats(payload []byte) []byte {
 		out.uint(0)
 		return out.b
 	}
+	type answer struct {
+		group string
+		body  []byte
+		resp  *raft.AppendEntriesResponse
+		err   error
+	}
+	answers := make([]answer, n)
+	for i := range answers {
+		answers[i].group = string(d.bytes(MaxGroupIDLen))
+		answers[i].body = d.bytes(len(d.b))
+		answers[i].err = d.err
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(int(n), heartbeatWorkers) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				a := &answers[i]
+				a.resp, a.err = s.heartbeatOne(a.group, a.body, a.err)
+			}
+		})
+	}
+	wg.Wait()
 	out.uint(n)
 	var resp encoder
-	for range n {
-		group := string(d.bytes(MaxGroupIDLen))
-		body := d.bytes(len(d.b))
-		r, err := s.heartbeatOne(group, body, d.err)
-		if err != nil {
+	for _, a := range answers {
+		if a.err != nil {
 			out.uint(uint64(hbFailed))
-			out.bytes(errorPayload(err))
+			out.bytes(errorPayload(a.err))
 			continue
 		}
 		resp.b = resp.b[:0]
-		encodeAppendResponse(&resp, r)
+		encodeAppendResponse(&resp, a.resp)
 		out.uint(uint64(hbAnswered))
 		out.bytes(resp.b)
 	}

@@ -72,7 +72,17 @@ func (in *inbound) serve() {
 func (in *inbound) dispatch(f frame) error {
 	switch {
 	case f.kind == kindHeartbeats && in.class == classControl:
-		in.reply(f.id, in.s.answerHeartbeats(f.payload))
+		// Off the reader: votes behind it must not wait for the frame.
+		select {
+		case in.control <- struct{}{}:
+		default:
+			in.replyError(f.id, fmt.Errorf("%w: %d control RPCs from this node in progress", ErrBusy, maxControlRPCs))
+			return nil
+		}
+		go func() {
+			defer func() { <-in.control }()
+			in.reply(f.id, in.s.answerHeartbeats(f.payload))
+		}()
 		return nil
 	case f.kind == kindAppend && in.class == classBulk:
 	case (f.kind == kindVote || f.kind == kindPreVote || f.kind == kindTimeoutNow) && in.class == classControl:
