@@ -121,6 +121,9 @@ func splitAppend(args *raft.AppendEntriesRequest, maxBytes int) []*raft.AppendEn
 
 // AppendEntries sends args as one or more bounded RPCs.
 func (t *BoundedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if len(args.Entries) < 2 { // heartbeats and single entries: nothing to cut
+		return t.Transport.AppendEntries(id, target, args, resp)
+	}
 	parts := splitAppend(args, t.RPCBytesMax)
 	if len(parts) == 1 {
 		return t.Transport.AppendEntries(id, target, args, resp)

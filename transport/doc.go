@@ -28,7 +28,7 @@
 // the request's id, in any order.
 //
 // Heartbeats of all groups to a peer wait SharedConfig.HeartbeatLinger
-// (2 ms) for each other and leave in one frame; the receiver hands each
+// (10 ms) for each other and leave in one frame; the receiver hands each
 // to its own group's raft (raft's heartbeat fast path) and returns every
 // group's own answer in one frame. A node never answers for a group: a
 // heartbeat its group cannot answer is failed, not acknowledged.

@@ -14,8 +14,13 @@ import (
 // Defaults of SharedConfig.
 const (
 	// DefaultHeartbeatLinger is how long a heartbeat waits for others to
-	// the same peer before their frame leaves.
-	DefaultHeartbeatLinger = 2 * time.Millisecond
+	// the same peer before their frame leaves: at most 100 heartbeat
+	// frames a second go to a peer, whatever the number of groups. raft
+	// sends a group's heartbeats every HeartbeatTimeout/10 (50-100 ms with
+	// the partitions' 500 ms) and steps a leader down after
+	// LeaderLeaseTimeout (250 ms) without answers, so 10 ms more on a
+	// round trip leaves the lease and the followers' timeouts well met.
+	DefaultHeartbeatLinger = 10 * time.Millisecond
 	// DefaultMaxHeartbeatsPerFrame bounds one coalesced heartbeat frame.
 	DefaultMaxHeartbeatsPerFrame = 4096
 	// DefaultMaxFrameBytes bounds one frame on a shared connection.
