@@ -15,7 +15,13 @@ import (
 
 // maxControlRPCs bounds the votes, pre-votes and TimeoutNows being served
 // from one control connection at once; beyond, they are answered ErrBusy.
-const maxControlRPCs = 256
+// maxHeartbeatFrames bounds its heartbeat frames being answered: apart,
+// so that an election storm's votes (each a durable write) never crowd
+// out the heartbeats that would end it.
+const (
+	maxControlRPCs     = 256
+	maxHeartbeatFrames = 64
+)
 
 // inbound is an accepted shared connection: requests come in, and are
 // answered on the same connection in any order. Its reader never blocks
@@ -34,6 +40,7 @@ type inbound struct {
 
 	queued  atomic.Int64  // request bytes read and not yet answered
 	control chan struct{} // a slot per control RPC being served
+	beats   chan struct{} // a slot per heartbeat frame being answered
 	closed  atomic.Bool
 }
 
@@ -43,6 +50,7 @@ func newInbound(s *Shared, conn, raw net.Conn, class byte) *inbound {
 		r:       bufio.NewReaderSize(conn, connBufferBytes),
 		w:       bufio.NewWriterSize(conn, connBufferBytes),
 		control: make(chan struct{}, maxControlRPCs),
+		beats:   make(chan struct{}, maxHeartbeatFrames),
 	}
 }
 
@@ -74,13 +82,13 @@ func (in *inbound) dispatch(f frame) error {
 	case f.kind == kindHeartbeats && in.class == classControl:
 		// Off the reader: votes behind it must not wait for the frame.
 		select {
-		case in.control <- struct{}{}:
+		case in.beats <- struct{}{}:
 		default:
-			in.replyError(f.id, fmt.Errorf("%w: %d control RPCs from this node in progress", ErrBusy, maxControlRPCs))
+			in.replyError(f.id, fmt.Errorf("%w: %d heartbeat frames from this node in progress", ErrBusy, maxHeartbeatFrames))
 			return nil
 		}
 		go func() {
-			defer func() { <-in.control }()
+			defer func() { <-in.beats }()
 			in.reply(f.id, in.s.answerHeartbeats(f.payload))
 		}()
 		return nil
