@@ -209,9 +209,9 @@ const (
 	DefaultMaxPartitions = 10_000
 	// DefaultQueueCreateRate is the default number of creates per second a
 	// node accepts.
-	DefaultQueueCreateRate = 10
+	DefaultQueueCreateRate = 100
 	// DefaultQueueCreateBurst is the default burst of creates.
-	DefaultQueueCreateBurst = 20
+	DefaultQueueCreateBurst = 200
 )
 
 // DefaultConfig returns defaults for node id storing data in dir, listening

@@ -12,6 +12,7 @@
 #   COUNTS="100 1000 3000 10000" scripts/idle-queues.sh
 #   TRAFFIC=1s COUNTS=1000 scripts/idle-queues.sh
 #
+# PROFILE=1 also writes a 10 s CPU profile of node1 at each count.
 # FERRYD=path runs another build of the server (the CLI stays this one's),
 # for a before-and-after comparison. KEEP=1 leaves the data directory (its path is printed) for a look at the
 # logs. The machine's state goes beside any figure: the script prints a
@@ -54,7 +55,7 @@ for i in 1 2 3; do
   "$FERRYD" -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((OFFSET + i - 1)) \
     -bootstrap-expect 3 -join "${seeds%,}" -fast-gossip -gossip-keyring "$pki/gossip.key" \
     -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" -tokens "$pki/tokens.json" \
-    -max-queues 10000 -max-partitions 100000 -queue-create-rate 100000 \
+    -max-queues 10000 -max-partitions 100000 -queue-create-rate 100000 ${PROFILE:+-pprof} \
     >"$dir/node$i.log" 2>&1 &
   pids+=($!)
 done
@@ -90,11 +91,17 @@ sample() {
 }
 
 rows=()
+profile() { # PROFILE=1: a 10 s CPU profile of node1 at each count, in the data directory
+  [[ "${PROFILE:-}" == 1 ]] || return 0
+  curl -sf --cacert "$pki/ca.pem" -H "Authorization: Bearer $(cat "$pki/admin.token")" \
+    "https://127.0.0.1:$((7201 + OFFSET))/debug/pprof/profile?seconds=10" -o "$dir/node1-$1.pprof" && echo "profile: $dir/node1-$1.pprof"
+}
 for n in $COUNTS; do
   echo "creating queues up to $n..."
   "${ferry[@]}" bench queues --count "$n" --workers 32
   sleep "$SETTLE"
   rows+=("$(sample "$n idle")")
+  profile "$n"
 done
 if [[ -n "$TRAFFIC" ]]; then
   last=${COUNTS##* }
