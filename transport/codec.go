@@ -154,6 +154,7 @@ func (d *decoder) time() time.Time {
 func encodeAppendRequest(e *encoder, r *raft.AppendEntriesRequest) {
 	e.header(r.RPCHeader)
 	e.uint(r.Term)
+	//lint:ignore SA1019 raft still sets and reads the deprecated field; it must travel
 	e.bytes(r.Leader)
 	e.uint(r.PrevLogEntry)
 	e.uint(r.PrevLogTerm)
@@ -172,6 +173,7 @@ func encodeAppendRequest(e *encoder, r *raft.AppendEntriesRequest) {
 func decodeAppendRequest(d *decoder, r *raft.AppendEntriesRequest) {
 	r.RPCHeader = d.header()
 	r.Term = d.uint()
+	//lint:ignore SA1019 raft still sets and reads the deprecated field; it must travel
 	r.Leader = d.bytes(maxHeaderBytes)
 	r.PrevLogEntry = d.uint()
 	r.PrevLogTerm = d.uint()
@@ -221,6 +223,7 @@ func decodeAppendResponse(d *decoder, r *raft.AppendEntriesResponse) {
 func encodeVoteRequest(e *encoder, r *raft.RequestVoteRequest) {
 	e.header(r.RPCHeader)
 	e.uint(r.Term)
+	//lint:ignore SA1019 raft still sets and reads the deprecated field; it must travel
 	e.bytes(r.Candidate)
 	e.uint(r.LastLogIndex)
 	e.uint(r.LastLogTerm)
@@ -230,6 +233,7 @@ func encodeVoteRequest(e *encoder, r *raft.RequestVoteRequest) {
 func decodeVoteRequest(d *decoder, r *raft.RequestVoteRequest) {
 	r.RPCHeader = d.header()
 	r.Term = d.uint()
+	//lint:ignore SA1019 raft still sets and reads the deprecated field; it must travel
 	r.Candidate = d.bytes(maxHeaderBytes)
 	r.LastLogIndex = d.uint()
 	r.LastLogTerm = d.uint()
@@ -336,6 +340,7 @@ func decodeTimeoutNowResponse(d *decoder, r *raft.TimeoutNowResponse) { r.RPCHea
 func isHeartbeat(r *raft.AppendEntriesRequest) bool {
 	leader := r.Addr
 	if len(leader) == 0 {
+		//lint:ignore SA1019 raft still sets and reads the deprecated field; it must travel
 		leader = r.Leader
 	}
 	return r.Term != 0 && leader != nil && r.PrevLogEntry == 0 && r.PrevLogTerm == 0 &&

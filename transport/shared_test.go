@@ -146,6 +146,7 @@ func TestShared_CodecRoundTrip(t *testing.T) {
 		return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersion(rng.IntN(4)), ID: bs(), Addr: bs()}
 	}
 	for range 300 {
+		//lint:ignore SA1019 the deprecated field must round-trip too
 		req := &raft.AppendEntriesRequest{RPCHeader: hdr(), Term: rng.Uint64(), Leader: bs(), PrevLogEntry: rng.Uint64(),
 			PrevLogTerm: rng.Uint64(), LeaderCommitIndex: rng.Uint64()}
 		for range rng.IntN(5) {
@@ -160,6 +161,7 @@ func TestShared_CodecRoundTrip(t *testing.T) {
 		resp := &raft.AppendEntriesResponse{RPCHeader: hdr(), Term: rng.Uint64(), LastLog: rng.Uint64(), Success: rng.IntN(2) == 0, NoRetryBackoff: rng.IntN(2) == 0}
 		roundTripCodec(t, resp, new(raft.AppendEntriesResponse), func(e *encoder, v any) { encodeAppendResponse(e, v.(*raft.AppendEntriesResponse)) },
 			func(d *decoder, v any) { decodeAppendResponse(d, v.(*raft.AppendEntriesResponse)) })
+		//lint:ignore SA1019 the deprecated field must round-trip too
 		vote := &raft.RequestVoteRequest{RPCHeader: hdr(), Term: rng.Uint64(), Candidate: bs(), LastLogIndex: rng.Uint64(), LastLogTerm: rng.Uint64(), LeadershipTransfer: rng.IntN(2) == 0}
 		roundTripCodec(t, vote, new(raft.RequestVoteRequest), func(e *encoder, v any) { encodeVoteRequest(e, v.(*raft.RequestVoteRequest)) },
 			func(d *decoder, v any) { decodeVoteRequest(d, v.(*raft.RequestVoteRequest)) })
