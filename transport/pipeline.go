@@ -9,7 +9,7 @@ import (
 
 // pipelineDepth bounds the appends of one pipeline in flight; raft's
 // AppendEntries on the pipeline blocks beyond it (back-pressure).
-const pipelineDepth = 4
+const pipelineDepth = 2
 
 // pipeline is raft's AppendPipeline to one follower on the shared bulk
 // connection. Answers are handed to raft in send order by a goroutine
