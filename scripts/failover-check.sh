@@ -5,7 +5,9 @@
 # of the bench queue's partition with kill -9 while sends go on, and
 # prints the longest time without a confirmed send (the failover time).
 # ROUNDS (default 1) repeats the kill on fresh clusters; FERRYD_FLAGS adds
-# ferryd flags (e.g. other raft timings). Not part of
+# ferryd flags (e.g. other raft timings); IDLE=N first creates N idle
+# single-partition queues beside the bench queue (`ferry bench queues`),
+# to see a busy partition's failover among many idle ones. Not part of
 # `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +44,9 @@ for round in $(seq 1 "$rounds"); do
     sleep 0.2
   done
   ferry=(./bin/ferry --servers "$servers" --ca "$dir/pki/ca.pem" --token-file "$dir/pki/failover.token")
+  if [[ -n "${IDLE:-}" ]]; then
+    "${ferry[@]}" bench queues --count "$IDLE" --workers 32
+  fi
   "${ferry[@]}" --json bench pub failover --sync -c 2 -d 16s --no-progress > "$dir/bench.json" &
   bench=$!
   # The leader as the cluster reports it, once two looks a second apart
