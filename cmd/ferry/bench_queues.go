@@ -23,9 +23,10 @@ type queuesFlags struct {
 
 // Bounds of `ferry bench queues`.
 const (
-	benchQueuesMax     = 100_000
-	benchWorkersMax    = 256
-	benchCreateRetries = 60 * time.Second // per queue, while the cluster refuses creates (rate)
+	benchQueuesMax       = 100_000
+	benchWorkersMax      = 256
+	benchCreateRetries   = 60 * time.Second // per queue, while the cluster refuses creates (rate)
+	benchTrafficConnsMax = 256              // client connections of --traffic
 )
 
 // benchQueuesCmd is `ferry bench queues`: many single-partition queues,
@@ -81,7 +82,18 @@ func runBenchQueues(cmd *cobra.Command, g *globals, f *queuesFlags, run time.Dur
 		return err
 	}
 	if f.traffic > 0 {
-		if err := trickle(ctx, c, names, f.traffic, run, out); err != nil {
+		// A node serves at most 256 requests of one connection at once, and
+		// every queue holds a long poll: a connection per 64 queues.
+		clients := []*client.Client{c}
+		for len(clients) < min((len(names)+63)/64, benchTrafficConnsMax) {
+			tc, _, tdone, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer tdone()
+			clients = append(clients, tc)
+		}
+		if err := trickle(ctx, clients, names, f.traffic, run, out); err != nil {
 			return err
 		}
 	}
@@ -150,13 +162,13 @@ func forEachQueue(names []string, workers int, fn func(string) error) error {
 
 // trickle sends each queue one message per interval and consumes it, for
 // run, then prints what went through.
-func trickle(ctx context.Context, c *client.Client, names []string, every, run time.Duration, out interface{ Write([]byte) (int, error) }) error {
+func trickle(ctx context.Context, clients []*client.Client, names []string, every, run time.Duration, out interface{ Write([]byte) (int, error) }) error {
 	ctx, cancel := context.WithTimeout(ctx, run)
 	defer cancel()
 	var sent, acked, failed atomic.Int64
 	var wg sync.WaitGroup
 	for i, name := range names {
-		q := c.Queue(name)
+		q := clients[i%len(clients)].Queue(name)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
