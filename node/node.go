@@ -243,6 +243,10 @@ func (n *Node) GossipAddr() string { return n.members.gossipAddr() }
 // RaftAddr returns the bound raft address.
 func (n *Node) RaftAddr() string { return n.raftAddr }
 
+// RaftConnections returns the raft port's groups and open connections
+// (also exported as ferry_raft_connections).
+func (n *Node) RaftConnections() transport.Stats { return n.mux.Stats() }
+
 // openLogStore opens the node's shared raft log store in DataDir/raftlog:
 // one group-committed log for the raft entries of every partition replica
 // the node hosts (the meta group keeps its own raft-boltdb log).

@@ -40,6 +40,16 @@ func TestCluster_HundredPartitionsRestartTogether(t *testing.T) {
 		c.waitLeaders(name, parts)
 	}
 	t.Logf("100 partitions x 3 replicas: all leaders %v after the first node started", time.Since(start).Round(time.Millisecond))
+	// Every group's raft traffic shares each node's connections: a control
+	// and a bulk connection to each peer and one from it, whatever the
+	// number of partitions (a snapshot being sent adds one for a moment).
+	for i, m := range c.members {
+		st := m.n.RaftConnections()
+		if most := 4*(clusterSize-1) + 2; st.Accepted+st.Dialed > most || st.Groups != 101 {
+			t.Errorf("node %d: %d groups, %d accepted and %d dialed raft connections; want 101 groups and at most %d connections",
+				i, st.Groups, st.Accepted, st.Dialed, most)
+		}
+	}
 	for name := range queues {
 		st := stats(t, cl, name)
 		if st.Ready != int64(sent[name]) {
