@@ -112,14 +112,7 @@ func (n *Node) announceLeaders() {
 func (rs *replicaSet) reconcile() {
 	rs.reconciling.Lock()
 	defer rs.reconciling.Unlock()
-	var assigned []meta.Assignment
-	nodes := map[string]meta.Node{}
-	rs.n.meta.view(func(f *meta.FSM) {
-		assigned = f.Assignments(rs.n.cfg.ID)
-		for _, nd := range f.Nodes() {
-			nodes[nd.ID] = nd
-		}
-	})
+	assigned, nodes := rs.assignedHere()
 	want := map[string]meta.Assignment{}
 	for _, a := range assigned {
 		want[a.GroupID] = a
@@ -149,11 +142,8 @@ func (rs *replicaSet) reconcile() {
 	rs.startAll(starts, nodes)
 }
 
-// startNew starts the replicas assigned to this node that are not running
-// yet, and touches no other: a queue's create answers once its replicas
-// here are open, without waiting for a pass over every replica of the
-// node (which, with thousands, made creates queue behind each other).
-func (rs *replicaSet) startNew() {
+// assignedHere returns this node's assignments and the catalog's nodes.
+func (rs *replicaSet) assignedHere() ([]meta.Assignment, map[string]meta.Node) {
 	var assigned []meta.Assignment
 	nodes := map[string]meta.Node{}
 	rs.n.meta.view(func(f *meta.FSM) {
@@ -162,6 +152,15 @@ func (rs *replicaSet) startNew() {
 			nodes[nd.ID] = nd
 		}
 	})
+	return assigned, nodes
+}
+
+// startNew starts the replicas assigned to this node that are not running
+// yet, and touches no other: a queue's create answers once its replicas
+// here are open, without waiting for a pass over every replica of the
+// node (which, with thousands, made creates queue behind each other).
+func (rs *replicaSet) startNew() {
+	assigned, nodes := rs.assignedHere()
 	var starts []meta.Assignment
 	rs.mu.Lock()
 	for _, a := range assigned {

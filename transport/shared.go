@@ -313,15 +313,22 @@ func (s *Shared) adopt(conn, raw net.Conn, class byte) {
 func (s *Shared) connCounts() (accepted, dialed int) {
 	s.mu.Lock()
 	accepted = len(s.inbound)
+	s.mu.Unlock()
+	for _, p := range s.peerList() {
+		dialed += p.openLinks()
+	}
+	return accepted, dialed
+}
+
+// peerList returns the peers known now.
+func (s *Shared) peerList() []*peer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	peers := make([]*peer, 0, len(s.peers))
 	for _, p := range s.peers {
 		peers = append(peers, p)
 	}
-	s.mu.Unlock()
-	for _, p := range peers {
-		dialed += p.openLinks()
-	}
-	return accepted, dialed
+	return peers
 }
 
 // groupCount returns the registered groups.
@@ -343,13 +350,7 @@ func (s *Shared) sweep() {
 		case <-s.done:
 			return
 		case now := <-t.C:
-			s.mu.Lock()
-			peers := make([]*peer, 0, len(s.peers))
-			for _, p := range s.peers {
-				peers = append(peers, p)
-			}
-			s.mu.Unlock()
-			for _, p := range peers {
+			for _, p := range s.peerList() {
 				p.expire(now)
 			}
 		}
