@@ -132,14 +132,30 @@ func (p *Partition) mapRaftError(err error) error {
 	return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
 }
 
+// receiveLeaderCheck is how often a waiting long poll checks that this
+// replica still leads.
+const receiveLeaderCheck = 250 * time.Millisecond
+
 // Receive leases up to max messages, waiting up to wait (at most
 // ReceiveWaitMax) for one to become eligible. It proposes a receive only
 // when the leader's state shows an eligible message, so idle long-polls cost
 // no raft traffic.
+//
+// A long poll also looks again every receiveLeaderCheck whether this
+// replica still leads: one that lost leadership may learn of the new
+// leader's commits only CommitTimeout later, and until then nothing
+// would wake the poll to answer not-leader (the client then goes on with
+// its wait at the new leader).
 func (p *Partition) Receive(ctx context.Context, rc fsm.ReceiveCmd, wait time.Duration) ([]fsm.Delivery, error) {
 	wait = min(max(wait, 0), ReceiveWaitMax)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	var recheck <-chan time.Time
+	if wait > receiveLeaderCheck {
+		t := time.NewTicker(receiveLeaderCheck)
+		defer t.Stop()
+		recheck = t.C
+	}
 	for {
 		if err := p.checkLeader(); err != nil {
 			return nil, err
@@ -156,6 +172,7 @@ func (p *Partition) Receive(ctx context.Context, rc fsm.ReceiveCmd, wait time.Du
 		}
 		select {
 		case <-ready:
+		case <-recheck:
 		case <-timer.C:
 			return nil, nil
 		case <-ctx.Done():
