@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/freeport"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -45,13 +46,11 @@ func runLowFDChild(dir string) int {
 		fmt.Fprintln(os.Stderr, "setrlimit:", err)
 		return 1
 	}
-	gossip, err := net.Listen("tcp", "127.0.0.1:0")
+	gossipAddr, err := freeport.Loopback("127.0.0.1") // below the ephemeral range
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	gossipAddr := gossip.Addr().String()
-	gossip.Close()
 	cfg := DefaultConfig("lowfd", dir, "127.0.0.1", 0)
 	cfg.Insecure = true
 	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", gossipAddr

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/freeport"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -112,14 +112,15 @@ func startCluster(t *testing.T) *cluster {
 	return cl
 }
 
+// loopbackAddr returns a loopback address free a moment ago, below the
+// ephemeral range (so no outgoing connection takes it meanwhile).
 func loopbackAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Loopback("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // createQueue creates a queue with the default settings through the CLI,

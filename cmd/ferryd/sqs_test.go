@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/internal/freeport"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
 )
@@ -39,12 +39,10 @@ func TestFerryd_SQSAddrServesTheAPIOverTLS(t *testing.T) {
 	if err := runDevPKI([]string{"-dir", pki, "-nodes", "a"}, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	gossip, err := freeport.Loopback("127.0.0.1") // below the ephemeral range
 	if err != nil {
 		t.Fatal(err)
 	}
-	gossip := ln.Addr().String()
-	ln.Close()
 	t.Setenv("FERRY_SQS_ADDR", "127.0.0.1:0")
 	o, err := parseFlags([]string{"-id", "a", "-data-dir", t.TempDir(), "-bootstrap-expect", "1", "-fast-gossip",
 		"-raft-addr", "127.0.0.1:0", "-client-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-gossip-addr", gossip,
