@@ -35,18 +35,9 @@ func TestCluster_FerrydSIGHUPRevokesToken(t *testing.T) {
 	if err := auth.AddToFile(c.TokensFile, grant("worker", workerSecret, []string{"jobs"}, "send", "receive")); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.StartAll(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(true) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for !c.Ready(ctx) {
-		if ctx.Err() != nil {
-			t.Fatalf("cluster not ready: %v", c.Crashes())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	startFerryds(ctx, t, c)
 	dial := func(token string) (*client.Client, error) {
 		cl, err := client.Dial(ctx, c.ClientAddrs(), client.WithTLS(c.ClientTLS), client.WithToken(token), client.WithDialTimeout(time.Second))
 		if err == nil {
@@ -142,5 +133,21 @@ func TestCluster_FerrydSIGHUPRevokesToken(t *testing.T) {
 	}
 	if crashes := c.Crashes(); len(crashes) > 0 {
 		t.Fatalf("nodes exited: %v", crashes)
+	}
+}
+
+// startFerryds starts every node of a real-process cluster, closes them
+// when the test ends, and waits until the cluster is ready or ctx ends.
+func startFerryds(ctx context.Context, t *testing.T, c *chaos.Cluster) {
+	t.Helper()
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(true) })
+	for !c.Ready(ctx) {
+		if ctx.Err() != nil {
+			t.Fatalf("cluster not ready: %v", c.Crashes())
+		}
+		time.Sleep(100 * time.Millisecond) // between readiness polls
 	}
 }

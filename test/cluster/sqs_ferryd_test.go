@@ -64,18 +64,9 @@ func startFerrydSQS(t *testing.T, tokens ...auth.FileToken) *ferrydSQS {
 			t.Fatal(err)
 		}
 	}
-	if err := c.StartAll(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(true) })
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	for !c.Ready(ctx) {
-		if ctx.Err() != nil {
-			t.Fatalf("cluster not ready: %v", c.Crashes())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	startFerryds(ctx, t, c)
 	f.admin = f.native(ctx, c.AdminToken)
 	for i := range c.Nodes {
 		for {

@@ -80,18 +80,9 @@ func startSQSProcCluster(t *testing.T, nodes int, sqsFlags []string, maxFiles in
 			t.Fatal(err)
 		}
 	}
-	if err := c.StartAll(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(true) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for !c.Ready(ctx) {
-		if ctx.Err() != nil {
-			t.Fatalf("cluster not ready: %v", c.Crashes())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	startFerryds(ctx, t, c)
 	for {
 		conn, err := net.DialTimeout("tcp", sc.sqsAddr, time.Second)
 		if err == nil {
