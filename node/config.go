@@ -49,6 +49,10 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
+	// QuiesceAfter is how long an idle partition keeps heartbeating before
+	// it quiesces (partition.Config.QuiesceAfter): zero takes
+	// partition.DefaultQuiesceAfter, a negative value turns quiescence off.
+	QuiesceAfter time.Duration
 	// ProposalGatherWait is partition.Config.GatherWait for every
 	// partition: how long a merged send or ack proposal waits, at most,
 	// for the requests it still expects (the clients its previous
@@ -388,6 +392,12 @@ func (c Config) partitionConfig(pc partition.Config) partition.Config {
 	}
 	if c.SnapshotInterval > 0 {
 		pc.SnapshotInterval = c.SnapshotInterval
+	}
+	switch {
+	case c.QuiesceAfter > 0:
+		pc.QuiesceAfter = c.QuiesceAfter
+	case c.QuiesceAfter < 0:
+		pc.QuiesceAfter = 0
 	}
 	pc.TickIntervalMax = min(pc.TickIntervalMax, pc.HeartbeatTimeout)
 	pc.GatherWait = c.ProposalGatherWait

@@ -245,6 +245,7 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	}
 	pc := rs.n.cfg.partitionConfig(partition.DefaultConfig(a.GroupID, rs.n.cfg.ID, rs.dir(a.GroupID)))
 	pc.Transport = trans
+	pc.Liveness = rs.n.raftNet
 	pc.Logs = rs.n.logs
 	pc.Peers = peers
 	pc.Queue = a.Config

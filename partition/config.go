@@ -24,6 +24,14 @@ type Config struct {
 	Logs *raftlog.Store
 	// Transport carries the group's raft traffic.
 	Transport raft.Transport
+	// Liveness, when set, tells the group whether a peer node is up (the
+	// node's shared raft transport probes its peers); with QuiesceAfter it
+	// lets an idle group quiesce. Nil: the group never quiesces.
+	Liveness raft.Liveness
+	// QuiesceAfter is how long a leader's log must go without a new entry
+	// before it stops heartbeating the followers that have everything (see
+	// raft.Config.QuiesceAfter in third_party/raft). Zero: never.
+	QuiesceAfter time.Duration
 	// Peers is the initial voter set (including this node) used to bootstrap
 	// a group that has no state yet. Every replica must pass the same list.
 	Peers []raft.Server
@@ -120,6 +128,12 @@ const GatherWaitMax = 10 * time.Millisecond
 // shared-disk test machine.
 const DefaultOverlapItemsMin = 8
 
+// DefaultQuiesceAfter is how long an idle partition keeps heartbeating
+// after its last entry: long enough that a queue in steady use (a send or
+// a tick every few seconds) does not flap between states, short enough
+// that thousands of idle queues cost nothing within seconds.
+const DefaultQuiesceAfter = 2 * time.Second
+
 // DefaultConfig returns production defaults for a replica of group on node.
 // CommitTimeout is 1 s: it paces the empty AppendEntries an idle leader
 // sends each follower to spread the commit index (raft's own 50 ms cost
@@ -144,6 +158,7 @@ func DefaultConfig(groupID, nodeID, dir string) Config {
 		ElectionTimeout:    500 * time.Millisecond,
 		LeaderLeaseTimeout: 250 * time.Millisecond,
 		CommitTimeout:      time.Second,
+		QuiesceAfter:       DefaultQuiesceAfter,
 		MaxAppendEntries:   64,
 		SnapshotThreshold:  8192,
 		TrailingLogs:       10240,
@@ -179,6 +194,8 @@ func (c Config) Validate() error {
 		return bad("LeaderLeaseTimeout", c.LeaderLeaseTimeout, "must be positive and at most HeartbeatTimeout")
 	case c.CommitTimeout <= 0:
 		return bad("CommitTimeout", c.CommitTimeout, "must be positive")
+	case c.QuiesceAfter < 0:
+		return bad("QuiesceAfter", c.QuiesceAfter, "must not be negative")
 	case c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024:
 		return bad("MaxAppendEntries", c.MaxAppendEntries, "must be between 1 and 1024")
 	case c.SnapshotThreshold < 1:
@@ -211,6 +228,9 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.ElectionTimeout = c.ElectionTimeout
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
 	rc.CommitTimeout = c.CommitTimeout
+	if c.Liveness != nil {
+		rc.Liveness, rc.QuiesceAfter = c.Liveness, c.QuiesceAfter
+	}
 	rc.MaxAppendEntries = c.MaxAppendEntries
 	rc.BatchApplyCh = true
 	rc.NoLegacyTelemetry = true // per-peer series come labelled; the old per-name ones would be dropped

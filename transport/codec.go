@@ -159,6 +159,7 @@ func encodeAppendRequest(e *encoder, r *raft.AppendEntriesRequest) {
 	e.uint(r.PrevLogEntry)
 	e.uint(r.PrevLogTerm)
 	e.uint(r.LeaderCommitIndex)
+	e.bool(r.Quiesce)
 	e.uint(uint64(len(r.Entries)))
 	for _, l := range r.Entries {
 		e.uint(l.Index)
@@ -178,6 +179,7 @@ func decodeAppendRequest(d *decoder, r *raft.AppendEntriesRequest) {
 	r.PrevLogEntry = d.uint()
 	r.PrevLogTerm = d.uint()
 	r.LeaderCommitIndex = d.uint()
+	r.Quiesce = d.bool()
 	n := d.uint()
 	if n > maxEntriesPerAppend {
 		d.fail("%d entries (at most %d)", n, maxEntriesPerAppend)

@@ -32,6 +32,7 @@ const (
 	kindTimeoutNow  byte = 4
 	kindHeartbeats  byte = 5 // a batch: see heartbeat.go
 	kindSnapshot    byte = 6 // only on a snapshot connection
+	kindProbe       byte = 7 // node-level liveness: see liveness.go
 	kindReply       byte = 16
 	kindError       byte = 17
 	frameLenBytes        = 4

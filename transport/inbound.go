@@ -92,6 +92,9 @@ func (in *inbound) dispatch(f frame) error {
 			in.reply(f.id, in.s.answerHeartbeats(f.payload))
 		}()
 		return nil
+	case f.kind == kindProbe && in.class == classControl:
+		in.reply(f.id, nil)
+		return nil
 	case f.kind == kindAppend && in.class == classBulk:
 	case (f.kind == kindVote || f.kind == kindPreVote || f.kind == kindTimeoutNow) && in.class == classControl:
 	default:

@@ -21,6 +21,7 @@ type peer struct {
 	addr  string
 	hb    *heartbeats
 	snaps chan struct{} // a slot per snapshot being sent
+	live  liveness
 
 	mu      sync.Mutex
 	closed  bool
@@ -284,6 +285,9 @@ func (l *link) readReplies() {
 			l.fail(fmt.Errorf("%w: read from %s: %w", ErrConnLost, l.peer.addr, err))
 			return
 		}
+		if l.class == classControl {
+			l.peer.answered(time.Now())
+		}
 		l.finish(f.id, &f, nil)
 	}
 }
@@ -308,6 +312,9 @@ func (l *link) fail(err error) {
 	l.calls = nil
 	l.mu.Unlock()
 	l.peer.dropLink(l)
+	if l.class == classControl {
+		l.peer.lostLiveness()
+	}
 	_ = l.raw.Close()
 	for _, c := range calls {
 		c.err = err

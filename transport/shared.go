@@ -91,6 +91,14 @@ type SharedConfig struct {
 	// RedialAfter is how long a failed dial is reported to callers before
 	// the peer is dialed again. Zero means DefaultRedialAfter.
 	RedialAfter time.Duration
+	// ProbeInterval is how often a peer whose liveness groups asked about
+	// (see PeerAlive) is probed on its control connection. Zero means
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long such a peer may go without answering on its
+	// control connection before it counts as lost; it must exceed
+	// ProbeInterval. Zero means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
 	// AddressProvider, when set, resolves a peer's raft.ServerID to the
 	// address to dial, overriding the address in the raft configuration.
 	AddressProvider raft.ServerAddressProvider
@@ -107,6 +115,7 @@ func DefaultSharedConfig() SharedConfig {
 		MaxCallsPerConn: DefaultMaxCallsPerConn, MaxQueuedPerGroup: DefaultMaxQueuedPerGroup,
 		MaxQueuedBytes: DefaultMaxQueuedBytes, MaxSnapshotsPerPeer: DefaultMaxSnapshotsPerPeer,
 		MaxPeers: DefaultMaxPeers, RedialAfter: DefaultRedialAfter,
+		ProbeInterval: DefaultProbeInterval, ProbeTimeout: DefaultProbeTimeout,
 	}
 }
 
@@ -125,6 +134,8 @@ func (c SharedConfig) withDefaults() SharedConfig {
 	setDuration(&c.Timeout, d.Timeout)
 	setDuration(&c.HeartbeatLinger, d.HeartbeatLinger)
 	setDuration(&c.RedialAfter, d.RedialAfter)
+	setDuration(&c.ProbeInterval, d.ProbeInterval)
+	setDuration(&c.ProbeTimeout, d.ProbeTimeout)
 	setInt(&c.RPCBytesMax, d.RPCBytesMax)
 	setInt(&c.MaxFrameBytes, d.MaxFrameBytes)
 	setInt(&c.MaxHeartbeatsPerFrame, d.MaxHeartbeatsPerFrame)
@@ -149,6 +160,7 @@ func (c SharedConfig) Validate() error {
 		v    int64
 	}{
 		{"Timeout", int64(c.Timeout)}, {"HeartbeatLinger", int64(c.HeartbeatLinger)}, {"RedialAfter", int64(c.RedialAfter)},
+		{"ProbeInterval", int64(c.ProbeInterval)}, {"ProbeTimeout", int64(c.ProbeTimeout)},
 		{"RPCBytesMax", int64(c.RPCBytesMax)}, {"MaxFrameBytes", int64(c.MaxFrameBytes)},
 		{"MaxHeartbeatsPerFrame", int64(c.MaxHeartbeatsPerFrame)}, {"MaxCallsPerConn", int64(c.MaxCallsPerConn)},
 		{"MaxQueuedPerGroup", int64(c.MaxQueuedPerGroup)}, {"MaxQueuedBytes", int64(c.MaxQueuedBytes)},
@@ -160,6 +172,9 @@ func (c SharedConfig) Validate() error {
 	}
 	if c.MaxFrameBytes <= c.RPCBytesMax {
 		return fmt.Errorf("%w: SharedConfig.MaxFrameBytes = %d: must exceed RPCBytesMax (%d)", ErrInvalidConfig, c.MaxFrameBytes, c.RPCBytesMax)
+	}
+	if c.ProbeTimeout <= c.ProbeInterval {
+		return fmt.Errorf("%w: SharedConfig.ProbeTimeout = %v: must exceed ProbeInterval (%v)", ErrInvalidConfig, c.ProbeTimeout, c.ProbeInterval)
 	}
 	if c.MaxFrameBytes > 1<<30 {
 		return fmt.Errorf("%w: SharedConfig.MaxFrameBytes = %d: at most 1 GiB", ErrInvalidConfig, c.MaxFrameBytes)
@@ -338,11 +353,12 @@ func (s *Shared) groupCount() int {
 	return len(s.groups)
 }
 
-// sweep fails calls past their deadline, a few times per Timeout: calls
-// carry no timer of their own.
+// sweep fails calls past their deadline, a few times per Timeout (calls
+// carry no timer of their own), and probes watched peers every
+// ProbeInterval.
 func (s *Shared) sweep() {
 	defer s.wg.Done()
-	every := min(max(s.cfg.Timeout/8, 10*time.Millisecond), time.Second)
+	every := min(max(s.cfg.Timeout/8, 10*time.Millisecond), time.Second, s.cfg.ProbeInterval)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -352,6 +368,7 @@ func (s *Shared) sweep() {
 		case now := <-t.C:
 			for _, p := range s.peerList() {
 				p.expire(now)
+				s.checkLiveness(p, now)
 			}
 		}
 	}

@@ -148,7 +148,7 @@ func TestShared_CodecRoundTrip(t *testing.T) {
 	for range 300 {
 		//lint:ignore SA1019 the deprecated field must round-trip too
 		req := &raft.AppendEntriesRequest{RPCHeader: hdr(), Term: rng.Uint64(), Leader: bs(), PrevLogEntry: rng.Uint64(),
-			PrevLogTerm: rng.Uint64(), LeaderCommitIndex: rng.Uint64()}
+			PrevLogTerm: rng.Uint64(), LeaderCommitIndex: rng.Uint64(), Quiesce: rng.IntN(2) == 0}
 		for range rng.IntN(5) {
 			l := &raft.Log{Index: rng.Uint64(), Term: rng.Uint64(), Type: raft.LogType(rng.IntN(7)), Data: bs(), Extensions: bs()}
 			if rng.IntN(2) == 0 {

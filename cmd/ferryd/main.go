@@ -186,10 +186,10 @@ func (l tlsOptions) apply(cfg *node.Config) {
 // thresholds so that restarted and wiped replicas are rebuilt from
 // snapshots). Zero keeps the node's defaults.
 type raftOptions struct {
-	heartbeat, election, leaderLease, snapshotInterval, gatherWait time.Duration
-	snapshotThreshold, trailingLogs                                uint64
-	overlapItems                                                   int
-	logPrewrite                                                    bool
+	heartbeat, election, leaderLease, snapshotInterval, gatherWait, quiesceAfter time.Duration
+	snapshotThreshold, trailingLogs                                              uint64
+	overlapItems                                                                 int
+	logPrewrite                                                                  bool
 }
 
 func (r *raftOptions) register(fs *flag.FlagSet) {
@@ -199,6 +199,7 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&r.snapshotThreshold, "raft-snapshot-threshold", 0, "partition log entries that trigger a snapshot (0 = default 8192)")
 	fs.Uint64Var(&r.trailingLogs, "raft-trailing-logs", 0, "partition log entries kept after a snapshot (0 = default 10240)")
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
+	fs.DurationVar(&r.quiesceAfter, "raft-quiesce-after", 0, "how long an idle partition keeps heartbeating before it quiesces (0 = default 2s, negative = never)")
 	fs.DurationVar(&r.gatherWait, "proposal-gather-wait", partition.DefaultGatherWait,
 		"longest wait of a merged send or ack proposal for the clients its previous proposal answered (0 = off, at most 10ms)")
 	fs.IntVar(&r.overlapItems, "proposal-overlap-items", partition.DefaultOverlapItemsMin,
@@ -210,6 +211,7 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 func (r raftOptions) apply(cfg *node.Config) {
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = r.heartbeat, r.election, r.leaderLease
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = r.snapshotThreshold, r.trailingLogs, r.snapshotInterval
+	cfg.QuiesceAfter = r.quiesceAfter
 	cfg.RaftLogPrewrite = r.logPrewrite
 	cfg.ProposalGatherWait = r.gatherWait
 	cfg.ProposalOverlapItemsMin = r.overlapItems

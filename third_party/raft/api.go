@@ -222,6 +222,15 @@ type Raft struct {
 	// prevote feature is disabled if set to true.
 	preVoteDisabled bool
 
+	// liveness is Config.Liveness (Ferry fork): nil when quiescence is off.
+	liveness Liveness
+	// followerQuiesced (Ferry fork) is set while the leader's latest
+	// message asked this follower to quiesce.
+	followerQuiesced atomic.Bool
+	// lastAppendNanos (Ferry fork) is when this leader last appended
+	// entries, in Unix nanoseconds.
+	lastAppendNanos atomic.Int64
+
 	// noLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
 	// e.g: raft_replication_heartbeat_peer0
@@ -583,6 +592,7 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 		mainThreadSaturation:  newSaturationMetric([]string{"raft", "thread", "main", "saturation"}, 1*time.Second),
 		preVoteDisabled:       conf.PreVoteDisabled || !transportSupportPreVote,
 		noLegacyTelemetry:     conf.NoLegacyTelemetry,
+		liveness:              conf.Liveness,
 		RestoreCommittedLogs:  conf.RestoreCommittedLogs,
 	}
 	if !transportSupportPreVote && !conf.PreVoteDisabled {

@@ -42,6 +42,10 @@ type AppendEntriesRequest struct {
 
 	// Commit index on the leader
 	LeaderCommitIndex uint64
+
+	// Quiesce (Ferry fork) tells the follower that the leader will send no
+	// heartbeats while it is up (see Config.QuiesceAfter); false ends it.
+	Quiesce bool
 }
 
 // GetRPCHeader - See WithRPCHeader.

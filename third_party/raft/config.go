@@ -253,6 +253,19 @@ type Config struct {
 	// interface. Otherwise, Raft will fail to start and return ErrIncompatibleLogStore.
 	RestoreCommittedLogs bool
 
+	// Liveness (Ferry fork) tells a quiescing group whether a peer's node
+	// is up; see QuiesceAfter. Nil disables quiescence.
+	Liveness Liveness
+
+	// QuiesceAfter (Ferry fork): a leader whose log has had no new entry
+	// for this long stops heartbeating each follower that has every entry
+	// and knows the commit index, telling it so; such a follower does not
+	// time out while Liveness says the leader's node is up, and the leader
+	// counts it as contacted for its lease while Liveness says the
+	// follower's node is up. A new entry, a vote request from the
+	// follower, or a lost node ends it. Zero disables quiescence.
+	QuiesceAfter time.Duration
+
 	// skipStartup allows NewRaft() to bypass all background work goroutines
 	skipStartup bool
 }
@@ -381,6 +394,12 @@ func ValidateConfig(config *Config) error {
 	}
 	if config.LeaderLeaseTimeout > config.HeartbeatTimeout {
 		return fmt.Errorf("LeaderLeaseTimeout (%s) cannot be larger than heartbeat timeout (%s)", config.LeaderLeaseTimeout, config.HeartbeatTimeout)
+	}
+	if config.QuiesceAfter < 0 {
+		return fmt.Errorf("QuiesceAfter (%s) must not be negative", config.QuiesceAfter)
+	}
+	if config.QuiesceAfter > 0 && config.Liveness == nil {
+		return fmt.Errorf("QuiesceAfter (%s) needs a Liveness", config.QuiesceAfter)
 	}
 	if config.ElectionTimeout < config.HeartbeatTimeout {
 		return fmt.Errorf("ElectionTimeout (%s) must be equal or greater than Heartbeat Timeout (%s)", config.ElectionTimeout, config.HeartbeatTimeout)

@@ -95,6 +95,8 @@ type leaderState struct {
 	replState                    map[ServerID]*followerReplication
 	notify                       map[*verifyFuture]struct{}
 	stepDown                     chan struct{}
+	// quiesceWake is notified when a quiesced follower wakes (Ferry fork).
+	quiesceWake chan struct{}
 }
 
 // setLeader is used to modify the current leader Address and ID of the cluster
@@ -162,6 +164,10 @@ func (r *Raft) runFollower() {
 	r.logger.Info("entering follower state", "follower", r, "leader-address", leaderAddr, "leader-id", leaderID)
 	metrics.IncrCounter([]string{"raft", "state", "follower"}, 1)
 	heartbeatTimer := randomTimeout(r.config().HeartbeatTimeout)
+	// quiesceLost is closed when the node of the leader that quiesced this
+	// follower is lost; the heartbeat timer is off meanwhile (Ferry fork).
+	var quiesceLost <-chan struct{}
+	defer r.followerQuiesced.Store(false)
 
 	for r.getState() == Follower {
 		r.mainThreadSaturation.sleeping()
@@ -210,6 +216,14 @@ func (r *Raft) runFollower() {
 
 		case <-r.followerNotifyCh:
 			heartbeatTimer = time.After(0)
+			quiesceLost = nil
+
+		case <-quiesceLost:
+			// The quiesced leader's node is lost: time out as usual,
+			// spread over the heartbeat timeout (Ferry fork).
+			quiesceLost = nil
+			r.followerQuiesced.Store(false)
+			heartbeatTimer = randomTimeout(r.config().HeartbeatTimeout)
 
 		case <-heartbeatTimer:
 			r.mainThreadSaturation.working()
@@ -220,6 +234,13 @@ func (r *Raft) runFollower() {
 			// Check if we have had a successful contact
 			lastContact := r.LastContact()
 			if time.Since(lastContact) < hbTimeout {
+				continue
+			}
+
+			// A quiesced follower waits while its leader's node is up
+			// (Ferry fork).
+			if lost, alive := r.quiescedLeaderAlive(); alive {
+				heartbeatTimer, quiesceLost = nil, lost
 				continue
 			}
 
@@ -462,6 +483,8 @@ func (r *Raft) setupLeaderState() {
 	r.leaderState.replState = make(map[ServerID]*followerReplication)
 	r.leaderState.notify = make(map[*verifyFuture]struct{})
 	r.leaderState.stepDown = make(chan struct{}, 1)
+	r.leaderState.quiesceWake = make(chan struct{}, 1)
+	r.lastAppendNanos.Store(time.Now().UnixNano())
 }
 
 // runLeader runs the main loop while in leader state. Do the setup here and drop into
@@ -532,6 +555,7 @@ func (r *Raft) runLeader() {
 		r.leaderState.replState = nil
 		r.leaderState.notify = nil
 		r.leaderState.stepDown = nil
+		r.leaderState.quiesceWake = nil
 
 		// If we are stepping down for some reason, no known leader.
 		// We may have stepped down due to an RPC call, which would
@@ -607,6 +631,7 @@ func (r *Raft) startStopReplication() {
 				notify:              make(map[*verifyFuture]struct{}),
 				notifyCh:            make(chan struct{}, 1),
 				stepDown:            r.leaderState.stepDown,
+				q:                   newQuiesceState(r.leaderState.quiesceWake),
 			}
 
 			r.leaderState.replState[server.ID] = s
@@ -944,8 +969,17 @@ func (r *Raft) leaderLoop() {
 				checkInterval = minCheckInterval
 			}
 
-			// Renew the lease timer
+			// Renew the lease timer; none while every follower is
+			// quiesced: a wake renews it (Ferry fork).
 			lease = time.After(checkInterval)
+			if r.allFollowersQuiesced() {
+				lease = nil
+			}
+
+		case <-r.leaderState.quiesceWake:
+			if lease == nil {
+				lease = time.After(0)
+			}
 
 		case <-r.leaderNotifyCh:
 			for _, repl := range r.leaderState.replState {
@@ -1053,7 +1087,7 @@ func (r *Raft) checkLeaderLease() time.Duration {
 				continue
 			}
 			f := r.leaderState.replState[server.ID]
-			diff := now.Sub(f.LastContact())
+			diff := r.leaseContactAge(f, now)
 			if diff <= leaseTimeout {
 				contacted++
 				if diff > maxDiff {
@@ -1280,8 +1314,11 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	// Update the last log since it's on disk now
 	r.setLastLog(lastIndex, term)
 
-	// Notify the replicators of the new log
+	// Notify the replicators of the new log, waking quiesced followers
+	// first (Ferry fork)
+	r.lastAppendNanos.Store(now.UnixNano())
 	for _, f := range r.leaderState.replState {
+		r.wakeFollower(f, true)
 		asyncNotifyCh(f.triggerCh)
 	}
 }
@@ -1490,6 +1527,7 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 	} else {
 		r.setLeader(r.trans.DecodePeer(a.Leader), ServerID(a.ID))
 	}
+	r.noteLeaderQuiesce(a.Quiesce)
 	// Verify the last log entry
 	if a.PrevLogEntry > 0 {
 		lastIdx, lastTerm := r.getLastEntry()
@@ -1626,6 +1664,7 @@ func (r *Raft) processConfigurationLogEntry(entry *Log) error {
 func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 	defer metrics.MeasureSince([]string{"raft", "rpc", "requestVote"}, time.Now())
 	r.observe(*req)
+	r.wakeForCandidate(ServerID(req.ID))
 
 	// Setup a response
 	resp := &RequestVoteResponse{
@@ -1759,6 +1798,7 @@ func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 func (r *Raft) requestPreVote(rpc RPC, req *RequestPreVoteRequest) {
 	defer metrics.MeasureSince([]string{"raft", "rpc", "requestPreVote"}, time.Now())
 	r.observe(*req)
+	r.wakeForCandidate(ServerID(req.ID))
 
 	// Setup a response
 	resp := &RequestPreVoteResponse{

@@ -93,6 +93,9 @@ type followerReplication struct {
 	// allowPipeline is used to determine when to pipeline the AppendEntries RPCs.
 	// It is private to this replication goroutine.
 	allowPipeline bool
+
+	// q is the follower's quiescence (Ferry fork, quiesce.go).
+	q quiesceState
 }
 
 // notifyAll is used to notify all the waiting verify futures
@@ -166,7 +169,7 @@ RPC:
 		// raft commits stop flowing naturally. The actual heartbeats
 		// can't do this to keep them unblocked by disk IO on the
 		// follower. See https://github.com/hashicorp/raft/issues/282.
-		case <-randomTimeout(r.config().CommitTimeout):
+		case <-r.commitTimeoutCh(s):
 			lastLogIdx, _ := r.getLastLog()
 			shouldStop = r.replicateTo(s, lastLogIdx)
 		}
@@ -396,11 +399,18 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 
 	var resp AppendEntriesResponse
 	for {
-		// Wait for the next heartbeat interval or forced notify
+		// Wait for the next heartbeat interval or forced notify; a
+		// quiesced follower gets heartbeats only when asked (verify) or
+		// woken (Ferry fork).
+		tick, lost := r.heartbeatWait(s)
 		select {
 		case <-s.notifyCh:
-		case <-randomTimeout(r.config().HeartbeatTimeout / 10):
+		case <-tick:
+		case <-s.q.wakeCh:
+		case <-lost:
+			r.wakeFollower(s, false)
 		case <-stopCh:
+			r.releaseQuiesced(s, req)
 			return
 		}
 
@@ -408,6 +418,8 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		peer := s.peer
 		s.peerLock.RUnlock()
 
+		quiescing, wakes, lastIdx := r.quiesceCandidate(s)
+		req.Quiesce = quiescing || s.isQuiesced()
 		start := time.Now()
 		if err := r.trans.AppendEntries(peer.ID, peer.Address, &req, &resp); err != nil {
 			nextBackoffTime := cappedExponentialBackoff(failureWait, failures, maxFailureScale, r.config().HeartbeatTimeout/2)
@@ -434,6 +446,9 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 				metrics.MeasureSince([]string{"raft", "replication", "heartbeat", string(peer.ID)}, start)
 			}
 
+			if quiescing && resp.Success {
+				r.finishQuiesce(s, wakes, lastIdx)
+			}
 			s.notifyAll(resp.Success)
 		}
 	}
@@ -492,7 +507,7 @@ SEND:
 		case <-s.triggerCh:
 			lastLogIdx, _ := r.getLastLog()
 			shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
-		case <-randomTimeout(r.config().CommitTimeout):
+		case <-r.commitTimeoutCh(s):
 			lastLogIdx, _ := r.getLastLog()
 			shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
 		}
@@ -579,6 +594,8 @@ func (r *Raft) setupAppendEntries(s *followerReplication, req *AppendEntriesRequ
 	if err := r.setNewLogs(req, nextIndex, lastIndex); err != nil {
 		return err
 	}
+	// An empty append to a quiesced follower keeps it quiesced (Ferry fork).
+	req.Quiesce = len(req.Entries) == 0 && s.isQuiesced()
 	return nil
 }
 
@@ -658,6 +675,12 @@ func updateLastAppended(s *followerReplication, req *AppendEntriesRequest) {
 		last := logs[len(logs)-1]
 		atomic.StoreUint64(&s.nextIndex, last.Index+1)
 		s.commitment.match(s.peer.ID, last.Index)
+	}
+	// The follower now knows this commit index (Ferry fork).
+	for acked := s.q.ackedCommit.Load(); acked < req.LeaderCommitIndex; acked = s.q.ackedCommit.Load() {
+		if s.q.ackedCommit.CompareAndSwap(acked, req.LeaderCommitIndex) {
+			break
+		}
 	}
 
 	// Notify still leader

@@ -1,0 +1,239 @@
+// Copyright IBM Corp. 2013, 2025
+// SPDX-License-Identifier: MPL-2.0
+
+// This file is not part of upstream hashicorp/raft: it is Ferry's
+// quiescence change (see FORK.md).
+
+package raft
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Liveness tells a quiescing group whether the node at the other end of a
+// replication is up, from a signal that costs nothing per group (for
+// example the node-level probes of a transport shared by every group).
+type Liveness interface {
+	// PeerAlive reports whether the node of id at addr answered its
+	// node-level probes recently. When it did, lost is a channel that is
+	// closed as soon as that stops being true (the connection failed, or
+	// probes went unanswered); when it did not, lost is nil.
+	PeerAlive(id ServerID, addr ServerAddress) (alive bool, lost <-chan struct{})
+}
+
+// quiesceState is a leader's view of one follower's quiescence. A
+// quiesced follower has every entry and knows the commit index; the
+// leader sends it neither heartbeats nor empty appends, and counts it as
+// contacted while Liveness says its node is up.
+type quiesceState struct {
+	mu       sync.Mutex
+	quiesced bool
+	wakes    uint64 // wakes so far: a quiesce decided before a wake is not taken
+
+	// wakeCh tells the follower's heartbeat goroutine that it was woken.
+	wakeCh chan struct{}
+	// leaderWake tells the leader loop that a follower woke (its lease
+	// check runs again).
+	leaderWake chan struct{}
+	// ackedCommit is the highest commit index the follower acknowledged.
+	ackedCommit atomic.Uint64
+}
+
+func newQuiesceState(leaderWake chan struct{}) quiesceState {
+	return quiesceState{wakeCh: make(chan struct{}, 1), leaderWake: leaderWake}
+}
+
+// isQuiesced reports whether the leader treats s as quiesced.
+func (s *followerReplication) isQuiesced() bool {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	return s.q.quiesced
+}
+
+// quiesceEnabled reports whether this group may quiesce at all.
+func (r *Raft) quiesceEnabled() bool {
+	return r.liveness != nil && r.config().QuiesceAfter > 0
+}
+
+// peerAlive asks Liveness about s's node.
+func (r *Raft) peerAlive(s *followerReplication) (bool, <-chan struct{}) {
+	s.peerLock.RLock()
+	peer := s.peer
+	s.peerLock.RUnlock()
+	return r.liveness.PeerAlive(peer.ID, peer.Address)
+}
+
+// wakeFollower ends s's quiescence, if it was quiesced. With refresh, and
+// while Liveness still says its node is up, the follower's last contact
+// becomes now: it was counted as contacted until this moment, and the
+// leader's lease must not lapse while the first heartbeat is on its way.
+func (r *Raft) wakeFollower(s *followerReplication, refresh bool) {
+	s.q.mu.Lock()
+	s.q.wakes++
+	was := s.q.quiesced
+	s.q.quiesced = false
+	s.q.mu.Unlock()
+	if !was {
+		return
+	}
+	if refresh {
+		if alive, _ := r.peerAlive(s); alive {
+			s.setLastContact()
+		}
+	}
+	asyncNotifyCh(s.q.wakeCh)
+	asyncNotifyCh(s.q.leaderWake)
+}
+
+// quiesceCandidate reports whether s may be quiesced now, and the wake
+// count and last index the decision was taken at: the group has been
+// without new entries for QuiesceAfter, every entry is committed, s has
+// them all and has acknowledged the commit index, and its node is up.
+func (r *Raft) quiesceCandidate(s *followerReplication) (ok bool, wakes, lastIdx uint64) {
+	if !r.quiesceEnabled() {
+		return false, 0, 0
+	}
+	s.q.mu.Lock()
+	quiesced, wakes := s.q.quiesced, s.q.wakes
+	s.q.mu.Unlock()
+	if quiesced {
+		return false, 0, 0
+	}
+	lastIdx = r.getLastIndex()
+	if r.getCommitIndex() < lastIdx || atomic.LoadUint64(&s.nextIndex) <= lastIdx ||
+		s.q.ackedCommit.Load() < lastIdx {
+		return false, 0, 0
+	}
+	if time.Since(time.Unix(0, r.lastAppendNanos.Load())) < r.config().QuiesceAfter {
+		return false, 0, 0
+	}
+	if alive, _ := r.peerAlive(s); !alive {
+		return false, 0, 0
+	}
+	return true, wakes, lastIdx
+}
+
+// finishQuiesce marks s quiesced once it acknowledged a heartbeat that
+// told it so, unless it was woken or the log grew since the decision.
+func (r *Raft) finishQuiesce(s *followerReplication, wakes, lastIdx uint64) {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	if s.q.wakes == wakes && r.getLastIndex() == lastIdx {
+		s.q.quiesced = true
+	}
+}
+
+// heartbeatWait returns what the heartbeat goroutine of s waits on next:
+// the interval's timer, or, while s is quiesced and its node up, only the
+// channel that closes when the node is lost.
+func (r *Raft) heartbeatWait(s *followerReplication) (tick <-chan time.Time, lost <-chan struct{}) {
+	if s.isQuiesced() {
+		alive, lost := r.peerAlive(s)
+		if alive {
+			return nil, lost
+		}
+		r.wakeFollower(s, false)
+	}
+	return randomTimeout(r.config().HeartbeatTimeout / 10), nil
+}
+
+// commitTimeoutCh paces the empty appends that tell s the commit index;
+// a quiesced follower knows it already and gets none.
+func (r *Raft) commitTimeoutCh(s *followerReplication) <-chan time.Time {
+	if s.isQuiesced() {
+		return nil
+	}
+	return randomTimeout(r.config().CommitTimeout)
+}
+
+// releaseQuiesced tells a quiesced follower, best effort, that this
+// replication ends (the leader steps down or shuts down), so that it
+// watches its election timeout again instead of trusting a node that is
+// up but no longer leads it.
+func (r *Raft) releaseQuiesced(s *followerReplication, req AppendEntriesRequest) {
+	if !s.isQuiesced() {
+		return
+	}
+	s.peerLock.RLock()
+	peer := s.peer
+	s.peerLock.RUnlock()
+	req.Quiesce = false
+	trans := r.trans
+	// Not waited for: the follower may be slow to answer, and a leader's
+	// shutdown must not wait on it.
+	go func() {
+		var resp AppendEntriesResponse
+		_ = trans.AppendEntries(peer.ID, peer.Address, &req, &resp)
+	}()
+}
+
+// allFollowersQuiesced reports whether every voter but this one is
+// quiesced: the leader's lease then needs no timer. Main thread only.
+func (r *Raft) allFollowersQuiesced() bool {
+	if !r.quiesceEnabled() {
+		return false
+	}
+	for _, server := range r.configurations.latest.Servers {
+		if server.Suffrage != Voter || server.ID == r.localID {
+			continue
+		}
+		s := r.leaderState.replState[server.ID]
+		if s == nil || !s.isQuiesced() {
+			return false
+		}
+	}
+	return true
+}
+
+// leaseContactAge returns how long ago the leader last heard from s, for
+// the lease check: zero while s is quiesced and its node up.
+func (r *Raft) leaseContactAge(s *followerReplication, now time.Time) time.Duration {
+	if r.quiesceEnabled() && s.isQuiesced() {
+		if alive, _ := r.peerAlive(s); alive {
+			return 0
+		}
+	}
+	return now.Sub(s.LastContact())
+}
+
+// wakeForCandidate wakes the follower id when it asks for a vote while
+// this node leads: it stopped hearing from the leader (a lost message or a
+// reordered one ended its quiescence), and heartbeats bring it back.
+// Main thread only.
+func (r *Raft) wakeForCandidate(id ServerID) {
+	if r.getState() != Leader || r.leaderState.replState == nil {
+		return
+	}
+	if s := r.leaderState.replState[id]; s != nil {
+		r.wakeFollower(s, true)
+	}
+}
+
+// noteLeaderQuiesce records, on a follower, whether the leader's latest
+// message asked it to quiesce; waking from quiescence re-arms the
+// follower's heartbeat timer at once.
+func (r *Raft) noteLeaderQuiesce(quiesce bool) {
+	if r.liveness == nil {
+		return
+	}
+	if r.followerQuiesced.Swap(quiesce) && !quiesce {
+		asyncNotifyCh(r.followerNotifyCh)
+	}
+}
+
+// quiescedLeaderAlive reports, on a follower whose leader asked it to
+// quiesce, whether the leader's node is up, and the channel closed when
+// that ends.
+func (r *Raft) quiescedLeaderAlive() (<-chan struct{}, bool) {
+	if r.liveness == nil || !r.followerQuiesced.Load() {
+		return nil, false
+	}
+	addr, id := r.LeaderWithID()
+	if addr == "" {
+		return nil, false
+	}
+	alive, lost := r.liveness.PeerAlive(id, addr)
+	return lost, alive
+}

@@ -1,0 +1,144 @@
+package transport
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Defaults of the node-level liveness probes (SharedConfig.ProbeInterval
+// and ProbeTimeout).
+const (
+	// DefaultProbeInterval is how often a watched peer is probed on its
+	// control connection: a few frames a second per peer node, whatever
+	// the number of groups.
+	DefaultProbeInterval = 200 * time.Millisecond
+	// DefaultProbeTimeout is how long a peer may go without answering
+	// anything on its control connection before it counts as lost. A
+	// killed process is noticed sooner: its connection closes.
+	DefaultProbeTimeout = time.Second
+)
+
+// liveness is one peer's node-level state as seen by the dialing side:
+// answered on its control connection recently or not. A peer is probed
+// only once somebody asked about it (watched), and then for as long as
+// the transport runs; peers are bounded by MaxPeers.
+type liveness struct {
+	mu         sync.Mutex
+	watched    bool
+	probing    bool // a probe is in flight
+	alive      bool
+	lastAnswer time.Time
+	lost       chan struct{} // closed when alive turns false; nil while not alive
+}
+
+// PeerAlive reports whether the node at addr (resolved through the
+// AddressProvider, as RPCs are) answered on its control connection within
+// ProbeTimeout, and a channel closed as soon as that stops being so: the
+// connection fails or answers stop. It implements raft.Liveness for the
+// groups on this transport, which quiesce on it; the first call about a
+// peer starts probing it (reported not alive until the first answer).
+func (s *Shared) PeerAlive(id raft.ServerID, addr raft.ServerAddress) (bool, <-chan struct{}) {
+	if ap := s.cfg.AddressProvider; ap != nil {
+		if a, err := ap.ServerAddr(id); err == nil && a != "" {
+			addr = a
+		}
+	}
+	p, err := s.peer(string(addr))
+	if err != nil {
+		return false, nil
+	}
+	lv := &p.live
+	lv.mu.Lock()
+	start := !lv.watched
+	lv.watched = true
+	alive, lost := lv.alive, lv.lost
+	lv.mu.Unlock()
+	if start {
+		s.probe(p)
+	}
+	if !alive {
+		return false, nil
+	}
+	return true, lost
+}
+
+// answered records an answer from the peer on its control connection.
+func (p *peer) answered(now time.Time) {
+	lv := &p.live
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	lv.lastAnswer = now
+	if !lv.alive {
+		lv.alive = true
+		lv.lost = make(chan struct{})
+	}
+}
+
+// lostLiveness marks the peer not alive, closing the channel of those
+// watching it.
+func (p *peer) lostLiveness() {
+	lv := &p.live
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if lv.alive {
+		lv.alive = false
+		close(lv.lost)
+		lv.lost = nil
+	}
+}
+
+// checkLiveness marks a watched peer lost once its last answer is older
+// than ProbeTimeout, and starts its next probe.
+func (s *Shared) checkLiveness(p *peer, now time.Time) {
+	lv := &p.live
+	lv.mu.Lock()
+	watched := lv.watched
+	late := lv.alive && now.Sub(lv.lastAnswer) > s.cfg.ProbeTimeout
+	lv.mu.Unlock()
+	if late {
+		p.lostLiveness()
+	}
+	if watched {
+		s.probe(p)
+	}
+}
+
+// probe sends one probe to the peer unless one is in flight. The answer
+// (any answer on the control connection) is recorded by the link's
+// reader; a failed dial or connection marks the peer lost.
+func (s *Shared) probe(p *peer) {
+	lv := &p.live
+	lv.mu.Lock()
+	if lv.probing {
+		lv.mu.Unlock()
+		return
+	}
+	lv.probing = true
+	lv.mu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			lv.mu.Lock()
+			lv.probing = false
+			lv.mu.Unlock()
+		}()
+		l, err := p.link(classControl)
+		if err == nil {
+			_, err = l.roundTrip(func(id uint64) []byte {
+				return finishFrame(beginFrame(kindProbe, id, "", 0))
+			})
+		}
+		if err != nil {
+			p.lostLiveness()
+		}
+	}()
+}
