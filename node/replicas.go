@@ -31,6 +31,10 @@ type replicaSet struct {
 	// run beside reconcile, which must not wait for elections.
 	handovers chan struct{}
 	handing   sync.WaitGroup
+
+	// afterCatalogRead, when set (tests only), runs in reconcile right
+	// after it read the catalog.
+	afterCatalogRead func()
 }
 
 // handoversMax bounds the leadership hand-overs a node runs at once.
@@ -112,12 +116,20 @@ func (n *Node) announceLeaders() {
 func (rs *replicaSet) reconcile() {
 	rs.reconciling.Lock()
 	defer rs.reconciling.Unlock()
+	// The running replicas are listed before the catalog is read: a
+	// replica that startNew opened after a catalog read, for a queue
+	// created after it, would otherwise look deleted and be removed (its
+	// data with it) while it serves.
+	running := rs.all()
 	assigned, nodes := rs.assignedHere()
+	if rs.afterCatalogRead != nil {
+		rs.afterCatalogRead()
+	}
 	want := map[string]meta.Assignment{}
 	for _, a := range assigned {
 		want[a.GroupID] = a
 	}
-	for _, r := range rs.all() {
+	for _, r := range running {
 		if _, ok := want[r.a.GroupID]; !ok {
 			rs.remove(r)
 		}

@@ -1,0 +1,57 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/meta"
+)
+
+// A replica opened by a create (startNew) while a reconcile is between its
+// catalog read and its pass over the running replicas is not taken for a
+// replica of a deleted queue: it keeps running, with its data. (Reconcile
+// once read the catalog first and listed the replicas after, and removed
+// such a replica.)
+func TestReplicas_ReconcileKeepsAReplicaOpenedAfterItsCatalogRead(t *testing.T) {
+	nodes := testNodes(t, 3)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "first", 1)
+	nd := nodes[0]
+
+	reading, proceed := make(chan struct{}), make(chan struct{})
+	nd.replicas.reconciling.Lock() // no reconcile of the loop's runs while the hook is set
+	nd.replicas.afterCatalogRead = func() {
+		close(reading)
+		<-proceed
+	}
+	nd.replicas.reconciling.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nd.replicas.reconcile()
+	}()
+	<-reading
+
+	createQueueOn(t, leader, "second", 1)
+	var group string
+	waitFor(t, 10*time.Second, "the catalog of "+nd.ID()+" to hold the new queue", func() bool {
+		nd.meta.view(func(f *meta.FSM) {
+			if q, ok := f.Queue("second"); ok {
+				group = q.GroupID(0)
+			}
+		})
+		return group != ""
+	})
+	nd.replicas.startNew()
+	waitFor(t, 10*time.Second, "the new queue's replica to open", func() bool { return nd.replicas.get(group) != nil })
+	opened := nd.replicas.get(group)
+
+	close(proceed)
+	<-done
+	nd.replicas.reconciling.Lock()
+	nd.replicas.afterCatalogRead = nil
+	nd.replicas.reconciling.Unlock()
+	if got := nd.replicas.get(group); got != opened {
+		t.Fatalf("the replica of %s opened during the reconcile is %p after it, was %p (removed)", group, got, opened)
+	}
+}
