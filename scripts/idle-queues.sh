@@ -8,6 +8,11 @@
 # open files, goroutines. TRAFFIC=1s also runs, after the last count, one
 # message per second to every queue (sent and consumed) and samples that.
 #
+# KILL=1 then, at the last count, kills node3 with kill -9 and prints how
+# long until every partition has a leader on node1 or node2 and until a
+# send to every queue is confirmed; then restarts node3 and prints how long
+# until each of its replicas has applied what its leader had (needs jq).
+#
 #   scripts/idle-queues.sh                      # 100 and 1,000 queues
 #   COUNTS="100 1000 3000 10000" scripts/idle-queues.sh
 #   TRAFFIC=1s COUNTS=1000 scripts/idle-queues.sh
@@ -50,15 +55,17 @@ pki="$dir/pki"
 (umask 077; head -c 32 /dev/urandom | base64 >"$pki/gossip.key")
 seeds=""
 for i in 1 2 3; do seeds+="127.0.0.1:$((7301 + OFFSET + i - 1)),"; done
-for i in 1 2 3; do
+start_node() { # start_node I: starts node I (1..3) in the background, its pid in pids[I-1]
+  local i=$1
   mkdir -p "$dir/node$i"
   "$FERRYD" -id "node$i" -data-dir "$dir/node$i" -ip 127.0.0.1 -port-offset $((OFFSET + i - 1)) \
     -bootstrap-expect 3 -join "${seeds%,}" -fast-gossip -gossip-keyring "$pki/gossip.key" \
     -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" -tokens "$pki/tokens.json" \
     -max-queues 10000 -max-partitions 100000 -queue-create-rate 100000 ${PROFILE:+-pprof} \
-    >"$dir/node$i.log" 2>&1 &
-  pids+=($!)
-done
+    >>"$dir/node$i.log" 2>&1 &
+  pids[$((i - 1))]=$!
+}
+for i in 1 2 3; do start_node "$i"; done
 ferry=(./bin/ferry --ca "$pki/ca.pem" --token-file "$pki/admin.token" --servers "127.0.0.1:$((7101 + OFFSET)),127.0.0.1:$((7102 + OFFSET)),127.0.0.1:$((7103 + OFFSET))")
 for _ in $(seq 1 300); do
   if "${ferry[@]}" cluster status >/dev/null 2>&1; then break; fi
@@ -90,6 +97,44 @@ sample() {
   done
 }
 
+# replicas I: node I's (0-based) replicas as JSON.
+replicas() {
+  curl -sf --max-time 10 --cacert "$pki/ca.pem" -H "Authorization: Bearer $(cat "$pki/admin.token")" \
+    "https://127.0.0.1:$((7201 + OFFSET + $1))/v1/replicas" || echo '[]'
+}
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f s", b - a}'; }
+
+# kill_restart N: kill -9 of node3 with N single-partition queues, then
+# its restart (see KILL above).
+kill_restart() {
+  local n=$1 t0 led
+  kill -9 "${pids[2]}"
+  t0=$(now)
+  echo "killed node3 (kill -9) with $n queues"
+  for _ in $(seq 1 600); do
+    led=$({ replicas 0; replicas 1; } | jq -s '[.[][] | select(.role == "leader") | .group] | unique | length')
+    [[ "$led" -ge "$n" ]] && break
+    sleep 0.2
+  done
+  echo "partitions with a leader on node1 or node2: $led of $n, $(since "$t0") after the kill"
+  "${ferry[@]}" bench queues --count "$n" --workers 64 --send-each | grep -v '^queues:' || true
+  echo "(sends finished $(since "$t0") after the kill)"
+  # What the leaders have applied now; node3 has caught up once each of
+  # its replicas applied at least as much.
+  { replicas 0; replicas 1; } | jq -s '[.[][] | select(.role == "leader") | {(.group): .applied_index}] | add' >"$dir/leaders.json"
+  start_node 3
+  t0=$(now)
+  local behind=$n
+  for _ in $(seq 1 1200); do
+    behind=$(replicas 2 | jq --slurpfile led "$dir/leaders.json" \
+      '($led[0] | length) - ([.[] | select(.applied_index >= ($led[0][.group] // 0))] | length)')
+    [[ "$behind" -le 0 ]] && break
+    sleep 0.5
+  done
+  echo "node3 restarted: replicas behind their leader: $behind, $(since "$t0") after the restart"
+}
+
 rows=()
 profile() { # PROFILE=1: a 10 s CPU profile of node1 at each count, in the data directory
   [[ "${PROFILE:-}" == 1 ]] || return 0
@@ -110,6 +155,9 @@ if [[ -n "$TRAFFIC" ]]; then
   sleep 5
   rows+=("$(sample "$last, 1 msg/$TRAFFIC each")")
   wait "$tp"
+fi
+if [[ "${KILL:-}" == 1 ]]; then
+  kill_restart "${COUNTS##* }"
 fi
 echo
 echo "| queues | node | CPU (of one core) | RSS | open files | goroutines |"

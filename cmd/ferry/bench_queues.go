@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ type queuesFlags struct {
 	prefix      string
 	workers     int
 	traffic     time.Duration
+	sendEach    bool
 	deleteAfter bool
 }
 
@@ -40,7 +42,8 @@ func benchQueuesCmd(g *globals, bf *benchFlags) *cobra.Command {
 		Long: "Creates --count single-partition queues named PREFIX00001... (existing ones are kept), with\n" +
 			"--workers creates at once, retrying a create the cluster refuses for its rate limit.\n" +
 			"With --traffic, each queue is then sent one message per interval and consumed\n" +
-			"(receive + ack) for --duration. --delete removes the queues at the end.",
+			"(receive + ack) for --duration. --send-each sends every queue one message (confirmed\n" +
+			"by a majority) and reports the time and any failure. --delete removes the queues at the end.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchQueues(cmd, g, f, bf.duration) },
 	}
@@ -49,6 +52,7 @@ func benchQueuesCmd(g *globals, bf *benchFlags) *cobra.Command {
 	fl.StringVar(&f.prefix, "prefix", "idle-", "queue name prefix")
 	fl.IntVar(&f.workers, "workers", 16, "creates in flight at once, 1..256")
 	fl.DurationVar(&f.traffic, "traffic", 0, "send one message to each queue this often, and consume it, for --duration (0: idle)")
+	fl.BoolVar(&f.sendEach, "send-each", false, "send one message to every queue and report how many were confirmed and how long it took")
 	fl.BoolVar(&f.deleteAfter, "delete", false, "delete the queues at the end")
 	return cmd
 }
@@ -97,10 +101,33 @@ func runBenchQueues(cmd *cobra.Command, g *globals, f *queuesFlags, run time.Dur
 			return err
 		}
 	}
+	if f.sendEach {
+		if err := sendEach(ctx, c, names, f.workers, out); err != nil {
+			return err
+		}
+	}
 	if f.deleteAfter {
 		return forEachQueue(names, f.workers, func(name string) error { return c.DeleteQueue(ctx, name) })
 	}
 	return nil
+}
+
+// sendEach sends one message to every queue and prints how many were
+// confirmed, in how long; the first failure is returned.
+func sendEach(ctx context.Context, c *client.Client, names []string, workers int, out io.Writer) error {
+	var confirmed, failed atomic.Int64
+	start := time.Now()
+	err := forEachQueue(names, workers, func(name string) error {
+		if _, err := c.Queue(name).Send(ctx, client.Message{Body: []byte("each")}); err != nil {
+			failed.Add(1)
+			return fmt.Errorf("send to %s: %w", name, err)
+		}
+		confirmed.Add(1)
+		return nil
+	})
+	fmt.Fprintf(out, "sends: %d confirmed, %d failed, one per queue, in %v\n",
+		confirmed.Load(), failed.Load(), time.Since(start).Round(time.Millisecond))
+	return err
 }
 
 // createQueues creates the queues that do not exist yet and returns how

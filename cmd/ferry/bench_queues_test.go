@@ -38,6 +38,16 @@ func TestBenchQueues_CreatesCarriesTrafficAndDeletes(t *testing.T) {
 	if err != nil || len(qs) != 5 {
 		t.Fatalf("ListQueues(few-) = %d queues, %v; want 5", len(qs), err)
 	}
+	r = ferry(t, cl.addrs, "bench", "queues", "--count", "3", "--prefix", "each-", "--send-each")
+	if r.code != 0 || !strings.Contains(r.stdout, "sends: 3 confirmed, 0 failed, one per queue") {
+		t.Fatalf("bench queues --send-each: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for i := 1; i <= 3; i++ {
+		st, err := cl.c.QueueStats(ctx, fmt.Sprintf("each-%05d", i))
+		if err != nil || st.Total().Ready != 1 {
+			t.Fatalf("each-%05d after --send-each: %+v, %v; want one message ready", i, st, err)
+		}
+	}
 	if r := ferry(t, cl.addrs, "bench", "queues", "--count", "5", "--prefix", "few-", "--delete"); r.code != 0 {
 		t.Fatalf("bench queues --delete: exit %d, stderr %q", r.code, r.stderr)
 	}
