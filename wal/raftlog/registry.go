@@ -14,7 +14,8 @@ import (
 
 // The registry maps group names to small ids. It lives in one file,
 // replaced atomically on every change (temporary file, fsync, rename,
-// directory fsync). Ids are never reused: nextID only grows, so a record
+// directory fsync; groups created while a save runs share the next one,
+// see register.go). Ids are never reused: nextID only grows, so a record
 // whose id is below nextID but absent from the file belongs to a dropped
 // group.
 //
@@ -129,13 +130,16 @@ func (r *registry) encode() []byte {
 }
 
 // save replaces the registry file with r's contents durably.
-func (r *registry) save() error {
+func (r *registry) save() error { return r.write(r.encode()) }
+
+// write replaces the registry file with data (an encode of the registry).
+func (r *registry) write(data []byte) error {
 	tmp := filepath.Join(r.dir, registryTempName)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("raftlog: write group registry: %w", err)
 	}
-	_, err = f.Write(r.encode())
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}

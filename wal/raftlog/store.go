@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -22,9 +21,14 @@ type Store struct {
 	logger *slog.Logger
 	log    *wal.Log
 
-	// regMu serializes registry changes (group creation and drops).
-	regMu sync.Mutex
-	reg   *registry
+	// regSave serializes writes of the registry file (taken before
+	// regMu); regMu guards the registry and the batch being gathered.
+	// Groups created while a save runs share the next one (register.go).
+	regSave    sync.Mutex
+	regMu      sync.Mutex
+	reg        *registry
+	regNext    *regBatch
+	regWaiting map[string]*regBatch // names being registered, by batch
 
 	// The writer's queue. Callers append under qmu and wake the writer.
 	qmu     sync.Mutex
@@ -58,6 +62,7 @@ type Store struct {
 // counters are the monotonically increasing parts of Stats.
 type counters struct {
 	entriesAppended, entryBytesAppended       atomic.Uint64
+	registrySaves                             atomic.Uint64
 	batches, callsCommitted, syncs, bytesSync atomic.Uint64
 	segmentsDeleted                           atomic.Uint64
 	recordsCompacted, bytesCompacted          atomic.Uint64
@@ -89,16 +94,17 @@ func Open(cfg Config) (*Store, RecoverySummary, error) {
 	}
 	s := &Store{
 		cfg: cfg, logger: cfg.Logger, log: l, reg: reg,
-		wake:      make(chan struct{}, 1),
-		closing:   make(chan struct{}),
-		done:      make(chan struct{}),
-		groups:    make(map[string]*GroupLog),
-		byID:      make(map[uint32]*GroupLog),
-		segs:      make(map[uint32]map[uint32]int32),
-		retained:  make(map[wal.Pos]*retainedRec),
-		holding:   cfg.HoldDeadAtOpen,
-		noCompact: make(map[uint32]bool),
-		nextSeq:   1,
+		wake:       make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+		done:       make(chan struct{}),
+		groups:     make(map[string]*GroupLog),
+		byID:       make(map[uint32]*GroupLog),
+		regWaiting: make(map[string]*regBatch),
+		segs:       make(map[uint32]map[uint32]int32),
+		retained:   make(map[wal.Pos]*retainedRec),
+		holding:    cfg.HoldDeadAtOpen,
+		noCompact:  make(map[uint32]bool),
+		nextSeq:    1,
 	}
 	for name, id := range reg.ids {
 		g := &GroupLog{s: s, name: name, id: id}
@@ -151,33 +157,7 @@ func (s *Store) Group(name string) (*GroupLog, error) {
 	if g != nil {
 		return g, nil
 	}
-	s.regMu.Lock()
-	defer s.regMu.Unlock()
-	s.mu.RLock()
-	g = s.groups[name]
-	s.mu.RUnlock()
-	if g != nil {
-		return g, nil
-	}
-	if len(s.reg.ids) >= s.cfg.GroupsMax || s.reg.nextID == math.MaxUint32 {
-		return nil, fmt.Errorf("%w: %d groups, limit %d (Config.GroupsMax)", ErrTooManyGroups, len(s.reg.ids), s.cfg.GroupsMax)
-	}
-	id := s.reg.nextID
-	s.reg.ids[name] = id
-	s.reg.nextID++
-	if err := s.reg.save(); err != nil {
-		delete(s.reg.ids, name)
-		s.reg.nextID--
-		return nil, classifyWriteError(err)
-	}
-	g = &GroupLog{s: s, name: name, id: id}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	s.groups[name], s.byID[id] = g, g
-	return g, nil
+	return s.register(name)
 }
 
 // DropGroup forgets the named group for good: its GroupLog handles answer
@@ -236,6 +216,9 @@ type Stats struct {
 	// Syncs counts fdatasync calls for batches and compaction steps;
 	// BytesSynced the record bytes they made durable.
 	Syncs, BytesSynced uint64
+	// RegistrySaves counts writes of the group registry file: groups
+	// created at once share one.
+	RegistrySaves uint64
 	// SegmentsLive is the number of segment files; SegmentsDeleted counts
 	// those deleted since Open.
 	SegmentsLive    int
@@ -277,6 +260,7 @@ func (s *Store) Stats() Stats {
 	st.RecordsCompacted = s.st.recordsCompacted.Load()
 	st.BytesCompacted = s.st.bytesCompacted.Load()
 	st.WriteErrors = s.st.writeErrors.Load()
+	st.RegistrySaves = s.st.registrySaves.Load()
 	return st
 }
 

@@ -309,6 +309,8 @@ func (s *Store) stageDelete(r *request, v *groupView) error {
 
 // dropFromRegistry removes g from the registry file durably.
 func (s *Store) dropFromRegistry(g *GroupLog) error {
+	s.regSave.Lock()
+	defer s.regSave.Unlock()
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	if id, ok := s.reg.ids[g.name]; !ok || id != g.id {
