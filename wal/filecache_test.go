@@ -110,7 +110,9 @@ func TestFileCache_ConfigBounds(t *testing.T) {
 // and a copy of the directory taken then (a crash) holds every record.
 // Reading again opens a file, which closes again once idle.
 func TestFileCache_IdleLogHoldsNoFiles(t *testing.T) {
-	const idle = 50 * time.Millisecond
+	// Long enough that the checks right after the appends see them
+	// buffered and open; the sweep needs two of these without an append.
+	const idle = 250 * time.Millisecond
 	c := newTestCache(t, 8, idle)
 	dir := t.TempDir()
 	l, _ := openLog(t, cachedConfig(dir, c))
