@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/wal"
 	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/raft"
 )
@@ -22,6 +23,12 @@ type Config struct {
 	// to its group GroupID there. Nil makes the replica open a store of its
 	// own under Dir (tests, single replicas).
 	Logs *raftlog.Store
+	// WALFiles bounds the open segment files of the replica's message WAL
+	// together with every other WAL given the same cache, and closes them
+	// while the replica is idle (wal.FileCache). Nil means the process's
+	// shared cache (SharedWALFiles), which every replica of every node in
+	// the process then uses.
+	WALFiles *wal.FileCache
 	// Transport carries the group's raft traffic.
 	Transport raft.Transport
 	// Liveness, when set, tells the group whether a peer node is up (the

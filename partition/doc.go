@@ -16,6 +16,11 @@
 // batchers run while requests come, the tick's timer only while a
 // deadline is pending on a leader, a snapshot by size while it is taken.
 // Term and vote live in the node's shared raft log store (wal/raftlog).
+// Nor does an idle replica hold open files in its message WAL: every
+// replica's wal.Log opens its segment files through one wal.FileCache
+// (Config.WALFiles, by default the process's SharedWALFiles), which
+// bounds how many are open at once across replicas and closes those of
+// idle replicas.
 //
 // It must never know about the client protocol, the meta catalog or other
 // partitions: the node package wires those together.

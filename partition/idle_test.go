@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/transport"
+	"github.com/ferrymq/ferry/wal"
 	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/raft"
 )
@@ -294,5 +295,65 @@ func TestPartition_FollowersMoveOldPayloadsOut(t *testing.T) {
 		eventually(t, 10*time.Second, fmt.Sprintf("follower %d to move the old payload out", i), func() bool {
 			return r.body.Stats().RecordsAppended > 0
 		})
+	}
+}
+
+// walFDs counts this process's open descriptors on segment files of the
+// message WAL of replicas under root (root/<node>/<group>/wal/*.seg).
+func walFDs(t *testing.T, root string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err == nil && strings.HasPrefix(target, root+string(filepath.Separator)) &&
+			filepath.Base(filepath.Dir(target)) == "wal" && strings.HasSuffix(target, ".seg") {
+			n++
+		}
+	}
+	return n
+}
+
+// Every replica's message WAL opens its files through Config.WALFiles:
+// with a cache of 4 files, 18 replicas never have more than 4 open, and
+// once idle none at all. A replica with no WALFiles uses the process's
+// shared cache.
+func TestPartition_IdleReplicasHoldNoWALFiles(t *testing.T) {
+	files, err := wal.NewFileCache(wal.FileCacheConfig{Capacity: 4, IdleTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const groups = 6
+	c := newIdleNodes(t, groups, func(cfg *Config) { cfg.WALFiles = files })
+	c.leaders()
+	for g, reps := range c.reps {
+		for _, p := range reps {
+			if p.IsLeader() {
+				send(t, p, fmt.Sprintf("g%d", g), 3)
+			}
+		}
+	}
+	root := filepath.Dir(filepath.Dir(c.reps[0][0].cfg.Dir))
+	eventually(t, 10*time.Second, "no WAL file open", func() bool {
+		for _, reps := range c.reps {
+			for _, p := range reps {
+				if p.body.Stats().OpenFiles != 0 {
+					return false
+				}
+			}
+		}
+		return files.Stats().Open == 0 && walFDs(t, root) == 0
+	})
+	if st := files.Stats(); st.Opens < groups*3 || st.OpenMax > 4 {
+		t.Fatalf("cache %+v: want an open per replica at least, and at most 4 at once", st)
+	}
+
+	shared := SharedWALFiles().Stats().Opens
+	newTestCluster(t, 1, nil)
+	if SharedWALFiles().Stats().Opens == shared {
+		t.Fatal("a replica without Config.WALFiles opened no file through the shared cache")
 	}
 }

@@ -122,7 +122,12 @@ func (p *Partition) openStores() error {
 	if err := os.MkdirAll(walDir, 0o755); err != nil {
 		return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)
 	}
-	body, _, err := wal.Open(wal.DefaultConfig(walDir))
+	wc := wal.DefaultConfig(walDir)
+	wc.Files = p.cfg.WALFiles
+	if wc.Files == nil {
+		wc.Files = SharedWALFiles()
+	}
+	body, _, err := wal.Open(wc)
 	if err != nil {
 		return fmt.Errorf("partition %s: open wal: %w", p.cfg.GroupID, err)
 	}
@@ -136,6 +141,23 @@ func (p *Partition) openStores() error {
 	p.fsm = f
 	return nil
 }
+
+// SharedWALFiles returns the process's cache of WAL segment files, used
+// by every replica whose Config.WALFiles is nil: at most
+// wal.DefaultFileCacheCapacity message-WAL segment files are open at once
+// in the process, and a replica idle for twice wal.DefaultFileIdleTimeout
+// holds none.
+func SharedWALFiles() *wal.FileCache {
+	return sharedWALFiles()
+}
+
+var sharedWALFiles = sync.OnceValue(func() *wal.FileCache {
+	c, err := wal.NewFileCache(wal.FileCacheConfig{})
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
+	return c
+})
 
 // startRaft starts the raft group. raft restores the newest snapshot
 // inside NewRaft, locally (starting is set); with no snapshot to restore,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/ferrymq/ferry/internal/diskfault"
 	"golang.org/x/sys/unix"
@@ -96,15 +97,26 @@ func cutSegment(seg *segment, size int64) error {
 		seg.buf = seg.buf[:size-seg.flushedBytes]
 	}
 	seg.sizeBytes = size
+	// A failed fsync before the FileCache closed the file is reported
+	// here too: the cut may not cover what it lost.
+	if _, err := seg.h.syncNeeded(); err != nil {
+		return err
+	}
+	f, gen, err := seg.h.acquire(true)
+	if err != nil {
+		return err
+	}
+	defer seg.h.release()
 	// The file may also hold part of a write that failed beyond
 	// flushedBytes.
-	if err := seg.file.Truncate(seg.flushedBytes); err != nil {
+	if err := f.Truncate(seg.flushedBytes); err != nil {
 		return fmt.Errorf("wal: truncate segment %d at offset %d: %w", seg.num, seg.flushedBytes, err)
 	}
 	seg.prewritten = false
-	if err := fdatasync(seg); err != nil {
+	if err := fdatasyncFile(seg.num, f); err != nil {
 		return err
 	}
+	seg.h.synced(gen)
 	return nil
 }
 
@@ -119,11 +131,12 @@ func injectedSyncError(seg *segment) error {
 	return nil
 }
 
-// fdatasync makes seg's written bytes, and its size, durable.
-func fdatasync(seg *segment) error {
-	rc, err := seg.file.SyscallConn()
+// fdatasyncFile makes the written bytes of f, the file of segment num,
+// and its size durable.
+func fdatasyncFile(num uint32, f *os.File) error {
+	rc, err := f.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("wal: sync segment %d: %w", seg.num, err)
+		return fmt.Errorf("wal: sync segment %d: %w", num, err)
 	}
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
@@ -134,10 +147,10 @@ func fdatasync(seg *segment) error {
 			}
 		}
 	}); err != nil {
-		return fmt.Errorf("wal: sync segment %d: %w", seg.num, err)
+		return fmt.Errorf("wal: sync segment %d: %w", num, err)
 	}
 	if serr != nil {
-		return fmt.Errorf("wal: sync segment %d: %w", seg.num, serr)
+		return fmt.Errorf("wal: sync segment %d: %w", num, serr)
 	}
 	return nil
 }
@@ -153,7 +166,8 @@ func (l *Log) SyncData() error {
 		return err
 	}
 	seg := l.active
-	if err := seg.flush(); err != nil {
+	f, gen, err := l.flushForSyncLocked(seg)
+	if err != nil {
 		err = l.fail(err)
 		l.mu.Unlock()
 		return err
@@ -162,12 +176,18 @@ func (l *Log) SyncData() error {
 	l.dirDirty = false
 	l.mu.Unlock()
 
-	// Only the owner closes, rotates or deletes the active segment, so its
-	// file stays open while we sync without the lock. In a chaosdisk build
-	// an armed fault may fail the sync instead.
-	err := injectedSyncError(seg)
-	if err == nil {
-		err = fdatasync(seg)
+	// Only the owner rotates or deletes the active segment, and the
+	// FileCache closes no file in use, so f stays open while we sync
+	// without the lock. In a chaosdisk build an armed fault may fail the
+	// sync instead.
+	err = injectedSyncError(seg)
+	if f != nil {
+		if err == nil {
+			if err = fdatasyncFile(seg.num, f); err == nil {
+				seg.h.synced(gen)
+			}
+		}
+		seg.h.release()
 	}
 	if err == nil && dirDirty {
 		err = syncDir(l.cfg.Dir)
@@ -181,6 +201,21 @@ func (l *Log) SyncData() error {
 		l.mu.Unlock()
 	}
 	return err
+}
+
+// flushForSyncLocked writes seg's buffer and, if the file was written
+// since its last fsync, returns it acquired (the caller syncs and
+// releases it) with its write generation; nil if there is nothing to
+// sync.
+func (l *Log) flushForSyncLocked(seg *segment) (*os.File, uint64, error) {
+	if err := seg.flush(); err != nil {
+		return nil, 0, err
+	}
+	need, err := seg.h.syncNeeded()
+	if err != nil || !need {
+		return nil, 0, err
+	}
+	return seg.h.acquire(false)
 }
 
 // PrefixFunc receives one record of a prefix scan: its key, position,

@@ -92,6 +92,15 @@ type Config struct {
 	// DefaultPrewriteRateMaxBytesPerSecond; must not be negative.
 	PrewriteRateMaxBytesPerSecond int64
 
+	// Files opens and closes the Log's segment files, within the bound
+	// of open files it shares with the other Logs given the same cache,
+	// and closes files (after writing and syncing buffered records) once
+	// the Log is idle; see FileCache. Nil gives the Log a cache of its
+	// own with neither bound nor idle closing: each segment file is
+	// opened when first needed and stays open until the segment is
+	// deleted or the Log closed.
+	Files *FileCache
+
 	// Logger receives recovery reports and background failures (a segment
 	// file that could not be deleted after a pin was released). Nil means
 	// slog.Default().

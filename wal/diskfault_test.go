@@ -52,27 +52,6 @@ func TestWAL_InjectedSyncFailureRollsBack(t *testing.T) {
 	}
 }
 
-// checkScan fails the test unless the log holds exactly want, in order.
-func checkScan(t *testing.T, l *Log, want []record) {
-	t.Helper()
-	var got []record
-	if err := l.Scan(func(key uint64, pos Pos, _ int) error {
-		got = append(got, record{key: key, pos: pos})
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(want) {
-		t.Fatalf("log holds %d records, want %d", len(got), len(want))
-	}
-	for i, r := range want {
-		if got[i].key != r.key || got[i].pos != r.pos {
-			t.Fatalf("record %d: key %d at %v, want key %d at %v", i, got[i].key, got[i].pos, r.key, r.pos)
-		}
-		checkRead(t, l, r.pos, r.key, r.payload)
-	}
-}
-
 // An injected write failure or short write, on a buffered flush or on a
 // large record's direct write, fails the write with EIO; RollbackTo cuts
 // off what reached the file, the next appends succeed, and a reopen finds
@@ -143,4 +122,58 @@ func testInjectedWriteFailure(t *testing.T, kind diskfault.Kind, large bool) {
 		t.Fatalf("reopen after a cut-back write: %s, want %d records and no torn tail", sum, len(kept))
 	}
 	checkScan(t, l2, kept)
+}
+
+// A FileCache fsyncs a written segment file before closing it for another
+// log. An injected failure of that fsync fails the owner's next Sync with
+// EIO and its writes until RollbackTo; then the log takes writes again
+// and a reopen finds exactly the records kept.
+func TestWAL_InjectedSyncFailureOnEviction(t *testing.T) {
+	c := newTestCache(t, 1, -1)
+	dir := t.TempDir()
+	a, _ := openLog(t, cachedConfig(dir, c))
+	b, _ := openLog(t, cachedConfig(t.TempDir(), c))
+	size := func(int) int { return 300 }
+	kept := appendMany(t, a, 1, 5, size)
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	mark := a.End()
+	appendMany(t, a, 100, 20, size) // rotates: the new segment's header is written, not synced
+	if a.Stats().ActiveSegment == mark.Pos().Segment {
+		t.Fatal("no rotation")
+	}
+	defer diskfault.Arm("", 0)
+	if err := diskfault.Arm(dir, 1); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, b, 1, []byte("other log"))
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if diskfault.Remaining() != 0 || a.Stats().OpenFiles != 0 {
+		t.Fatalf("closing log a's written file made no fsync (%d faults left, %d files open)", diskfault.Remaining(), a.Stats().OpenFiles)
+	}
+	if err := a.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync after a failed fsync at eviction: %v, want EIO", err)
+	}
+	if _, err := a.Append(3, []byte("refused")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Append after a failed fsync at eviction: %v, want ErrFailed", err)
+	}
+	if err := a.RollbackTo(mark); err != nil {
+		t.Fatal(err)
+	}
+	kept = append(kept, appendMany(t, a, 300, 3, size)...)
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	checkScan(t, a, kept)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a2, sum := openLog(t, cachedConfig(dir, c))
+	if sum.Truncated || sum.Records != len(kept) {
+		t.Fatalf("reopen: %s, want %d records and no torn tail", sum, len(kept))
+	}
+	checkScan(t, a2, kept)
 }

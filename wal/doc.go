@@ -11,6 +11,24 @@
 // uint64 key chosen by the owner plus an opaque payload; the package never
 // interprets either.
 //
+// It also owns the descriptors of those files, and bounds them. A segment
+// file is opened when an operation needs it (a read of flushed bytes, a
+// flush of the write buffer, a sync, recovery), not at Open, and
+// appending into the write buffer needs none. Logs given the same
+// FileCache (Config.Files) share its bound: at most Capacity segment
+// files (DefaultFileCacheCapacity, 64, unless configured) are open at
+// once across all of them; opening one more first closes the least
+// recently used file no operation is using, and waits if every open file
+// is in use. The cache's sweep, on one timer per cache armed only while
+// it has something to close, writes and syncs the buffer of a Log that
+// appended nothing for IdleTimeout (DefaultFileIdleTimeout, 10 s) and
+// closes files unused for as long, so an idle Log holds no descriptor,
+// no buffered record, and no goroutine or timer of its own. Without
+// Config.Files a Log's files, once opened, stay open until the segment
+// is deleted or the Log closed. A spare segment being filled
+// (Config.PreallocateSegments) holds one descriptor outside the bound
+// until it is ready; a ready spare waits closed.
+//
 // # What it must never do
 //
 //   - Know about queues, messages, Raft or networks. It stores bytes.
@@ -74,7 +92,15 @@
 // without reading them. An active segment that was not pre-written is
 // sealed early, once it holds 256 KiB and a spare is ready.
 // Sealed segments are cut to their last record before
-// the next segment appears, and Close cuts the active one. A file named
+// the next segment appears, and Close cuts the active one.
+//
+// Records are written with positional writes at the Log's own idea of
+// each segment's size, never at the file's offset, so a file the
+// FileCache closed and the Log opens again is written on at the segment's
+// end. Closing a file loses nothing: buffered records live in the Log,
+// not in the file, and a file written since its last fsync is fsynced
+// before the cache closes it (a failure of that fsync fails the owner's
+// next sync, as any failed sync does). A file named
 // "spare.seg.tmp" is a spare being prepared and is deleted by Open.
 //
 // After Open every recovered record counts as live: dead-byte accounting is
@@ -87,6 +113,13 @@
 // and Close are meant to be called by one owner goroutine. Read, ReadRange,
 // Scan, ScanPrefix, ScanSegmentPrefix, Segments, Stats, Pin and the release
 // functions Pin returns may be called from any goroutine at the same time.
+//
+// Locks are taken in one order: a Log's mutex, then its FileCache's. The
+// cache takes no Log's mutex while holding its own (it opens, fsyncs and
+// closes files with its mutex released, and its sweep calls into idle
+// Logs holding no cache lock), and no operation holds two segment files
+// at once, so an operation waiting for a file in a full cache always
+// gets one once another operation's read, write or sync ends.
 //
 // # Durable use
 //

@@ -35,4 +35,12 @@ var (
 	// the file, so the Log refuses further writes. Close it and Open again;
 	// recovery truncates whatever was half-written.
 	ErrFailed = errors.New("wal: log failed after a write error")
+
+	// ErrReopen is returned when a segment file that the Log had closed
+	// (an idle file, or one its FileCache closed to make room) cannot be
+	// opened again: by a read, which then fails, or by a flush or sync,
+	// which then writes nothing. The error also wraps the cause (for
+	// instance syscall.EMFILE or os.ErrNotExist). It does not fail the
+	// Log: buffered records stay buffered and the call may be retried.
+	ErrReopen = errors.New("wal: cannot reopen segment file")
 )

@@ -115,3 +115,24 @@ func appendMany(t testing.TB, l *Log, firstKey uint64, n int, sizeOf func(i int)
 	}
 	return recs
 }
+
+// checkScan fails the test unless the log holds exactly want, in order.
+func checkScan(t *testing.T, l *Log, want []record) {
+	t.Helper()
+	var got []record
+	if err := l.Scan(func(key uint64, pos Pos, _ int) error {
+		got = append(got, record{key: key, pos: pos})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("log holds %d records, want %d", len(got), len(want))
+	}
+	for i, r := range want {
+		if got[i].key != r.key || got[i].pos != r.pos {
+			t.Fatalf("record %d: key %d at %v, want key %d at %v", i, got[i].key, got[i].pos, r.key, r.pos)
+		}
+		checkRead(t, l, r.pos, r.key, r.payload)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // Log is an open segmented log. See the package documentation for which
@@ -15,6 +16,11 @@ import (
 type Log struct {
 	cfg    Config
 	logger *slog.Logger
+	// files opens and closes the segment files: Config.Files, or a cache
+	// of the Log's own without bound or sweep.
+	files *FileCache
+	// appends counts appends, for the idle sweep (read without mu).
+	appends atomic.Uint64
 
 	// mu guards everything below. Read takes it shared for the whole read,
 	// so that a segment cannot be deleted under a pread.
@@ -24,6 +30,9 @@ type Log struct {
 	segments map[uint32]*segment
 	active   *segment
 	dirDirty bool // a segment was created since the directory was fsynced
+	// dirtyNoted is set once the write buffer holds records and files has
+	// been told (FileCache.noteDirty); the idle sweep clears it.
+	dirtyNoted bool
 
 	pins      map[uint64]uint32 // pin id -> highest segment number it covers
 	nextPinID uint64
@@ -54,8 +63,12 @@ func Open(cfg Config) (*Log, RecoverySummary, error) {
 	l := &Log{
 		cfg:      cfg,
 		logger:   cfg.Logger,
+		files:    cfg.Files,
 		segments: make(map[uint32]*segment),
 		pins:     make(map[uint64]uint32),
+	}
+	if l.files == nil {
+		l.files = newFileCache(0, 0)
 	}
 	sum, err := l.recover()
 	if err != nil {
@@ -83,8 +96,10 @@ func (l *Log) writableLocked() error {
 }
 
 // fail records a write failure, which makes the log refuse further writes.
+// A segment file that could not be opened again (ErrReopen) is not one:
+// nothing was written, and the operation may be retried.
 func (l *Log) fail(err error) error {
-	if l.failed == nil {
+	if l.failed == nil && !errors.Is(err, ErrReopen) {
 		l.failed = err
 	}
 	return err
@@ -132,6 +147,11 @@ func (l *Log) appendLocked(key uint64, payload []byte) (Pos, error) {
 	seg.records++
 	seg.recordBytes += size
 	l.recordsAppended++
+	l.appends.Add(1)
+	if !l.dirtyNoted && len(seg.buf) > 0 {
+		l.dirtyNoted = true
+		l.files.noteDirty(l)
+	}
 	l.startSpareLocked()
 	if l.cfg.SyncOnAppend {
 		if err := l.syncLocked(); err != nil {
@@ -157,13 +177,13 @@ func (l *Log) rotateLocked() error {
 	if err := injectedSyncError(old); err != nil {
 		return l.fail(err)
 	}
-	if err := old.file.Sync(); err != nil {
-		return l.fail(fmt.Errorf("wal: sync segment %d: %w", old.num, err))
+	if err := old.syncFile(false); err != nil {
+		return l.fail(err)
 	}
 	next := l.takeSpareLocked(old.num + 1)
 	if next == nil {
 		var err error
-		if next, err = createSegment(l.cfg.Dir, old.num+1); err != nil {
+		if next, err = l.createSegment(old.num + 1); err != nil {
 			return err
 		}
 	}
@@ -265,8 +285,8 @@ func (l *Log) syncLocked() error {
 	if err := injectedSyncError(seg); err != nil {
 		return l.fail(err)
 	}
-	if err := seg.file.Sync(); err != nil {
-		return l.fail(fmt.Errorf("wal: sync segment %d: %w", seg.num, err))
+	if err := seg.syncFile(false); err != nil {
+		return l.fail(err)
 	}
 	if l.dirDirty {
 		if err := syncDir(l.cfg.Dir); err != nil {
@@ -299,6 +319,7 @@ func (l *Log) Close() error {
 		}
 	}
 	l.closed = true
+	l.files.forget(l)
 	for _, seg := range l.segments {
 		if seg.pendingDelete {
 			errs = append(errs, l.deleteLocked(seg))
@@ -365,6 +386,9 @@ type Stats struct {
 	// ActivePrewritten reports whether the active segment is a pre-written
 	// one (its file extends past its records with zeros).
 	ActivePrewritten bool
+	// OpenFiles counts the Log's segment files open now (see FileCache);
+	// a ready spare is never open, one being filled is not counted.
+	OpenFiles int
 }
 
 // Stats returns current sizes and counters. Safe for concurrent use.
@@ -392,6 +416,9 @@ func (l *Log) Stats() Stats {
 	for _, seg := range l.segments {
 		if seg.pendingDelete {
 			st.SegmentsPendingDelete++
+		}
+		if seg.h.isOpen() {
+			st.OpenFiles++
 		}
 		st.TotalBytes += seg.sizeBytes
 		st.RecordBytes += seg.recordBytes

@@ -20,7 +20,9 @@ import (
 // segment as before. The first segment of a directory, and the one active
 // when a Log is opened, are not pre-written: once such a segment holds
 // earlySealBytes a spare is prepared and the segment is sealed early when
-// it is ready.
+// it is ready. The spare's file is open only while it is filled (outside
+// any FileCache bound); a ready spare waits closed, and rotation opens it
+// as a segment through the FileCache.
 const (
 	// spareFileName is the spare's name while it is prepared and waits.
 	// Recovery deletes a spare left by a crash.
@@ -35,9 +37,9 @@ const (
 // spareState is the Log's spare segment file. Fields are guarded by
 // Log.mu.
 type spareState struct {
-	file      *os.File // a ready spare, or nil
-	bytes     int64    // size of the ready spare's file
-	preparing bool     // a goroutine is filling a spare
+	ready     bool  // a filled spare waits, closed, under spareFileName
+	bytes     int64 // size of the ready spare's file
+	preparing bool  // a goroutine is filling a spare
 	// skippedFor is the active segment for which no spare is prepared
 	// because it is being written too fast (Config.PrewriteRateMaxBytesPerSecond).
 	skippedFor uint32
@@ -88,7 +90,7 @@ func (l *Log) spareStartBytesLocked() int64 {
 // pre-written, should be sealed now that a spare is ready. Segments of at
 // most twice earlySealBytes are never sealed early.
 func (l *Log) sealEarlyLocked() bool {
-	return l.spare.file != nil && !l.active.prewritten && l.active.sizeBytes >= earlySealBytes &&
+	return l.spare.ready && !l.active.prewritten && l.active.sizeBytes >= earlySealBytes &&
 		l.cfg.SegmentBytesMax > 2*earlySealBytes
 }
 
@@ -98,7 +100,7 @@ func (l *Log) sealEarlyLocked() bool {
 // Config.PrewriteRateMaxBytesPerSecond. Waiting keeps idle logs from
 // holding a spare. The rate is judged once per segment.
 func (l *Log) startSpareLocked() {
-	if !l.cfg.PreallocateSegments || l.closed || l.spare.file != nil || l.spare.preparing ||
+	if !l.cfg.PreallocateSegments || l.closed || l.spare.ready || l.spare.preparing ||
 		l.active.sizeBytes < l.spareStartBytesLocked() || l.spare.failedFor == l.active.num ||
 		l.spare.skippedFor == l.active.num {
 		return
@@ -136,6 +138,13 @@ func (l *Log) prepareSpare(stop <-chan struct{}, done chan<- struct{}) {
 	if err == nil {
 		err = syncDir(l.cfg.Dir)
 	}
+	created := f != nil // a file this call created; nothing else is removed
+	if created {
+		// A ready spare waits closed: an idle log holds no descriptor.
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("wal: close spare segment: %w", cerr)
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.spare.preparing = false
@@ -143,8 +152,7 @@ func (l *Log) prepareSpare(stop <-chan struct{}, done chan<- struct{}) {
 		err = ErrClosed
 	}
 	if err != nil {
-		if f != nil { // a file this call created; nothing else is removed
-			_ = f.Close()
+		if created {
 			_ = os.Remove(path)
 		}
 		l.spareFailures++
@@ -157,7 +165,7 @@ func (l *Log) prepareSpare(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		return
 	}
-	l.spare.file, l.spare.bytes = f, l.cfg.SegmentBytesMax
+	l.spare.ready, l.spare.bytes = true, l.cfg.SegmentBytesMax
 }
 
 // errSpareStopped reports a fill interrupted by Close.
@@ -219,34 +227,39 @@ func pauseFill(d time.Duration, stop <-chan struct{}) bool {
 // segment as usual). The next spare is started by a later append, once
 // the new segment is half full.
 func (l *Log) takeSpareLocked(num uint32) *segment {
-	f := l.spare.file
-	if f == nil {
+	if !l.spare.ready {
 		return nil
 	}
-	l.spare.file, l.spare.bytes = nil, 0
+	l.spare.ready, l.spare.bytes = false, 0
 	from := filepath.Join(l.cfg.Dir, spareFileName)
-	path := filepath.Join(l.cfg.Dir, segmentFileName(num))
-	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE); err != nil {
-		_ = f.Close()
+	seg := l.newSegment(num, false)
+	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, seg.path, unix.RENAME_NOREPLACE); err != nil {
 		_ = os.Remove(from)
 		l.logger.Warn("wal: could not use the pre-written segment", "dir", l.cfg.Dir, "segment", num, "err", err)
 		return nil
 	}
-	hdr := encodeSegmentHeader(num)
-	if _, err := f.WriteAt(hdr[:], 0); err != nil {
-		_ = f.Close()
-		_ = os.Remove(path)
+	if err := writeSpareHeader(seg); err != nil {
+		_ = seg.close()
+		_ = os.Remove(seg.path)
 		l.logger.Warn("wal: could not use the pre-written segment", "dir", l.cfg.Dir, "segment", num, "err", err)
 		return nil
 	}
-	return &segment{
-		num:          num,
-		path:         path,
-		file:         f,
-		sizeBytes:    segmentHeaderBytes,
-		flushedBytes: segmentHeaderBytes,
-		prewritten:   true,
+	seg.sizeBytes, seg.flushedBytes, seg.prewritten = segmentHeaderBytes, segmentHeaderBytes, true
+	return seg
+}
+
+// writeSpareHeader writes the header of seg, a spare renamed into place.
+func writeSpareHeader(seg *segment) error {
+	f, _, err := seg.h.acquire(true)
+	if err != nil {
+		return err
 	}
+	defer seg.h.release()
+	hdr := encodeSegmentHeader(seg.num)
+	if _, err := f.WriteAt(hdr[:], 0); err != nil {
+		return fmt.Errorf("wal: write header of segment %d: %w", seg.num, err)
+	}
+	return nil
 }
 
 // stopSpare interrupts a spare being prepared, waits for it, and removes
@@ -263,13 +276,11 @@ func (l *Log) stopSpare() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	f := l.spare.file
-	if f == nil {
+	if !l.spare.ready {
 		return nil
 	}
-	l.spare.file, l.spare.bytes = nil, 0
-	err := errors.Join(f.Close(), os.Remove(filepath.Join(l.cfg.Dir, spareFileName)))
-	if err != nil {
+	l.spare.ready, l.spare.bytes = false, 0
+	if err := os.Remove(filepath.Join(l.cfg.Dir, spareFileName)); err != nil {
 		return fmt.Errorf("wal: remove spare segment: %w", err)
 	}
 	return nil
@@ -285,7 +296,12 @@ func trimPrewritten(seg *segment) error {
 	if err := seg.flush(); err != nil {
 		return err
 	}
-	if err := seg.file.Truncate(seg.flushedBytes); err != nil {
+	f, _, err := seg.h.acquire(true)
+	if err != nil {
+		return err
+	}
+	defer seg.h.release()
+	if err := f.Truncate(seg.flushedBytes); err != nil {
 		return fmt.Errorf("wal: truncate segment %d at offset %d: %w", seg.num, seg.flushedBytes, err)
 	}
 	seg.prewritten = false

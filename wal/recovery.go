@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -54,7 +53,7 @@ func (l *Log) recover() (RecoverySummary, error) {
 		return sum, err
 	}
 	if len(nums) == 0 {
-		seg, err := createSegment(l.cfg.Dir, 1)
+		seg, err := l.createSegment(1)
 		if err != nil {
 			return sum, err
 		}
@@ -97,42 +96,48 @@ func (l *Log) activate(seg *segment) {
 	l.active = seg
 }
 
-// openSegmentFile opens segment num and returns it with its size.
-func (l *Log) openSegmentFile(num uint32, flag int) (*segment, error) {
-	path := filepath.Join(l.cfg.Dir, segmentFileName(num))
-	f, err := os.OpenFile(path, flag, 0)
+// openSegmentFile opens segment num and returns it with its size and
+// its file, acquired for the caller to release; write marks the file as
+// needing an fsync.
+func (l *Log) openSegmentFile(num uint32, write bool) (*segment, *os.File, error) {
+	seg := l.newSegment(num, false)
+	f, _, err := seg.h.acquire(write)
 	if err != nil {
-		return nil, fmt.Errorf("wal: open segment %d: %w", num, err)
+		return nil, nil, err
 	}
 	info, err := f.Stat()
+	if err == nil && info.Size() > SegmentBytesLimit {
+		err = corruptf(num, 0, "file is %d bytes, beyond the %d-byte segment limit", info.Size(), SegmentBytesLimit)
+	} else if err != nil {
+		err = fmt.Errorf("wal: stat segment %d: %w", num, err)
+	}
 	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("wal: stat segment %d: %w", num, err)
+		seg.h.release()
+		_ = seg.close()
+		return nil, nil, err
 	}
-	seg := &segment{num: num, path: path, file: f, sizeBytes: info.Size(), flushedBytes: info.Size()}
-	if info.Size() > SegmentBytesLimit {
-		_ = f.Close()
-		return nil, corruptf(num, 0, "file is %d bytes, beyond the %d-byte segment limit", info.Size(), SegmentBytesLimit)
-	}
-	return seg, nil
+	seg.sizeBytes, seg.flushedBytes = info.Size(), info.Size()
+	return seg, f, nil
 }
 
-// readHeader returns what is wrong with seg's header, or "".
-func readHeader(seg *segment) (string, error) {
+// readHeader returns what is wrong with the header of seg, whose file is
+// f, or "".
+func readHeader(seg *segment, f *os.File) (string, error) {
 	if seg.sizeBytes < segmentHeaderBytes {
 		return checkSegmentHeader(nil, seg.num), nil
 	}
 	var b [segmentHeaderBytes]byte
-	if _, err := seg.file.ReadAt(b[:], 0); err != nil {
+	if _, err := f.ReadAt(b[:], 0); err != nil {
 		return "", fmt.Errorf("wal: read header of segment %d: %w", seg.num, err)
 	}
 	return checkSegmentHeader(b[:], seg.num), nil
 }
 
-// scanRecords walks seg's records, counting them. It returns the first
-// frame error, if any, with the records before it counted.
-func scanRecords(seg *segment) (*frameError, error) {
-	sc := newRecordScanner(seg.file, segmentHeaderBytes, seg.sizeBytes, false)
+// scanRecords walks the records of seg, whose file is f, counting them.
+// It returns the first frame error, if any, with the records before it
+// counted.
+func scanRecords(seg *segment, f *os.File) (*frameError, error) {
+	sc := newRecordScanner(f, segmentHeaderBytes, seg.sizeBytes, false)
 	for {
 		_, err := sc.next()
 		if err == io.EOF {
@@ -151,27 +156,12 @@ func scanRecords(seg *segment) (*frameError, error) {
 
 // recoverSealed opens and verifies a sealed segment: every byte must parse.
 func (l *Log) recoverSealed(num uint32) (*segment, error) {
-	seg, err := l.openSegmentFile(num, os.O_RDONLY)
+	seg, f, err := l.openSegmentFile(num, false)
 	if err != nil {
 		return nil, err
 	}
-	err = func() error {
-		reason, err := readHeader(seg)
-		if err != nil {
-			return err
-		}
-		if reason != "" {
-			return corruptf(num, 0, "%s", reason)
-		}
-		fe, err := scanRecords(seg)
-		if err != nil {
-			return err
-		}
-		if fe != nil {
-			return corruptf(num, fe.offset, "%s (sealed segment)", fe.reason)
-		}
-		return nil
-	}()
+	err = verifySealed(seg, f)
+	seg.h.release()
 	if err != nil {
 		_ = seg.close()
 		return nil, err
@@ -181,14 +171,37 @@ func (l *Log) recoverSealed(num uint32) (*segment, error) {
 	return seg, nil
 }
 
-// recoverActive opens the last segment read-write, repairs a torn header
-// or tail, and reports any truncation in sum.
+// verifySealed checks the header and every record of seg, whose file is
+// f.
+func verifySealed(seg *segment, f *os.File) error {
+	reason, err := readHeader(seg, f)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		return corruptf(seg.num, 0, "%s", reason)
+	}
+	fe, err := scanRecords(seg, f)
+	if err != nil {
+		return err
+	}
+	if fe != nil {
+		return corruptf(seg.num, fe.offset, "%s (sealed segment)", fe.reason)
+	}
+	return nil
+}
+
+// recoverActive opens the last segment, repairs a torn header or tail,
+// and reports any truncation in sum. Its file counts as written, so that
+// the first sync fsyncs whatever an earlier process left unsynced.
 func (l *Log) recoverActive(num uint32, sum *RecoverySummary) (*segment, error) {
-	seg, err := l.openSegmentFile(num, os.O_RDWR)
+	seg, f, err := l.openSegmentFile(num, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.repairActive(seg, sum); err != nil {
+	err = l.repairActive(seg, f, sum)
+	seg.h.release()
+	if err != nil {
 		_ = seg.close()
 		return nil, err
 	}
@@ -196,37 +209,37 @@ func (l *Log) recoverActive(num uint32, sum *RecoverySummary) (*segment, error) 
 	return seg, nil
 }
 
-// repairActive does the work of recoverActive on an open segment.
-func (l *Log) repairActive(seg *segment, sum *RecoverySummary) error {
-	reason, err := readHeader(seg)
+// repairActive does the work of recoverActive on seg, whose file is f.
+func (l *Log) repairActive(seg *segment, f *os.File, sum *RecoverySummary) error {
+	reason, err := readHeader(seg, f)
 	if err != nil {
 		return err
 	}
 	if reason != "" {
-		zero, err := allZero(seg.file, seg.sizeBytes)
+		zero, err := allZero(f, seg.sizeBytes)
 		if err != nil {
 			return err
 		}
 		if seg.sizeBytes >= segmentHeaderBytes && !zero {
 			return corruptf(seg.num, 0, "%s", reason)
 		}
-		return l.rewriteHeader(seg, sum, reason)
+		return l.rewriteHeader(seg, f, sum, reason)
 	}
-	fe, err := scanRecords(seg)
+	fe, err := scanRecords(seg, f)
 	if err != nil || fe == nil {
 		return err
 	}
-	end, err := dataEnd(seg.file, fe.offset, seg.sizeBytes)
+	end, err := dataEnd(f, fe.offset, seg.sizeBytes)
 	if err != nil {
 		return fmt.Errorf("wal: segment %d: %w", seg.num, err)
 	}
 	if end == fe.offset {
-		return l.truncateTail(seg, fe.offset, zeroTailReason, sum)
+		return l.truncateTail(seg, f, fe.offset, zeroTailReason, sum)
 	}
 	// A record after the damage means the damage is not a torn tail. Only
 	// the bytes before the trailing zeros are read.
 	rest := make([]byte, max(end-fe.offset-1, 0))
-	if _, err := seg.file.ReadAt(rest, fe.offset+1); err != nil {
+	if _, err := f.ReadAt(rest, fe.offset+1); err != nil {
 		return fmt.Errorf("wal: read tail of segment %d: %w", seg.num, err)
 	}
 	p, exhausted := findValidRecordZeroTail(rest, seg.sizeBytes-fe.offset-1-int64(len(rest)), l.cfg.RecordBytesMax, tailSearchBudgetBytes)
@@ -237,17 +250,17 @@ func (l *Log) repairActive(seg *segment, sum *RecoverySummary) error {
 		return corruptf(seg.num, fe.offset, "%s, and the %d bytes after it could not be ruled out as valid records",
 			fe.reason, seg.sizeBytes-fe.offset-1)
 	}
-	return l.truncateTail(seg, fe.offset, fe.reason, sum)
+	return l.truncateTail(seg, f, fe.offset, fe.reason, sum)
 }
 
 // rewriteHeader replaces a segment torn during creation with an empty one.
-func (l *Log) rewriteHeader(seg *segment, sum *RecoverySummary, reason string) error {
+func (l *Log) rewriteHeader(seg *segment, f *os.File, sum *RecoverySummary, reason string) error {
 	cut := seg.sizeBytes
-	if err := seg.file.Truncate(0); err != nil {
+	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("wal: truncate segment %d: %w", seg.num, err)
 	}
 	hdr := encodeSegmentHeader(seg.num)
-	if _, err := seg.file.WriteAt(hdr[:], 0); err != nil {
+	if _, err := f.WriteAt(hdr[:], 0); err != nil {
 		return fmt.Errorf("wal: rewrite header of segment %d: %w", seg.num, err)
 	}
 	seg.sizeBytes, seg.flushedBytes = segmentHeaderBytes, segmentHeaderBytes
@@ -255,9 +268,9 @@ func (l *Log) rewriteHeader(seg *segment, sum *RecoverySummary, reason string) e
 	return nil
 }
 
-// truncateTail cuts seg at offset.
-func (l *Log) truncateTail(seg *segment, offset int64, reason string, sum *RecoverySummary) error {
-	if err := seg.file.Truncate(offset); err != nil {
+// truncateTail cuts seg, whose file is f, at offset.
+func (l *Log) truncateTail(seg *segment, f *os.File, offset int64, reason string, sum *RecoverySummary) error {
+	if err := f.Truncate(offset); err != nil {
 		return fmt.Errorf("wal: truncate segment %d at offset %d: %w", seg.num, offset, err)
 	}
 	cut := seg.sizeBytes - offset

@@ -95,11 +95,12 @@ func RemoveSegments(dir string) error {
 }
 
 // segment is one segment file and its accounting. Fields are guarded by
-// Log.mu; file is safe for concurrent ReadAt.
+// Log.mu; h opens and closes the file through the Log's FileCache and is
+// safe for concurrent use.
 type segment struct {
 	num  uint32
 	path string
-	file *os.File
+	h    *fileHandle
 
 	// sizeBytes is the logical size: bytes in the file plus buffered ones.
 	sizeBytes int64
@@ -125,26 +126,30 @@ type segment struct {
 	deleted         bool
 }
 
-// createSegment creates segment num in dir and writes its header.
-func createSegment(dir string, num uint32) (*segment, error) {
-	path := filepath.Join(dir, segmentFileName(num))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, segmentFileMode)
+// newSegment returns segment num of the log, its file not yet open;
+// create makes the first open create the file.
+func (l *Log) newSegment(num uint32, create bool) *segment {
+	path := filepath.Join(l.cfg.Dir, segmentFileName(num))
+	return &segment{num: num, path: path, h: l.files.handle(num, path, create)}
+}
+
+// createSegment creates segment num and writes its header.
+func (l *Log) createSegment(num uint32) (*segment, error) {
+	seg := l.newSegment(num, true)
+	f, _, err := seg.h.acquire(true)
 	if err != nil {
-		return nil, fmt.Errorf("wal: create segment %d: %w", num, err)
+		return nil, err
 	}
 	hdr := encodeSegmentHeader(num)
-	if _, err := f.WriteAt(hdr[:], 0); err != nil {
-		_ = f.Close()
-		_ = os.Remove(path)
+	_, err = f.WriteAt(hdr[:], 0)
+	seg.h.release()
+	if err != nil {
+		_ = seg.close()
+		_ = os.Remove(seg.path)
 		return nil, fmt.Errorf("wal: write header of segment %d: %w", num, err)
 	}
-	return &segment{
-		num:          num,
-		path:         path,
-		file:         f,
-		sizeBytes:    segmentHeaderBytes,
-		flushedBytes: segmentHeaderBytes,
-	}, nil
+	seg.sizeBytes, seg.flushedBytes = segmentHeaderBytes, segmentHeaderBytes
+	return seg, nil
 }
 
 // liveBytes is the record bytes not marked dead.
@@ -165,7 +170,13 @@ func (s *segment) readAt(p []byte, off int64) error {
 		if off+n > s.flushedBytes {
 			n = s.flushedBytes - off
 		}
-		if _, err := s.file.ReadAt(p[:n], off); err != nil {
+		f, _, err := s.h.acquire(false)
+		if err != nil {
+			return err
+		}
+		_, err = f.ReadAt(p[:n], off)
+		s.h.release()
+		if err != nil {
 			return fmt.Errorf("wal: read segment %d offset %d: %w", s.num, off, err)
 		}
 		p, off = p[n:], off+n
@@ -193,8 +204,13 @@ func (s *segment) appendRecord(hdr, payload []byte) error {
 		s.sizeBytes += int64(n)
 		return nil
 	}
+	f, _, err := s.h.acquire(true)
+	if err != nil {
+		return err
+	}
+	defer s.h.release()
 	for _, part := range [][]byte{hdr, payload} {
-		if _, err := s.writeFile(part, s.flushedBytes); err != nil {
+		if _, err := s.writeFile(f, part, s.flushedBytes); err != nil {
 			return fmt.Errorf("wal: write segment %d offset %d: %w", s.num, s.flushedBytes, err)
 		}
 		s.flushedBytes += int64(len(part))
@@ -208,7 +224,12 @@ func (s *segment) flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
-	n, err := s.writeFile(s.buf, s.flushedBytes)
+	f, _, err := s.h.acquire(true)
+	if err != nil {
+		return err
+	}
+	n, err := s.writeFile(f, s.buf, s.flushedBytes)
+	s.h.release()
 	s.flushedBytes += int64(n)
 	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
 	if err != nil {
@@ -217,32 +238,50 @@ func (s *segment) flush() error {
 	return nil
 }
 
-// writeFile writes p at offset off of the segment file. In a chaosdisk
+// writeFile writes p at offset off of f, the segment's file. In a chaosdisk
 // build an armed fault may fail it, after writing part of p or nothing;
 // either way the caller treats it as a failed write, and the owner's
 // RollbackTo truncates whatever reached the file.
-func (s *segment) writeFile(p []byte, off int64) (int, error) {
+func (s *segment) writeFile(f *os.File, p []byte, off int64) (int, error) {
 	allowed, fault := diskfault.WriteFault(s.path, len(p))
 	if fault == nil {
-		return s.file.WriteAt(p, off)
+		return f.WriteAt(p, off)
 	}
-	n, err := s.file.WriteAt(p[:allowed], off)
+	n, err := f.WriteAt(p[:allowed], off)
 	if err == nil {
 		err = fault
 	}
 	return n, err
 }
 
-// close closes the segment's file.
+// close closes the segment's file for good (the segment is deleted or
+// its Log closed).
 func (s *segment) close() error {
-	if s.file == nil {
-		return nil
+	return s.h.drop()
+}
+
+// syncFile fsyncs the segment's file (fdatasync when data is set), unless
+// nothing was written to it since its last fsync. It reports the failure
+// of an fsync the FileCache made before closing the file.
+func (s *segment) syncFile(data bool) error {
+	need, err := s.h.syncNeeded()
+	if err != nil || !need {
+		return err
 	}
-	err := s.file.Close()
-	s.file = nil
+	f, gen, err := s.h.acquire(false)
 	if err != nil {
-		return fmt.Errorf("wal: close segment %d: %w", s.num, err)
+		return err
 	}
+	defer s.h.release()
+	if data {
+		err = fdatasyncFile(s.num, f)
+	} else if err = f.Sync(); err != nil {
+		err = fmt.Errorf("wal: sync segment %d: %w", s.num, err)
+	}
+	if err != nil {
+		return err
+	}
+	s.h.synced(gen)
 	return nil
 }
 

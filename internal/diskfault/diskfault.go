@@ -12,8 +12,9 @@
 // whatever was armed, and a count of 0 disarms.
 //
 // The hooks (SyncError, WriteFault) are called by package wal before each
-// fsync of an append and each write of records to a segment, with the
-// segment file's path.
+// fsync of an append (including the fsync of a written segment file that
+// a wal.FileCache closes) and each write of records to a segment, with
+// the segment file's path.
 // In a normal build they return constants and cost nothing measurable.
 // The sync of a cut-back (wal's RollbackTo) is never failed, so that a
 // failed write can always be undone.
@@ -82,7 +83,8 @@ func ParseKind(s string) (Kind, error) {
 
 // SyncError returns the injected error for an fsync of the file at path,
 // or nil. The wal calls it before every fsync of an append (Sync, SyncData,
-// sealing a segment), with the segment file's path.
+// sealing a segment, closing a written file for a wal.FileCache), with
+// the segment file's path.
 func SyncError(path string) error { return syncError(path) }
 
 // WriteFault says what a write of n bytes to the file at path does: it
