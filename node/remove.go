@@ -83,31 +83,42 @@ func (n *Node) promoteVoters() {
 // catalog's placement: servers no longer placed are removed first (so the
 // quorum never counts a departed node), then placed replicas missing from
 // the group are added. A leader whose catalog may lag the meta group's
-// leaves its group alone: it would undo a newer placement.
-func (rs *replicaSet) syncMembers(r *replica, nodes map[string]meta.Node) {
-	if !r.p.IsLeader() || !rs.n.meta.caughtUp() {
-		return
+// leaves its group alone: it would undo a newer placement. It reports
+// whether the group now matches the placement (false: the next pass tries
+// again).
+func (rs *replicaSet) syncMembers(r *replica, nodes map[string]meta.Node) bool {
+	if !r.p.IsLeader() {
+		return true
+	}
+	if !rs.n.meta.caughtUp() {
+		return false
 	}
 	voters := r.p.Status().Voters
+	synced := true
 	for _, id := range voters {
 		if slices.Contains(r.a.Replicas, id) {
 			continue
 		}
 		if err := r.p.RemoveServer(id); err != nil {
 			rs.n.logger.Warn("removing a replica from its partition failed", "group", r.a.GroupID, "replica", id, "err", err)
-			return
+			return false
 		}
 		rs.n.logger.Info("replica removed from its partition", "group", r.a.GroupID, "replica", id)
 	}
 	for _, id := range r.a.Replicas {
 		nd, ok := nodes[id]
-		if slices.Contains(voters, id) || !ok {
+		if slices.Contains(voters, id) {
+			continue
+		}
+		if !ok {
+			synced = false // not registered yet: next pass
 			continue
 		}
 		if err := r.p.AddVoter(id, nd.RaftAddr); err != nil {
 			rs.n.logger.Warn("adding a replica to its partition failed", "group", r.a.GroupID, "replica", id, "err", err)
-			return
+			return false
 		}
 		rs.n.logger.Info("replica added to its partition", "group", r.a.GroupID, "replica", id)
 	}
+	return synced
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,6 +33,9 @@ type replicaSet struct {
 	handovers chan struct{}
 	handing   sync.WaitGroup
 
+	// campaigns bounds this node's replicas campaigning at once.
+	campaigns *partition.Campaigns
+
 	// afterCatalogRead, when set (tests only), runs in reconcile right
 	// after it read the catalog.
 	afterCatalogRead func()
@@ -49,11 +53,27 @@ const preferInterval = 30 * time.Second
 type replica struct {
 	a meta.Assignment
 	p *partition.Partition
+	// syncedTerm is the leader term in which this replica, as leader,
+	// last brought its group's members and config in line with a (zero:
+	// not yet). Reconcile reads and writes it, under rs.reconciling; a
+	// changed assignment gets a fresh replica value, so it starts at zero.
+	syncedTerm uint64
+}
+
+// sameAssignment reports whether two assignments of a group ask for the
+// same thing.
+func sameAssignment(a, b meta.Assignment) bool {
+	return a.Queue == b.Queue && a.QueueID == b.QueueID && a.Index == b.Index && a.GroupID == b.GroupID &&
+		a.Join == b.Join && a.Config == b.Config && slices.Equal(a.Replicas, b.Replicas)
 }
 
 func newReplicaSet(n *Node) *replicaSet {
+	campaigns, err := partition.NewCampaigns(partition.DefaultCampaignsMax)
+	if err != nil {
+		panic(err) // a constant within bounds
+	}
 	return &replicaSet{n: n, running: map[string]*replica{}, starting: map[string]bool{}, lastPrefer: map[string]time.Time{},
-		handovers: make(chan struct{}, handoversMax)}
+		handovers: make(chan struct{}, handoversMax), campaigns: campaigns}
 }
 
 // get returns the running replica of group, or nil.
@@ -138,7 +158,7 @@ func (rs *replicaSet) reconcile() {
 	for _, a := range assigned {
 		rs.mu.Lock()
 		r := rs.running[a.GroupID]
-		if r != nil {
+		if r != nil && !sameAssignment(r.a, a) {
 			r = &replica{a: a, p: r.p}
 			rs.running[a.GroupID] = r
 		}
@@ -147,11 +167,24 @@ func (rs *replicaSet) reconcile() {
 			starts = append(starts, a)
 			continue
 		}
-		rs.syncMembers(r, nodes)
-		rs.syncConfig(r)
-		rs.preferLeader(r, nodes)
+		rs.syncLeader(r, nodes)
 	}
 	rs.startAll(starts, nodes)
+}
+
+// syncLeader has a leading replica bring its group's members and config
+// in line with its assignment, once per assignment and leader term (a
+// pass over thousands of replicas asks each group's raft nothing when
+// nothing changed), and hand leadership to the preferred replica.
+func (rs *replicaSet) syncLeader(r *replica, nodes map[string]meta.Node) {
+	term, leading := r.p.LeaderTerm()
+	if !leading {
+		return
+	}
+	if r.syncedTerm != term && rs.syncMembers(r, nodes) && rs.syncConfig(r) {
+		r.syncedTerm = term
+	}
+	rs.preferLeader(r, nodes)
 }
 
 // assignedHere returns this node's assignments and the catalog's nodes.
@@ -258,6 +291,7 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	pc := rs.n.cfg.partitionConfig(partition.DefaultConfig(a.GroupID, rs.n.cfg.ID, rs.dir(a.GroupID)))
 	pc.Transport = trans
 	pc.Liveness = rs.n.raftNet
+	pc.Campaigns = rs.campaigns
 	pc.Logs = rs.n.logs
 	pc.Peers = peers
 	pc.Queue = a.Config
@@ -331,10 +365,11 @@ func (rs *replicaSet) preferLeader(r *replica, nodes map[string]meta.Node) {
 }
 
 // syncConfig has a leader propose the catalog's queue config when its FSM
-// still runs another one.
-func (rs *replicaSet) syncConfig(r *replica) {
+// still runs another one, and reports whether it now runs the catalog's
+// (or leads no more).
+func (rs *replicaSet) syncConfig(r *replica) bool {
 	if !r.p.IsLeader() || r.p.Config() == r.a.Config {
-		return
+		return true
 	}
 	cfg := r.a.Config
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -342,7 +377,9 @@ func (rs *replicaSet) syncConfig(r *replica) {
 	res, err := r.p.Propose(ctx, fsm.Command{Type: fsm.CmdSetConfig, SetConfig: &cfg})
 	if err != nil || res.Err != nil {
 		rs.n.logger.Warn("applying queue config failed", "group", r.a.GroupID, "err", err, "result", res.Err)
+		return false
 	}
+	return true
 }
 
 func (rs *replicaSet) closeAll() {

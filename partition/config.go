@@ -35,6 +35,9 @@ type Config struct {
 	// node's shared raft transport probes its peers); with QuiesceAfter it
 	// lets an idle group quiesce. Nil: the group never quiesces.
 	Liveness raft.Liveness
+	// Campaigns, when set, bounds how many replicas of the node campaign
+	// at once (one value per node, shared by its replicas). Nil: no bound.
+	Campaigns *Campaigns
 	// QuiesceAfter is how long a leader's log must go without a new entry
 	// before it stops heartbeating the followers that have everything (see
 	// raft.Config.QuiesceAfter in third_party/raft). Zero: never.
@@ -237,6 +240,9 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.CommitTimeout = c.CommitTimeout
 	if c.Liveness != nil {
 		rc.Liveness, rc.QuiesceAfter = c.Liveness, c.QuiesceAfter
+	}
+	if c.Campaigns != nil {
+		rc.Campaigns = c.Campaigns
 	}
 	rc.MaxAppendEntries = c.MaxAppendEntries
 	rc.BatchApplyCh = true

@@ -269,9 +269,9 @@ func (p *Partition) Close() error {
 // RaftLogger adapts l for hashicorp/raft. Raft reports routine events
 // (elections, pipeline restarts, snapshots) at Info; they are demoted to
 // Debug so that a node's Info log stays readable. Warnings and errors keep
-// their level.
+// their level, within a budget for the whole process (raftlogger.go).
 func RaftLogger(l *slog.Logger) hclog.Logger {
-	return transport.NewHCLogger(slog.New(demoteInfo{l.Handler()})).Named("raft")
+	return transport.NewHCLogger(slog.New(demoteInfo{limitedHandler{l.Handler(), raftWarnings}})).Named("raft")
 }
 
 // demoteInfo is a slog.Handler that logs Info records at Debug.

@@ -222,6 +222,12 @@ type Raft struct {
 	// prevote feature is disabled if set to true.
 	preVoteDisabled bool
 
+	// campaigns is Config.Campaigns (Ferry fork); campaignHeld and
+	// campaignRounds say whether this group holds a slot and for how many
+	// election rounds (main thread only).
+	campaigns      CampaignLimiter
+	campaignHeld   bool
+	campaignRounds int
 	// liveness is Config.Liveness (Ferry fork): nil when quiescence is off.
 	liveness Liveness
 	// followerQuiesced (Ferry fork) is set while the leader's latest
@@ -593,6 +599,7 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 		preVoteDisabled:       conf.PreVoteDisabled || !transportSupportPreVote,
 		noLegacyTelemetry:     conf.NoLegacyTelemetry,
 		liveness:              conf.Liveness,
+		campaigns:             conf.Campaigns,
 		RestoreCommittedLogs:  conf.RestoreCommittedLogs,
 	}
 	if !transportSupportPreVote && !conf.PreVoteDisabled {

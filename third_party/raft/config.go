@@ -253,6 +253,10 @@ type Config struct {
 	// interface. Otherwise, Raft will fail to start and return ErrIncompatibleLogStore.
 	RestoreCommittedLogs bool
 
+	// Campaigns (Ferry fork), when set, bounds how many groups sharing it
+	// campaign at once; see CampaignLimiter. Nil: no bound.
+	Campaigns CampaignLimiter
+
 	// Liveness (Ferry fork) tells a quiescing group whether a peer's node
 	// is up; see QuiesceAfter. Nil disables quiescence.
 	Liveness Liveness

@@ -65,11 +65,15 @@ func (r *Raft) peerAlive(s *followerReplication) (bool, <-chan struct{}) {
 	return r.liveness.PeerAlive(peer.ID, peer.Address)
 }
 
-// wakeFollower ends s's quiescence, if it was quiesced. With refresh, and
-// while Liveness still says its node is up, the follower's last contact
-// becomes now: it was counted as contacted until this moment, and the
-// leader's lease must not lapse while the first heartbeat is on its way.
-func (r *Raft) wakeFollower(s *followerReplication, refresh bool) {
+// wakeFollower ends s's quiescence, if it was quiesced, and makes its last
+// contact now: it was counted as contacted until this moment (or its node
+// was just lost), and from here on real heartbeats judge it, so the
+// leader's lease lapses LeaderLeaseTimeout after they stop being answered,
+// as for a follower that never quiesced. (Dating the contact back to the
+// quiesce would step a leader down the moment its followers' nodes were
+// reported lost together, as a node overloaded by an election storm can
+// be, and feed the storm.)
+func (r *Raft) wakeFollower(s *followerReplication) {
 	s.q.mu.Lock()
 	s.q.wakes++
 	was := s.q.quiesced
@@ -78,11 +82,7 @@ func (r *Raft) wakeFollower(s *followerReplication, refresh bool) {
 	if !was {
 		return
 	}
-	if refresh {
-		if alive, _ := r.peerAlive(s); alive {
-			s.setLastContact()
-		}
-	}
+	s.setLastContact()
 	asyncNotifyCh(s.q.wakeCh)
 	asyncNotifyCh(s.q.leaderWake)
 }
@@ -134,7 +134,7 @@ func (r *Raft) heartbeatWait(s *followerReplication) (tick <-chan time.Time, los
 		if alive {
 			return nil, lost
 		}
-		r.wakeFollower(s, false)
+		r.wakeFollower(s)
 	}
 	return randomTimeout(r.config().HeartbeatTimeout / 10), nil
 }
@@ -207,7 +207,7 @@ func (r *Raft) wakeForCandidate(id ServerID) {
 		return
 	}
 	if s := r.leaderState.replState[id]; s != nil {
-		r.wakeFollower(s, true)
+		r.wakeFollower(s)
 	}
 }
 

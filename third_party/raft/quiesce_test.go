@@ -105,6 +105,8 @@ type quiesceCluster struct {
 	t     *testing.T
 	live  *fakeLiveness
 	nodes []*quiesceNode
+	// edit, when set, changes node i's config before it starts.
+	edit func(i int, c *Config)
 }
 
 func quiesceConfig(id ServerID, live Liveness) *Config {
@@ -122,7 +124,12 @@ func quiesceConfig(id ServerID, live Liveness) *Config {
 
 func newQuiesceCluster(t *testing.T, n int) *quiesceCluster {
 	t.Helper()
-	c := &quiesceCluster{t: t, live: newFakeLiveness()}
+	return newTestCluster(t, n, nil)
+}
+
+func newTestCluster(t *testing.T, n int, edit func(i int, c *Config)) *quiesceCluster {
+	t.Helper()
+	c := &quiesceCluster{t: t, live: newFakeLiveness(), edit: edit}
 	var servers []Server
 	for i := range n {
 		addr, trans := NewInmemTransport("")
@@ -139,7 +146,7 @@ func newQuiesceCluster(t *testing.T, n int) *quiesceCluster {
 		}
 	}
 	for _, node := range c.nodes {
-		conf := quiesceConfig(node.id, livenessView{c.live, node.addr})
+		conf := c.config(node)
 		if err := BootstrapCluster(conf, node.logs, node.store, node.snaps, node.trans, Configuration{Servers: servers}); err != nil {
 			t.Fatal(err)
 		}
@@ -156,11 +163,23 @@ func newQuiesceCluster(t *testing.T, n int) *quiesceCluster {
 }
 
 func (c *quiesceCluster) start(node *quiesceNode) {
-	r, err := NewRaft(quiesceConfig(node.id, livenessView{c.live, node.addr}), node.fsm, node.logs, node.store, node.snaps, node.trans)
+	r, err := NewRaft(c.config(node), node.fsm, node.logs, node.store, node.snaps, node.trans)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	node.raft = r
+}
+
+func (c *quiesceCluster) config(node *quiesceNode) *Config {
+	conf := quiesceConfig(node.id, livenessView{c.live, node.addr})
+	if c.edit != nil {
+		for i, n := range c.nodes {
+			if n == node {
+				c.edit(i, conf)
+			}
+		}
+	}
+	return conf
 }
 
 // waitFor polls cond until it holds or the deadline passes.

@@ -142,6 +142,7 @@ func (r *Raft) run() {
 		case <-r.shutdownCh:
 			// Clear the leader to prevent forwarding
 			r.setLeader("", "")
+			r.releaseCampaign()
 			return
 		default:
 		}
@@ -151,6 +152,7 @@ func (r *Raft) run() {
 			r.runFollower()
 		case Candidate:
 			r.runCandidate()
+			r.afterCandidateRound() // Ferry fork: campaign slots
 		case Leader:
 			r.runLeader()
 		}
@@ -262,6 +264,9 @@ func (r *Raft) runFollower() {
 			} else {
 				metrics.IncrCounter([]string{"raft", "transition", "heartbeat_timeout"}, 1)
 				if hasVote(r.configurations.latest, r.localID) {
+					if !r.takeCampaign() {
+						continue // no campaign slot free: wait, leaderless (Ferry fork)
+					}
 					r.logger.Warn("heartbeat timeout reached, starting election", "last-leader-addr", lastLeaderAddr, "last-leader-id", lastLeaderID)
 					r.setState(Candidate)
 					return
@@ -1318,7 +1323,7 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	// first (Ferry fork)
 	r.lastAppendNanos.Store(now.UnixNano())
 	for _, f := range r.leaderState.replState {
-		r.wakeFollower(f, true)
+		r.wakeFollower(f)
 		asyncNotifyCh(f.triggerCh)
 	}
 }

@@ -408,7 +408,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		case <-tick:
 		case <-s.q.wakeCh:
 		case <-lost:
-			r.wakeFollower(s, false)
+			r.wakeFollower(s)
 		case <-stopCh:
 			r.releaseQuiesced(s, req)
 			return

@@ -1,0 +1,172 @@
+// Copyright IBM Corp. 2013, 2025
+// SPDX-License-Identifier: MPL-2.0
+
+// Tests of Ferry's campaign bound (see FORK.md and campaign.go).
+
+package raft
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// testLimiter is a CampaignLimiter of a fixed capacity that records the
+// most slots ever held at once.
+type testLimiter struct {
+	mu            sync.Mutex
+	capacity      int
+	held, maxHeld int
+	refused       int
+}
+
+func (l *testLimiter) TryAcquire() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held >= l.capacity {
+		l.refused++
+		return false
+	}
+	l.held++
+	if l.held > l.maxHeld {
+		l.maxHeld = l.held
+	}
+	return true
+}
+
+func (l *testLimiter) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held == 0 {
+		panic("release of a slot never taken")
+	}
+	l.held--
+}
+
+func (l *testLimiter) state() (held, maxHeld, refused int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held, l.maxHeld, l.refused
+}
+
+// A follower that finds no slot never campaigns: the other follower wins,
+// with its vote.
+func TestCampaign_NoSlotNoCampaign(t *testing.T) {
+	none := &testLimiter{capacity: 0}
+	c := newTestCluster(t, 3, func(i int, conf *Config) {
+		conf.QuiesceAfter, conf.Liveness = 0, nil
+		if i == 1 {
+			conf.Campaigns = none
+		}
+	})
+	old := c.leader(5 * time.Second)
+	if old == c.nodes[1] {
+		// Node 1 may lead the first term (the limiter only applies to
+		// timeouts after it), so move leadership off it first.
+		if err := old.raft.LeadershipTransferToServer(c.nodes[2].id, c.nodes[2].addr).Error(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "leadership moved", func() bool { return c.nodes[2].raft.State() == Leader })
+		old = c.nodes[2]
+	}
+	states := make(chan Observation, 64)
+	c.nodes[1].raft.RegisterObserver(NewObserver(states, false, func(o *Observation) bool {
+		_, ok := o.Data.(RaftState)
+		return ok
+	}))
+	old.trans.DisconnectAll()
+	for _, node := range c.nodes {
+		node.trans.Disconnect(old.addr)
+	}
+	var next *quiesceNode
+	waitFor(t, 5*time.Second, "no new leader", func() bool {
+		for _, node := range c.nodes {
+			if node != old && node.raft.State() == Leader {
+				next = node
+				return true
+			}
+		}
+		return false
+	})
+	if next == c.nodes[1] {
+		t.Fatal("the follower without a campaign slot won an election")
+	}
+	for len(states) > 0 {
+		if o := <-states; o.Data.(RaftState) == Candidate {
+			t.Fatal("the follower without a campaign slot became a candidate")
+		}
+	}
+	if _, _, refused := none.state(); refused == 0 {
+		t.Fatal("the follower never asked for a campaign slot")
+	}
+}
+
+// Many groups on three nodes share one limiter per node; when the node
+// leading them is cut off, every group elects a new leader, no node ever
+// has more candidates than slots, and every slot is released afterwards.
+func TestCampaign_ManyGroupsShareFewSlots(t *testing.T) {
+	limiters := []*testLimiter{{capacity: 2}, {capacity: 2}, {capacity: 2}}
+	const groups = 12
+	var clusters []*quiesceCluster
+	for range groups {
+		clusters = append(clusters, newTestCluster(t, 3, func(i int, conf *Config) {
+			conf.QuiesceAfter, conf.Liveness = 0, nil
+			conf.Campaigns = limiters[i]
+		}))
+	}
+	// Move every group's leadership to node 0, then cut node 0 off.
+	for _, c := range clusters {
+		l := c.leader(5 * time.Second)
+		if l != c.nodes[0] {
+			if err := l.raft.LeadershipTransferToServer(c.nodes[0].id, c.nodes[0].addr).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range clusters {
+		waitFor(t, 5*time.Second, "leadership on node 0", func() bool { return c.nodes[0].raft.State() == Leader })
+	}
+	for _, c := range clusters {
+		c.nodes[0].trans.DisconnectAll()
+		for _, node := range c.nodes[1:] {
+			node.trans.Disconnect(c.nodes[0].addr)
+		}
+	}
+	for _, c := range clusters {
+		waitFor(t, 10*time.Second, "a group without a new leader", func() bool {
+			return c.nodes[1].raft.State() == Leader || c.nodes[2].raft.State() == Leader
+		})
+	}
+	refused := 0
+	for _, l := range limiters[1:] {
+		waitFor(t, 5*time.Second, "slots still held", func() bool { held, _, _ := l.state(); return held == 0 })
+		_, _, r := l.state()
+		refused += r
+	}
+	if refused == 0 {
+		t.Fatal("12 groups timing out together never found the 2 slots of a node taken: the bound was not exercised")
+	}
+}
+
+// A candidate that cannot win (its quorum is cut off) hands its slot back
+// after a few rounds, so that groups that can win are not kept waiting.
+func TestCampaign_HopelessCandidateYieldsItsSlot(t *testing.T) {
+	one := &testLimiter{capacity: 1}
+	c := newTestCluster(t, 3, func(i int, conf *Config) {
+		conf.QuiesceAfter, conf.Liveness = 0, nil
+		if i == 0 {
+			conf.Campaigns = one
+		}
+	})
+	c.leader(5 * time.Second)
+	lonely := c.nodes[0]
+	lonely.trans.DisconnectAll()
+	for _, node := range c.nodes[1:] {
+		node.trans.Disconnect(lonely.addr)
+	}
+	waitFor(t, 5*time.Second, "the cut-off node never campaigned", func() bool { _, maxHeld, _ := one.state(); return maxHeld == 1 })
+	waitFor(t, 5*time.Second, "the hopeless candidate kept its slot", func() bool {
+		held, _, _ := one.state()
+		return held == 0 && lonely.raft.State() != Leader
+	})
+}
