@@ -47,19 +47,36 @@ func (f *FSM) Queue(name string) (Queue, bool) {
 func (f *FSM) Assignments(nodeID string) []Assignment {
 	var out []Assignment
 	for _, q := range f.queues {
-		for _, p := range q.Partitions {
-			if !slices.Contains(p.Replicas, nodeID) {
-				continue
-			}
-			out = append(out, Assignment{
-				Queue: q.Name, QueueID: q.ID, Index: p.Index, GroupID: q.GroupID(p.Index),
-				Replicas: slices.Clone(p.Replicas), Config: q.Config.Queue, Version: q.Version,
-				Join: slices.Contains(p.Joining, nodeID),
-			})
-		}
+		out = q.appendAssignments(out, nodeID)
 	}
 	// Group ids are unique, so the order is total whatever the map's order.
 	slices.SortFunc(out, func(a, b Assignment) int { return strings.Compare(a.GroupID, b.GroupID) })
+	return out
+}
+
+// QueueAssignments returns the partition replicas of queue name placed on
+// node nodeID, by partition index: what a node must open when that queue
+// is created, found without a pass over every queue.
+func (f *FSM) QueueAssignments(name, nodeID string) []Assignment {
+	q, ok := f.queues[name]
+	if !ok {
+		return nil
+	}
+	return q.appendAssignments(nil, nodeID)
+}
+
+// appendAssignments appends q's partition replicas placed on nodeID.
+func (q *Queue) appendAssignments(out []Assignment, nodeID string) []Assignment {
+	for _, p := range q.Partitions {
+		if !slices.Contains(p.Replicas, nodeID) {
+			continue
+		}
+		out = append(out, Assignment{
+			Queue: q.Name, QueueID: q.ID, Index: p.Index, GroupID: q.GroupID(p.Index),
+			Replicas: slices.Clone(p.Replicas), Config: q.Config.Queue, Version: q.Version,
+			Join: slices.Contains(p.Joining, nodeID),
+		})
+	}
 	return out
 }
 

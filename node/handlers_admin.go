@@ -88,7 +88,7 @@ func (n *Node) proposeMeta(ctx context.Context, c meta.Command) (meta.Result, er
 	switch {
 	case err != nil:
 	case c.Type == meta.CmdCreateQueue:
-		n.replicas.startNew() // start our replicas of a new queue at once
+		n.replicas.startQueue(c.CreateQueue.Name) // start our replicas of the new queue at once
 	default:
 		n.replicas.reconcile() // and bring the others in line with a change
 	}

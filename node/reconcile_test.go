@@ -7,7 +7,7 @@ import (
 	"github.com/ferrymq/ferry/meta"
 )
 
-// A replica opened by a create (startNew) while a reconcile is between its
+// A replica opened by a create (startQueue) while a reconcile is between its
 // catalog read and its pass over the running replicas is not taken for a
 // replica of a deleted queue: it keeps running, with its data. (Reconcile
 // once read the catalog first and listed the replicas after, and removed
@@ -42,7 +42,7 @@ func TestReplicas_ReconcileKeepsAReplicaOpenedAfterItsCatalogRead(t *testing.T) 
 		})
 		return group != ""
 	})
-	nd.replicas.startNew()
+	nd.replicas.startQueue("second")
 	waitFor(t, 10*time.Second, "the new queue's replica to open", func() bool { return nd.replicas.get(group) != nil })
 	opened := nd.replicas.get(group)
 

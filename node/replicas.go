@@ -97,20 +97,42 @@ func (rs *replicaSet) all() []*replica {
 	return out
 }
 
+// reconcileGapMin is the least time between two reconciles that catalog
+// changes start: a pass reads the whole catalog, and creates arriving
+// hundreds a second must not keep a node doing nothing else. A create's
+// own node opens its replicas at once (startQueue); the others within
+// this gap.
+const reconcileGapMin = 100 * time.Millisecond
+
 func (n *Node) runReconcile() {
 	defer n.loops.Done()
 	reconcile := time.NewTicker(n.cfg.ReconcileInterval)
 	announce := time.NewTicker(leaderAnnounceInterval)
 	defer reconcile.Stop()
 	defer announce.Stop()
+	var last time.Time
+	var soon <-chan time.Time // armed while a change waits for the gap
+	run := func() {
+		soon = nil
+		n.replicas.reconcile()
+		last = time.Now()
+	}
 	for {
 		select {
 		case <-n.closing:
 			return
 		case <-n.meta.changed:
-			n.replicas.reconcile()
+			if wait := reconcileGapMin - time.Since(last); wait > 0 {
+				if soon == nil {
+					soon = time.After(wait)
+				}
+				continue
+			}
+			run()
+		case <-soon:
+			run()
 		case <-reconcile.C:
-			n.replicas.reconcile()
+			run()
 		case <-announce.C:
 			n.announceLeaders()
 		}
@@ -137,7 +159,7 @@ func (rs *replicaSet) reconcile() {
 	rs.reconciling.Lock()
 	defer rs.reconciling.Unlock()
 	// The running replicas are listed before the catalog is read: a
-	// replica that startNew opened after a catalog read, for a queue
+	// replica that startQueue opened after a catalog read, for a queue
 	// created after it, would otherwise look deleted and be removed (its
 	// data with it) while it serves.
 	running := rs.all()
@@ -200,12 +222,24 @@ func (rs *replicaSet) assignedHere() ([]meta.Assignment, map[string]meta.Node) {
 	return assigned, nodes
 }
 
-// startNew starts the replicas assigned to this node that are not running
-// yet, and touches no other: a queue's create answers once its replicas
-// here are open, without waiting for a pass over every replica of the
-// node (which, with thousands, made creates queue behind each other).
-func (rs *replicaSet) startNew() {
-	assigned, nodes := rs.assignedHere()
+// startQueue starts this node's replicas of queue name that are not
+// running yet, and touches no other: a queue's create answers once its
+// replicas here are open, without a pass over every queue or replica of
+// the node (which, with thousands, made creates queue behind each other).
+func (rs *replicaSet) startQueue(name string) {
+	var assigned []meta.Assignment
+	nodes := map[string]meta.Node{}
+	rs.n.meta.view(func(f *meta.FSM) {
+		assigned = f.QueueAssignments(name, rs.n.cfg.ID)
+		for _, nd := range f.Nodes() {
+			nodes[nd.ID] = nd
+		}
+	})
+	rs.startMissing(assigned, nodes)
+}
+
+// startMissing starts those of assigned that are not running.
+func (rs *replicaSet) startMissing(assigned []meta.Assignment, nodes map[string]meta.Node) {
 	var starts []meta.Assignment
 	rs.mu.Lock()
 	for _, a := range assigned {
