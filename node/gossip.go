@@ -110,6 +110,7 @@ func (m *membership) update(n *memberlist.Node, state wire.NodeState) {
 		// A member that left, or restarted with a new signing key, loses
 		// its leader table: a new one must come from it.
 		delete(m.tables, mm.ID)
+		delete(m.decoded, mm.ID)
 	}
 	m.mu.Unlock()
 	m.notify()

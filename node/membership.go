@@ -63,6 +63,10 @@ type membership struct {
 	alive  map[string]memberMeta // by node id
 	states map[string]wire.NodeState
 	tables map[string]signedTable // verified tables, by node id
+	// decoded holds each of tables decoded: leaderOf runs for every
+	// not-leader answer and create, and decoding thousands of groups'
+	// JSON each time cost more than the lookups.
+	decoded map[string]leaderTable
 	mine   leaderTable
 	sent   time.Time // when mine was last queued for broadcast
 	events chan struct{}
@@ -77,7 +81,7 @@ func newMembership(n *Node) (*membership, error) {
 	m := &membership{
 		n: n, start: time.Now().UnixNano(),
 		alive: map[string]memberMeta{}, states: map[string]wire.NodeState{},
-		tables: map[string]signedTable{}, events: make(chan struct{}, 1), refused: map[string]time.Time{},
+		tables: map[string]signedTable{}, decoded: map[string]leaderTable{}, events: make(chan struct{}, 1), refused: map[string]time.Time{},
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -272,7 +276,7 @@ func (m *membership) announce(groups map[string]uint64) {
 	m.mine.Seq++
 	m.mine.Groups = groups
 	st := m.sign(m.mine)
-	m.tables[m.n.cfg.ID] = st
+	m.tables[m.n.cfg.ID], m.decoded[m.n.cfg.ID] = st, m.mine
 	m.sent = time.Now()
 	m.mu.Unlock()
 	msg, _ := json.Marshal(st)
@@ -284,23 +288,15 @@ func (m *membership) leaderOf(group string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	best, term := "", uint64(0)
-	for id, st := range m.tables {
+	for id, t := range m.decoded {
 		if _, alive := m.alive[id]; !alive && id != m.n.cfg.ID {
 			continue
 		}
-		t := tableOf(st)
 		if tm, ok := t.Groups[group]; ok && (tm > term || (tm == term && id < best)) {
 			best, term = id, tm
 		}
 	}
 	return best, best != ""
-}
-
-// tableOf decodes a table already verified.
-func tableOf(st signedTable) leaderTable {
-	var t leaderTable
-	_ = json.Unmarshal(st.Body, &t)
-	return t
 }
 
 // errStaleTable reports a table no newer than the one held.
@@ -315,10 +311,10 @@ func (m *membership) mergeTable(st signedTable) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.tables[t.Node]; ok && !t.newerThan(tableOf(old)) {
+	if old, ok := m.decoded[t.Node]; ok && !t.newerThan(old) {
 		return errStaleTable
 	}
-	m.tables[t.Node] = st
+	m.tables[t.Node], m.decoded[t.Node] = st, t
 	return nil
 }
 
