@@ -138,6 +138,14 @@ const GatherWaitMax = 10 * time.Millisecond
 // shared-disk test machine.
 const DefaultOverlapItemsMin = 8
 
+// DefaultLeaderLeaseTimeout is how long a leader goes without answers from
+// a quorum before it steps down: the HeartbeatTimeout, the most raft
+// allows. Reads never rely on it (they verify leadership with a round of
+// real answers), so a longer lease costs only a later step-down of a cut-off
+// leader; a shorter one stepped leaders down by the hundred when a node
+// was busy electing the groups of a dead one, and fed that load.
+const DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+
 // DefaultQuiesceAfter is how long an idle partition keeps heartbeating
 // after its last entry: long enough that a queue in steady use (a send or
 // a tick every few seconds) does not flap between states, short enough
@@ -166,7 +174,7 @@ func DefaultConfig(groupID, nodeID, dir string) Config {
 		Queue:              fsm.DefaultQueueConfig(),
 		HeartbeatTimeout:   500 * time.Millisecond,
 		ElectionTimeout:    500 * time.Millisecond,
-		LeaderLeaseTimeout: 250 * time.Millisecond,
+		LeaderLeaseTimeout: DefaultLeaderLeaseTimeout,
 		CommitTimeout:      time.Second,
 		QuiesceAfter:       DefaultQuiesceAfter,
 		MaxAppendEntries:   64,

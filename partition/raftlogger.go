@@ -20,6 +20,18 @@ const (
 // raftWarnings is the process's budget for raft's warnings and errors.
 var raftWarnings = newLogBudget(raftWarningsPerSecond, raftWarningsBurst, time.Now)
 
+// leaderLines is the process's budget for "partition leader changed"
+// lines: every replica logs each leader it learns, which is what an
+// operator needs for a few partitions and 70,000 lines a minute when a
+// node leading thousands dies.
+var leaderLines = newLogBudget(leaderLinesPerSecond, leaderLinesBurst, time.Now)
+
+// Bounds of leaderLines.
+const (
+	leaderLinesPerSecond = 100
+	leaderLinesBurst     = 1000
+)
+
 // logBudget is a token bucket of log lines with a count of those it
 // refused.
 type logBudget struct {

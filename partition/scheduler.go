@@ -129,7 +129,8 @@ func (s *scheduler) work() {
 	}
 }
 
-// logLeader logs, at Info, the leader this replica learnt, with the term
+// logLeader logs, at Info and within a process budget, the leader this
+// replica learnt, with the term
 // and the applied index: raft's own messages about elections and
 // transfers are at Debug (and a leadership transfer logs nothing above
 // it), so without this an operator (or a chaos run's logs) cannot tell
@@ -138,6 +139,13 @@ func (p *Partition) logLeader(id raft.ServerID) {
 	leader := string(id)
 	if leader == "" {
 		leader = "(none)"
+	}
+	ok, suppressed := leaderLines.take()
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		p.logger.Info("partition leader changes not logged (over the process's budget)", "count", suppressed)
 	}
 	p.logger.Info("partition leader changed", "leader", leader,
 		"term", p.raft.CurrentTerm(), "applied_index", p.raft.AppliedIndex())

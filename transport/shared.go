@@ -18,7 +18,7 @@ const (
 	// frames a second go to a peer, whatever the number of groups. raft
 	// sends a group's heartbeats every HeartbeatTimeout/10 (50-100 ms with
 	// the partitions' 500 ms) and steps a leader down after
-	// LeaderLeaseTimeout (250 ms) without answers, so 10 ms more on a
+	// LeaderLeaseTimeout (500 ms) without answers, so 10 ms more on a
 	// round trip leaves the lease and the followers' timeouts well met.
 	DefaultHeartbeatLinger = 10 * time.Millisecond
 	// DefaultMaxHeartbeatsPerFrame bounds one coalesced heartbeat frame.

@@ -195,7 +195,7 @@ type raftOptions struct {
 func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&r.heartbeat, "raft-heartbeat-timeout", 0, "raft heartbeat timeout (0 = default 500ms)")
 	fs.DurationVar(&r.election, "raft-election-timeout", 0, "raft election timeout (0 = default 500ms)")
-	fs.DurationVar(&r.leaderLease, "raft-leader-lease-timeout", 0, "raft leader lease timeout (0 = default 250ms)")
+	fs.DurationVar(&r.leaderLease, "raft-leader-lease-timeout", 0, "raft leader lease timeout (0 = default 500ms, at most the heartbeat timeout)")
 	fs.Uint64Var(&r.snapshotThreshold, "raft-snapshot-threshold", 0, "partition log entries that trigger a snapshot (0 = default 8192)")
 	fs.Uint64Var(&r.trailingLogs, "raft-trailing-logs", 0, "partition log entries kept after a snapshot (0 = default 10240)")
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")

@@ -6,6 +6,8 @@
 
 package raft
 
+import "time"
+
 // CampaignLimiter bounds how many groups of one node campaign at once.
 // When a node leading thousands of groups dies, every follower of those
 // groups times out together; unbounded, their pre-votes, votes and first
@@ -18,6 +20,87 @@ type CampaignLimiter interface {
 	TryAcquire() bool
 	// Release returns a slot TryAcquire took.
 	Release()
+	// Wait queues the caller for a slot: wake receives once when one may
+	// be free (the caller then calls TryAcquire). The caller must call
+	// done once it stops waiting, saying whether it took a slot after its
+	// wake, so that a wake it did not use goes to the next in line.
+	Wait() (wake <-chan struct{}, done func(tookSlot bool))
+}
+
+// followerCampaign is one follower loop's state about starting a
+// campaign: when it first found its leader silent, which leader that was,
+// and its place in the limiter's queue.
+type followerCampaign struct {
+	timedOutAt time.Time
+	deadLeader ServerID
+	wake       <-chan struct{}
+	done       func(tookSlot bool)
+	woken      bool
+}
+
+// mayCampaign decides, on a follower whose leader is silent, whether it
+// starts an election now. A follower waits its rank times hb first (its
+// place among the voters in configuration order, the silent leader left
+// out), so that the replicas of a group do not split the vote and the
+// first in order usually wins unopposed; then it needs a slot, and queues
+// for one when none is free. Without a limiter it always may (upstream
+// behaviour). Main thread only.
+func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID, hb time.Duration) bool {
+	if r.campaigns == nil {
+		return true // upstream behaviour
+	}
+	now := time.Now()
+	if fc.timedOutAt.IsZero() {
+		fc.timedOutAt, fc.deadLeader = now, lastLeaderID
+	}
+	if now.Sub(fc.timedOutAt) < r.campaignRank(fc.deadLeader)*hb {
+		return false
+	}
+	if r.campaignHeld {
+		return true
+	}
+	if r.campaigns.TryAcquire() {
+		r.campaignHeld, r.campaignRounds = true, 0
+		r.endCampaignWait(fc, true)
+		return true
+	}
+	if fc.woken {
+		r.endCampaignWait(fc, true) // the slot went to another: queue again
+	}
+	if fc.done == nil {
+		fc.wake, fc.done = r.campaigns.Wait()
+	}
+	return false
+}
+
+// campaignRank is this server's place among the voters of the latest
+// configuration, in its order, leaving out the silent leader.
+func (r *Raft) campaignRank(silent ServerID) time.Duration {
+	rank := 0
+	for _, s := range r.configurations.latest.Servers {
+		switch {
+		case s.ID == r.localID:
+			return time.Duration(rank)
+		case s.Suffrage == Voter && s.ID != silent:
+			rank++
+		}
+	}
+	return 0
+}
+
+// contactResumed forgets a follower's silent leader once it hears from a
+// leader again, leaving the limiter's queue.
+func (r *Raft) contactResumed(fc *followerCampaign) {
+	fc.timedOutAt, fc.deadLeader = time.Time{}, ""
+	r.endCampaignWait(fc, false)
+}
+
+// endCampaignWait leaves the limiter's queue, if in it.
+func (r *Raft) endCampaignWait(fc *followerCampaign, tookSlot bool) {
+	if fc.done != nil {
+		fc.done(tookSlot)
+	}
+	fc.wake, fc.done, fc.woken = nil, nil, false
 }
 
 // campaignRoundsMax is how many election rounds a candidate runs on one
@@ -26,18 +109,6 @@ type CampaignLimiter interface {
 // groups which can win are waiting for.
 const campaignRoundsMax = 3
 
-// takeCampaign reports whether this follower may start an election now,
-// taking a slot when a limiter is set. Main thread only.
-func (r *Raft) takeCampaign() bool {
-	if r.campaigns == nil || r.campaignHeld {
-		return true
-	}
-	if !r.campaigns.TryAcquire() {
-		return false
-	}
-	r.campaignHeld, r.campaignRounds = true, 0
-	return true
-}
 
 // afterCandidateRound runs after each runCandidate: it releases the slot
 // once the node is no longer a candidate, and after campaignRoundsMax

@@ -43,6 +43,16 @@ func (l *testLimiter) Release() {
 	l.held--
 }
 
+// Wait has no queue: the wake fires at once and the caller tries again.
+func (l *testLimiter) Wait() (<-chan struct{}, func(bool)) {
+	ch := make(chan struct{}, 1)
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		ch <- struct{}{}
+	}()
+	return ch, func(bool) {}
+}
+
 func (l *testLimiter) state() (held, maxHeld, refused int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -169,4 +179,33 @@ func TestCampaign_HopelessCandidateYieldsItsSlot(t *testing.T) {
 		held, _, _ := one.state()
 		return held == 0 && lonely.raft.State() != Leader
 	})
+}
+
+// When a quiesced group's leader node is lost, the first voter in
+// configuration order (the lost leader left out) campaigns first and wins
+// unopposed: the term moves by one.
+func TestCampaign_FirstInOrderWinsAfterALostLeader(t *testing.T) {
+	for round := range 3 {
+		c := newTestCluster(t, 3, func(_ int, conf *Config) { conf.Campaigns = &testLimiter{capacity: 4} })
+		old := c.leader(5 * time.Second)
+		c.apply(old, "a")
+		c.quiesced(5 * time.Second)
+		term := old.raft.getCurrentTerm()
+		var first *quiesceNode
+		for _, node := range c.nodes {
+			if node != old {
+				first = node // nodes are bootstrapped in this order
+				break
+			}
+		}
+		old.trans.DisconnectAll()
+		for _, node := range c.nodes {
+			node.trans.Disconnect(old.addr)
+		}
+		c.setDown(old.addr, true)
+		waitFor(t, 3*time.Second, "no new leader", func() bool { return first.raft.State() == Leader })
+		if got := first.raft.getCurrentTerm(); got != term+1 {
+			t.Fatalf("round %d: the first in order won at term %d, after %d: the vote was split", round, got, term)
+		}
+	}
 }

@@ -170,6 +170,9 @@ func (r *Raft) runFollower() {
 	// follower is lost; the heartbeat timer is off meanwhile (Ferry fork).
 	var quiesceLost <-chan struct{}
 	defer r.followerQuiesced.Store(false)
+	// fc is this loop's campaign state (Ferry fork: campaign.go).
+	var fc followerCampaign
+	defer r.endCampaignWait(&fc, false)
 
 	for r.getState() == Follower {
 		r.mainThreadSaturation.sleeping()
@@ -220,12 +223,18 @@ func (r *Raft) runFollower() {
 			heartbeatTimer = time.After(0)
 			quiesceLost = nil
 
+		case <-fc.wake:
+			// A campaign slot may be free: look again now (Ferry fork).
+			fc.wake, fc.woken = nil, true
+			heartbeatTimer = time.After(0)
+
 		case <-quiesceLost:
-			// The quiesced leader's node is lost: time out as usual,
-			// spread over the heartbeat timeout (Ferry fork).
+			// The quiesced leader's node is lost: time out soon; the
+			// voters' ranks and the campaign slots spread the elections
+			// (Ferry fork).
 			quiesceLost = nil
 			r.followerQuiesced.Store(false)
-			heartbeatTimer = randomTimeout(r.config().HeartbeatTimeout)
+			heartbeatTimer = randomTimeout(r.config().HeartbeatTimeout / 4)
 
 		case <-heartbeatTimer:
 			r.mainThreadSaturation.working()
@@ -236,6 +245,7 @@ func (r *Raft) runFollower() {
 			// Check if we have had a successful contact
 			lastContact := r.LastContact()
 			if time.Since(lastContact) < hbTimeout {
+				r.contactResumed(&fc)
 				continue
 			}
 
@@ -264,8 +274,14 @@ func (r *Raft) runFollower() {
 			} else {
 				metrics.IncrCounter([]string{"raft", "transition", "heartbeat_timeout"}, 1)
 				if hasVote(r.configurations.latest, r.localID) {
-					if !r.takeCampaign() {
-						continue // no campaign slot free: wait, leaderless (Ferry fork)
+					if !r.mayCampaign(&fc, lastLeaderID, hbTimeout) {
+						// Wait, leaderless, for its rank or a slot; the
+						// limiter's wake comes first, the timer is a
+						// fallback (Ferry fork).
+						if fc.done != nil {
+							heartbeatTimer = randomTimeout(4 * hbTimeout)
+						}
+						continue
 					}
 					r.logger.Warn("heartbeat timeout reached, starting election", "last-leader-addr", lastLeaderAddr, "last-leader-id", lastLeaderID)
 					r.setState(Candidate)
