@@ -67,10 +67,10 @@ type membership struct {
 	// not-leader answer and create, and decoding thousands of groups'
 	// JSON each time cost more than the lookups.
 	decoded map[string]leaderTable
-	mine   leaderTable
-	sent   time.Time // when mine was last queued for broadcast
-	events chan struct{}
-	ring   *memberlist.Keyring // nil on an insecure node
+	mine    leaderTable
+	sent    time.Time // when mine was last queued for broadcast
+	events  chan struct{}
+	ring    *memberlist.Keyring // nil on an insecure node
 	// refused is when each unadmitted member was last warned about.
 	refused map[string]time.Time
 	// signKey signs this node's leader tables.

@@ -372,6 +372,9 @@ func (rs *replicaSet) preferLeader(r *replica, nodes map[string]meta.Node) {
 	if preferred == rs.n.cfg.ID || !ok || rs.n.members.state(preferred) != wire.NodeAlive {
 		return
 	}
+	if rs.campaigns.InUse() > 0 || rs.campaigns.Waiting() > 0 {
+		return // elections pending here: a hand-over would add one to each
+	}
 	rs.mu.Lock()
 	last := rs.lastPrefer[r.a.GroupID]
 	if time.Since(last) < preferInterval {

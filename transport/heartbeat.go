@@ -155,7 +155,7 @@ func decodeHeartbeatAnswers(payload []byte, items []*hbItem) error {
 // every other group's heartbeat behind their fsyncs, time them out and
 // feed the storm. In parallel, those writes also share the shared log
 // store's group commit.
-const heartbeatWorkers = 8
+const heartbeatWorkers = 64
 
 // answerHeartbeats hands each heartbeat of a frame to its group's raft and
 // returns the encoded answers. A malformed frame is answered with every

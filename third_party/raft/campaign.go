@@ -39,13 +39,15 @@ type followerCampaign struct {
 }
 
 // mayCampaign decides, on a follower whose leader is silent, whether it
-// starts an election now. A follower waits its rank times hb first (its
-// place among the voters in configuration order, the silent leader left
-// out), so that the replicas of a group do not split the vote and the
-// first in order usually wins unopposed; then it needs a slot, and queues
+// starts an election now. A follower waits its rank times two election
+// timeouts first (its place among the voters in configuration order, the
+// silent leader left out: a round of the first, and a retry if its first
+// pre-vote came before the others noticed the silence), so that the
+// replicas of a group do not split the vote and the first in order
+// usually wins unopposed; then it needs a slot, and queues
 // for one when none is free. Without a limiter it always may (upstream
 // behaviour). Main thread only.
-func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID, hb time.Duration) bool {
+func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID) bool {
 	if r.campaigns == nil {
 		return true // upstream behaviour
 	}
@@ -53,7 +55,7 @@ func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID, hb time.
 	if fc.timedOutAt.IsZero() {
 		fc.timedOutAt, fc.deadLeader = now, lastLeaderID
 	}
-	if now.Sub(fc.timedOutAt) < r.campaignRank(fc.deadLeader)*hb {
+	if now.Sub(fc.timedOutAt) < r.campaignRank(fc.deadLeader)*2*r.config().ElectionTimeout {
 		return false
 	}
 	if r.campaignHeld {
@@ -108,7 +110,6 @@ func (r *Raft) endCampaignWait(fc *followerCampaign, tookSlot bool) {
 // that cannot win (its quorum is unreachable) must not keep a slot that
 // groups which can win are waiting for.
 const campaignRoundsMax = 3
-
 
 // afterCandidateRound runs after each runCandidate: it releases the slot
 // once the node is no longer a candidate, and after campaignRoundsMax

@@ -65,19 +65,20 @@ func TestCampaign_NoSlotNoCampaign(t *testing.T) {
 	none := &testLimiter{capacity: 0}
 	c := newTestCluster(t, 3, func(i int, conf *Config) {
 		conf.QuiesceAfter, conf.Liveness = 0, nil
+		conf.Campaigns = &testLimiter{capacity: 4}
 		if i == 1 {
 			conf.Campaigns = none
 		}
 	})
+	// Node 0 leads, so that node 1 is first in order (rank 0) once node 0
+	// is cut off: it would campaign first, but has no slot.
 	old := c.leader(5 * time.Second)
-	if old == c.nodes[1] {
-		// Node 1 may lead the first term (the limiter only applies to
-		// timeouts after it), so move leadership off it first.
-		if err := old.raft.LeadershipTransferToServer(c.nodes[2].id, c.nodes[2].addr).Error(); err != nil {
+	if old != c.nodes[0] {
+		if err := old.raft.LeadershipTransferToServer(c.nodes[0].id, c.nodes[0].addr).Error(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "leadership moved", func() bool { return c.nodes[2].raft.State() == Leader })
-		old = c.nodes[2]
+		waitFor(t, 5*time.Second, "leadership moved", func() bool { return c.nodes[0].raft.State() == Leader })
+		old = c.nodes[0]
 	}
 	states := make(chan Observation, 64)
 	c.nodes[1].raft.RegisterObserver(NewObserver(states, false, func(o *Observation) bool {
@@ -186,7 +187,11 @@ func TestCampaign_HopelessCandidateYieldsItsSlot(t *testing.T) {
 // unopposed: the term moves by one.
 func TestCampaign_FirstInOrderWinsAfterALostLeader(t *testing.T) {
 	for round := range 3 {
-		c := newTestCluster(t, 3, func(_ int, conf *Config) { conf.Campaigns = &testLimiter{capacity: 4} })
+		c := newTestCluster(t, 3, func(_ int, conf *Config) {
+			conf.Campaigns = &testLimiter{capacity: 4}
+			// Timeouts long against a -race run's pauses.
+			conf.HeartbeatTimeout, conf.ElectionTimeout, conf.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+		})
 		old := c.leader(5 * time.Second)
 		c.apply(old, "a")
 		c.quiesced(5 * time.Second)
@@ -203,7 +208,14 @@ func TestCampaign_FirstInOrderWinsAfterALostLeader(t *testing.T) {
 			node.trans.Disconnect(old.addr)
 		}
 		c.setDown(old.addr, true)
-		waitFor(t, 3*time.Second, "no new leader", func() bool { return first.raft.State() == Leader })
+		waitFor(t, 5*time.Second, "no new leader", func() bool {
+			for _, node := range c.nodes {
+				if node != old && node != first && node.raft.State() == Leader {
+					t.Fatalf("round %d: %s won, not the first in order %s", round, node.id, first.id)
+				}
+			}
+			return first.raft.State() == Leader
+		})
 		if got := first.raft.getCurrentTerm(); got != term+1 {
 			t.Fatalf("round %d: the first in order won at term %d, after %d: the vote was split", round, got, term)
 		}

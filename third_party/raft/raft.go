@@ -274,7 +274,7 @@ func (r *Raft) runFollower() {
 			} else {
 				metrics.IncrCounter([]string{"raft", "transition", "heartbeat_timeout"}, 1)
 				if hasVote(r.configurations.latest, r.localID) {
-					if !r.mayCampaign(&fc, lastLeaderID, hbTimeout) {
+					if !r.mayCampaign(&fc, lastLeaderID) {
 						// Wait, leaderless, for its rank or a slot; the
 						// limiter's wake comes first, the timer is a
 						// fallback (Ferry fork).
@@ -1504,6 +1504,16 @@ func (r *Raft) processHeartbeat(rpc RPC) {
 	// Ensure we are only handling a heartbeat
 	switch cmd := rpc.Command.(type) {
 	case *AppendEntriesRequest:
+		if r.campaigns != nil && cmd.Term > r.getCurrentTerm() {
+			// Ferry fork: a newer term must be stored durably, and the
+			// heartbeat path is shared by every group of a node (one slow
+			// write holds up the answers of thousands). Answer at once
+			// without taking the term; the new leader's next append
+			// brings it through the main loop.
+			rpc.Respond(&AppendEntriesResponse{RPCHeader: r.getRPCHeader(), Term: r.getCurrentTerm(),
+				LastLog: r.getLastIndex(), NoRetryBackoff: true}, nil)
+			return
+		}
 		r.appendEntries(rpc, cmd)
 	default:
 		r.logger.Error("expected heartbeat, got", "command", hclog.Fmt("%#v", rpc.Command))
