@@ -188,9 +188,15 @@ func (r *Raft) allFollowersQuiesced() bool {
 }
 
 // leaseContactAge returns how long ago the leader last heard from s, for
-// the lease check: zero while s is quiesced and its node up.
+// the lease check: zero while Liveness says s's node is up, quiesced or
+// not. The lease then lapses only for followers whose node is lost (or
+// whose answers stopped while no Liveness is set), not for a node that
+// answers late because it is busy: stepping leaders down on a node
+// overloaded by the elections of a dead node's groups added elections
+// and fed the overload. Reads never rely on the lease (they verify
+// leadership with real answers), so this costs no safety.
 func (r *Raft) leaseContactAge(s *followerReplication, now time.Time) time.Duration {
-	if r.quiesceEnabled() && s.isQuiesced() {
+	if r.quiesceEnabled() {
 		if alive, _ := r.peerAlive(s); alive {
 			return 0
 		}
