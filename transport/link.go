@@ -285,9 +285,7 @@ func (l *link) readReplies() {
 			l.fail(fmt.Errorf("%w: read from %s: %w", ErrConnLost, l.peer.addr, err))
 			return
 		}
-		if l.class == classControl {
-			l.peer.answered(time.Now())
-		}
+		l.peer.answered(time.Now()) // any answer shows the node is up
 		l.finish(f.id, &f, nil)
 	}
 }

@@ -15,13 +15,16 @@ const (
 	// the number of groups.
 	DefaultProbeInterval = 200 * time.Millisecond
 	// DefaultProbeTimeout is how long a peer may go without answering
-	// anything on its control connection before it counts as lost. A
-	// killed process is noticed sooner: its connection closes.
-	DefaultProbeTimeout = time.Second
+	// anything on its connections before it counts as lost. A killed
+	// process is noticed sooner: its connection closes. A node busy
+	// electing the groups of a dead one can take over a second to answer,
+	// and a false loss wakes every quiesced group it leads or follows at
+	// once, so the bound leaves room.
+	DefaultProbeTimeout = 2500 * time.Millisecond
 )
 
 // liveness is one peer's node-level state as seen by the dialing side:
-// answered on its control connection recently or not. A peer is probed
+// answered on its connections recently or not. A peer is probed
 // only once somebody asked about it (watched), and then for as long as
 // the transport runs; peers are bounded by MaxPeers.
 type liveness struct {
@@ -34,7 +37,7 @@ type liveness struct {
 }
 
 // PeerAlive reports whether the node at addr (resolved through the
-// AddressProvider, as RPCs are) answered on its control connection within
+// AddressProvider, as RPCs are) answered anything on its connections within
 // ProbeTimeout, and a channel closed as soon as that stops being so: the
 // connection fails or answers stop. It implements raft.Liveness for the
 // groups on this transport, which quiesce on it; the first call about a
@@ -64,7 +67,7 @@ func (s *Shared) PeerAlive(id raft.ServerID, addr raft.ServerAddress) (bool, <-c
 	return true, lost
 }
 
-// answered records an answer from the peer on its control connection.
+// answered records an answer from the peer on any of its connections.
 func (p *peer) answered(now time.Time) {
 	lv := &p.live
 	lv.mu.Lock()

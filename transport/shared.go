@@ -96,7 +96,7 @@ type SharedConfig struct {
 	// DefaultProbeInterval.
 	ProbeInterval time.Duration
 	// ProbeTimeout is how long such a peer may go without answering on its
-	// control connection before it counts as lost; it must exceed
+	// connections before it counts as lost; it must exceed
 	// ProbeInterval. Zero means DefaultProbeTimeout.
 	ProbeTimeout time.Duration
 	// AddressProvider, when set, resolves a peer's raft.ServerID to the
