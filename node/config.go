@@ -208,14 +208,14 @@ func (c Config) withConnDefaults() Config {
 // Defaults of the limits on queue creation.
 const (
 	// DefaultMaxQueues is the default cap on the queues of a cluster.
-	DefaultMaxQueues = 1000
+	DefaultMaxQueues = 10_000
 	// DefaultMaxPartitions is the default cap on their partitions.
 	DefaultMaxPartitions = 10_000
 	// DefaultQueueCreateRate is the default number of creates per second a
 	// node accepts.
-	DefaultQueueCreateRate = 100
+	DefaultQueueCreateRate = 200
 	// DefaultQueueCreateBurst is the default burst of creates.
-	DefaultQueueCreateBurst = 200
+	DefaultQueueCreateBurst = 400
 )
 
 // DefaultConfig returns defaults for node id storing data in dir, listening

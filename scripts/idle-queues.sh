@@ -112,10 +112,10 @@ kill_restart() {
   kill -9 "${pids[2]}"
   t0=$(now)
   echo "killed node3 (kill -9) with $n queues"
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 240); do
     led=$({ replicas 0; replicas 1; } | jq -s '[.[][] | select(.role == "leader") | .group] | unique | length')
     [[ "$led" -ge "$n" ]] && break
-    sleep 0.2
+    sleep 0.5
   done
   echo "partitions with a leader on node1 or node2: $led of $n, $(since "$t0") after the kill"
   "${ferry[@]}" bench queues --count "$n" --workers 64 --send-each | grep -v '^queues:' || true

@@ -125,10 +125,10 @@ type limitOptions struct {
 }
 
 func (l *limitOptions) register(fs *flag.FlagSet) {
-	fs.IntVar(&l.maxQueues, "max-queues", 0, "most queues the cluster holds, as the meta leader enforces it (0 = default 1000)")
+	fs.IntVar(&l.maxQueues, "max-queues", 0, "most queues the cluster holds, as the meta leader enforces it (0 = default 10000)")
 	fs.IntVar(&l.maxPartitions, "max-partitions", 0, "most partitions of all queues together (0 = default 10000)")
-	fs.Float64Var(&l.createRate, "queue-create-rate", 0, "queue creates per second this node accepts (0 = default 100)")
-	fs.IntVar(&l.createBurst, "queue-create-burst", 0, "burst of queue creates above the rate (0 = default 200)")
+	fs.Float64Var(&l.createRate, "queue-create-rate", 0, "queue creates per second this node accepts (0 = default 200)")
+	fs.IntVar(&l.createBurst, "queue-create-burst", 0, "burst of queue creates above the rate (0 = default 400)")
 }
 
 func (l limitOptions) apply(cfg *node.Config) {
