@@ -217,6 +217,20 @@ func (f *ferrydSQS) exists(ctx context.Context, name string) bool {
 
 // reloadWithout drops the named tokens from the tokens file and sends
 // every node SIGHUP.
+// restoreTokens writes data back as the tokens file and has every node
+// reload it.
+func (f *ferrydSQS) restoreTokens(data []byte) {
+	f.t.Helper()
+	if err := os.WriteFile(f.c.TokensFile, data, 0o600); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, n := range f.c.Nodes {
+		if err := f.c.Reload(n); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 func (f *ferrydSQS) reloadWithout(names ...string) {
 	f.t.Helper()
 	data, err := os.ReadFile(f.c.TokensFile)
