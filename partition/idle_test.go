@@ -16,6 +16,8 @@ import (
 	"github.com/ferrymq/ferry/wal"
 	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/raft"
+
+	"github.com/ferrymq/ferry/internal/procfd"
 )
 
 // idleNodes runs groups partitions of three replicas on three nodes, each
@@ -302,17 +304,12 @@ func TestPartition_FollowersMoveOldPayloadsOut(t *testing.T) {
 // message WAL of replicas under root (root/<node>/<group>/wal/*.seg).
 func walFDs(t *testing.T, root string) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
+	n, err := procfd.Count(func(target string) bool {
+		return strings.HasPrefix(target, root+string(filepath.Separator)) &&
+			filepath.Base(filepath.Dir(target)) == "wal" && strings.HasSuffix(target, ".seg")
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err == nil && strings.HasPrefix(target, root+string(filepath.Separator)) &&
-			filepath.Base(filepath.Dir(target)) == "wal" && strings.HasSuffix(target, ".seg") {
-			n++
-		}
 	}
 	return n
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/procfd"
 )
 
 // newTestCache returns a FileCache, failing the test on error.
@@ -36,16 +38,9 @@ func cachedConfig(dir string, c *FileCache) Config {
 // (the directory itself is not counted).
 func openFDsUnder(t testing.TB, dir string) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
+	n, err := procfd.Count(func(target string) bool { return strings.HasPrefix(target, dir+string(filepath.Separator)) })
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err == nil && strings.HasPrefix(target, dir+string(filepath.Separator)) {
-			n++
-		}
 	}
 	return n
 }
@@ -160,17 +155,11 @@ func TestFileCache_IdleLogHoldsNoFiles(t *testing.T) {
 // segFDsUnder counts this process's open descriptors on segment files
 // under root.
 func segFDsUnder(root string) int {
-	entries, err := os.ReadDir("/proc/self/fd")
+	n, err := procfd.Count(func(target string) bool {
+		return strings.HasPrefix(target, root+string(filepath.Separator)) && strings.HasSuffix(target, segmentFileSuffix)
+	})
 	if err != nil {
 		return -1
-	}
-	n := 0
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err == nil && strings.HasPrefix(target, root+string(filepath.Separator)) &&
-			strings.HasSuffix(target, segmentFileSuffix) {
-			n++
-		}
 	}
 	return n
 }
@@ -305,16 +294,7 @@ func TestFileCache_EvictedActiveAppendsAtEnd(t *testing.T) {
 	dirA := t.TempDir()
 	a, _ := openLog(t, cachedConfig(dirA, c))
 	b, _ := openLog(t, cachedConfig(t.TempDir(), c))
-	evictA := func() {
-		t.Helper()
-		mustAppend(t, b, 1, []byte("other log"))
-		if err := b.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		if n := a.Stats().OpenFiles; n != 0 {
-			t.Fatalf("log a holds %d open files after log b used the cache's only slot", n)
-		}
-	}
+	evictA := func() { t.Helper(); evictVia(t, a, b) }
 	size := func(int) int { return 100 }
 	recs := appendMany(t, a, 1, 5, size)
 	if err := a.Sync(); err != nil {
@@ -453,16 +433,7 @@ func TestFileCache_ReopenFailure(t *testing.T) {
 	dir := t.TempDir()
 	a, _ := openLog(t, cachedConfig(dir, c))
 	b, _ := openLog(t, cachedConfig(t.TempDir(), c))
-	evictA := func() {
-		t.Helper()
-		mustAppend(t, b, 1, []byte("other log"))
-		if err := b.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		if n := a.Stats().OpenFiles; n != 0 {
-			t.Fatalf("log a holds %d open files", n)
-		}
-	}
+	evictA := func() { t.Helper(); evictVia(t, a, b) }
 	recs := appendMany(t, a, 1, 60, func(int) int { return 150 })
 	if err := a.Sync(); err != nil {
 		t.Fatal(err)
@@ -659,5 +630,18 @@ func TestFileCache_NoGoroutinePerLog(t *testing.T) {
 		func() string { return fmt.Sprintf("cache %+v, %d descriptors", c.Stats(), segFDsUnder(root)) })
 	if st := c.Stats(); st.IdleFlushes < logs {
 		t.Fatalf("%d idle flushes, want one per log (%d)", st.IdleFlushes, logs)
+	}
+}
+
+// evictVia has log b, sharing a's one-file cache, take the cache's only
+// slot, and checks that a holds no file after it.
+func evictVia(t *testing.T, a, b *Log) {
+	t.Helper()
+	mustAppend(t, b, 1, []byte("other log"))
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Stats().OpenFiles; n != 0 {
+		t.Fatalf("log a holds %d open files after log b used the cache's only slot", n)
 	}
 }
