@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
@@ -35,6 +36,11 @@ type replicaSet struct {
 
 	// campaigns bounds this node's replicas campaigning at once.
 	campaigns *partition.Campaigns
+	// leaderChanges counts the leader changes every replica observed
+	// (partition.Config.LeaderChanges); announced is what the last leader
+	// table was built at.
+	leaderChanges atomic.Uint64
+	announced     leaderTableStamp
 
 	// afterCatalogRead, when set (tests only), runs in reconcile right
 	// after it read the catalog.
@@ -139,11 +145,35 @@ func (n *Node) runReconcile() {
 	}
 }
 
+// leaderTableStamp is what a leader table was built at: the replicas'
+// leader-change count, the meta group's leadership and term, and when.
+type leaderTableStamp struct {
+	changes  uint64
+	metaTerm uint64 // 0 when this node did not lead the meta group
+	at       time.Time
+}
+
+// leaderTableRebuild is how often the leader table is built again although
+// no replica reported a change: raft reports a step-down just before its
+// state leaves Leader, so a table built in between could miss it.
+const leaderTableRebuild = time.Second
+
 // announceLeaders gossips which groups (meta included) this node leads.
+// It asks every replica only when one of them observed a change of
+// leader, and otherwise every leaderTableRebuild.
 func (n *Node) announceLeaders() {
-	groups := map[string]uint64{}
+	stamp := leaderTableStamp{changes: n.replicas.leaderChanges.Load(), at: time.Now()}
 	if n.meta.isLeader() {
-		groups[meta.MetaGroupID] = n.meta.raft.CurrentTerm()
+		stamp.metaTerm = n.meta.raft.CurrentTerm()
+	}
+	last := n.replicas.announced
+	if stamp.changes == last.changes && stamp.metaTerm == last.metaTerm && stamp.at.Sub(last.at) < leaderTableRebuild {
+		return
+	}
+	n.replicas.announced = stamp
+	groups := map[string]uint64{}
+	if stamp.metaTerm != 0 {
+		groups[meta.MetaGroupID] = stamp.metaTerm
 	}
 	for _, r := range n.replicas.all() {
 		if term, ok := r.p.LeaderTerm(); ok {
@@ -326,6 +356,7 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	pc.Transport = trans
 	pc.Liveness = rs.n.raftNet
 	pc.Campaigns = rs.campaigns
+	pc.LeaderChanges = &rs.leaderChanges
 	pc.Logs = rs.n.logs
 	pc.Peers = peers
 	pc.Queue = a.Config

@@ -14,39 +14,66 @@ import (
 // rounds outlast the election timeout and restart without end.
 const DefaultCampaignsMax = 32
 
+// CampaignsReserved is how many slots beyond the bound only busy groups
+// (raft's priority asks: the follower was not quiesced when its leader
+// went silent) may take, so that a partition clients are using never
+// queues behind thousands of idle ones after a node dies.
+const CampaignsReserved = 8
+
 // Campaigns bounds the replicas of one node that campaign at once; see
 // raft.CampaignLimiter in third_party/raft. Replicas that find every slot
-// taken queue, and each released slot wakes the first in line (no polling
-// and no stampede). Create one per node and give it to every replica's
-// Config. Safe for concurrent use.
+// taken queue, busy ones first, and each released slot wakes the first in
+// line (no polling and no stampede). Create one per node and give it to
+// every replica's Config. Safe for concurrent use.
 type Campaigns struct {
-	mu      sync.Mutex
-	slots   int
-	free    int
-	waiters []*campaignWaiter // FIFO; gone ones are skipped and compacted
-	gone    int               // waiters in the queue that left
+	mu       sync.Mutex
+	slots    int // the bound plus the reserved slots
+	reserved int
+	free     int
+	busy     waitQueue // priority asks, served first
+	idle     waitQueue
+}
+
+// waitQueue is a FIFO of waiting replicas; gone ones are skipped and
+// compacted.
+type waitQueue struct {
+	waiters []*campaignWaiter
+	gone    int // waiters in the queue that left
 }
 
 type campaignWaiter struct {
-	wake chan struct{} // one token, buffered
-	left bool          // done was called, or the wake was sent
+	wake     chan struct{} // one token, buffered
+	left     bool          // done was called, or the wake was sent
+	priority bool
 }
 
 var _ raft.CampaignLimiter = (*Campaigns)(nil)
 
-// NewCampaigns returns a bound of n campaigns at once, 1..65536.
+// NewCampaigns returns a bound of n campaigns at once, 1..65536, plus
+// CampaignsReserved slots for busy groups.
 func NewCampaigns(n int) (*Campaigns, error) {
 	if n < 1 || n > 1<<16 {
 		return nil, fmt.Errorf("%w: %d campaigns at once, want 1..65536", ErrInvalidConfig, n)
 	}
-	return &Campaigns{slots: n, free: n}, nil
+	slots := n + CampaignsReserved
+	return &Campaigns{slots: slots, reserved: CampaignsReserved, free: slots}, nil
 }
 
-// TryAcquire takes a slot, reporting false when all are taken.
-func (c *Campaigns) TryAcquire() bool {
+// mayTakeLocked reports whether a free slot may go to an ask of this
+// priority: an idle group leaves the reserved slots alone.
+func (c *Campaigns) mayTakeLocked(priority bool) bool {
+	if priority {
+		return c.free > 0
+	}
+	return c.free > c.reserved
+}
+
+// TryAcquire takes a slot, reporting false when none is free for an ask
+// of this priority.
+func (c *Campaigns) TryAcquire(priority bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.free == 0 {
+	if !c.mayTakeLocked(priority) {
 		return false
 	}
 	c.free--
@@ -66,15 +93,18 @@ func (c *Campaigns) Release() {
 }
 
 // Wait queues the caller for a slot; see raft.CampaignLimiter.
-func (c *Campaigns) Wait() (<-chan struct{}, func(tookSlot bool)) {
-	w := &campaignWaiter{wake: make(chan struct{}, 1)}
+func (c *Campaigns) Wait(priority bool) (<-chan struct{}, func(tookSlot bool)) {
+	w := &campaignWaiter{wake: make(chan struct{}, 1), priority: priority}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.free > 0 {
+	switch {
+	case c.mayTakeLocked(priority):
 		w.left = true
 		w.wake <- struct{}{}
-	} else {
-		c.waiters = append(c.waiters, w)
+	case priority:
+		c.busy.waiters = append(c.busy.waiters, w)
+	default:
+		c.idle.waiters = append(c.idle.waiters, w)
 	}
 	return w.wake, func(tookSlot bool) { c.leave(w, tookSlot) }
 }
@@ -86,45 +116,61 @@ func (c *Campaigns) leave(w *campaignWaiter, tookSlot bool) {
 	defer c.mu.Unlock()
 	if !w.left {
 		w.left = true
-		c.gone++
-		c.compactLocked()
+		q := &c.idle
+		if w.priority {
+			q = &c.busy
+		}
+		q.gone++
+		q.compact()
 	}
 	if !tookSlot {
 		c.wakeNextLocked()
 	}
 }
 
-// wakeNextLocked sends the first waiting replica its wake, while a slot is
-// free.
+// wakeNextLocked sends the first waiting replica that may take a free
+// slot its wake: a busy one first.
 func (c *Campaigns) wakeNextLocked() {
-	for c.free > 0 && len(c.waiters) > 0 {
-		w := c.waiters[0]
-		c.waiters[0] = nil
-		c.waiters = c.waiters[1:]
+	if c.mayTakeLocked(true) && c.busy.wakeFirst() {
+		return
+	}
+	if c.mayTakeLocked(false) {
+		c.idle.wakeFirst()
+	}
+}
+
+// wakeFirst wakes the first waiter still there, reporting whether there
+// was one.
+func (q *waitQueue) wakeFirst() bool {
+	for len(q.waiters) > 0 {
+		w := q.waiters[0]
+		q.waiters[0] = nil
+		q.waiters = q.waiters[1:]
 		if w.left {
-			c.gone--
+			q.gone--
 			continue
 		}
 		w.left = true
 		w.wake <- struct{}{}
-		return
+		return true
 	}
+	return false
 }
 
-// compactLocked drops the waiters that left once they are half the queue,
-// so that a queue of N live waiters holds at most 2N entries.
-func (c *Campaigns) compactLocked() {
-	if c.gone*2 < len(c.waiters) {
+// compact drops the waiters that left once they are half the queue, so
+// that a queue of N live waiters holds at most 2N entries.
+func (q *waitQueue) compact() {
+	if q.gone*2 < len(q.waiters) {
 		return
 	}
-	live := c.waiters[:0]
-	for _, w := range c.waiters {
+	live := q.waiters[:0]
+	for _, w := range q.waiters {
 		if !w.left {
 			live = append(live, w)
 		}
 	}
-	clear(c.waiters[len(live):])
-	c.waiters, c.gone = live, 0
+	clear(q.waiters[len(live):])
+	q.waiters, q.gone = live, 0
 }
 
 // InUse returns the slots taken now.
@@ -138,5 +184,5 @@ func (c *Campaigns) InUse() int {
 func (c *Campaigns) Waiting() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.waiters) - c.gone
+	return len(c.busy.waiters) - c.busy.gone + len(c.idle.waiters) - c.idle.gone
 }

@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
@@ -38,6 +39,11 @@ type Config struct {
 	// Campaigns, when set, bounds how many replicas of the node campaign
 	// at once (one value per node, shared by its replicas). Nil: no bound.
 	Campaigns *Campaigns
+	// LeaderChanges, when set, counts the changes of leader the replica
+	// observes (one counter per node, shared by its replicas), so that a
+	// node can tell whether any replica's leader changed without asking
+	// each of thousands. Nil: not counted.
+	LeaderChanges *atomic.Uint64
 	// QuiesceAfter is how long a leader's log must go without a new entry
 	// before it stops heartbeating the followers that have everything (see
 	// raft.Config.QuiesceAfter in third_party/raft). Zero: never.

@@ -184,6 +184,15 @@ func (p *Partition) startRaft() error {
 	p.mu.Lock()
 	p.raft = r // ApplyBatch may already run: a leader can reach a joining replica at once
 	p.mu.Unlock()
+	if changes := p.cfg.LeaderChanges; changes != nil {
+		// The filter counts and sends nothing: no channel, no goroutine.
+		r.RegisterObserver(raft.NewObserver(nil, false, func(o *raft.Observation) bool {
+			if _, ok := o.Data.(raft.LeaderObservation); ok {
+				changes.Add(1)
+			}
+			return false
+		}))
+	}
 	return p.bootstrap(cached, p.logs, snaps)
 }
 

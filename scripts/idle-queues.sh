@@ -112,6 +112,7 @@ kill_restart() {
   kill -9 "${pids[2]}"
   t0=$(now)
   echo "killed node3 (kill -9) with $n queues"
+  if [[ "${PROFILE:-}" == 1 ]]; then profile "kill" & fi
   for _ in $(seq 1 240); do
     led=$({ replicas 0; replicas 1; } | jq -s '[.[][] | select(.role == "leader") | .group] | unique | length')
     [[ "$led" -ge "$n" ]] && break

@@ -34,6 +34,7 @@ type liveness struct {
 	alive      bool
 	lastAnswer time.Time
 	lost       chan struct{} // closed when alive turns false; nil while not alive
+	back       chan struct{} // closed when alive turns true; made on demand while not alive
 }
 
 // PeerAlive reports whether the node at addr (resolved through the
@@ -67,6 +68,42 @@ func (s *Shared) PeerAlive(id raft.ServerID, addr raft.ServerAddress) (bool, <-c
 	return true, lost
 }
 
+// PeerBack returns nil while the node at addr is alive (as PeerAlive
+// reports it), and otherwise a channel closed as soon as it answers
+// again. It implements raft.Liveness: a leader sends a lost node's
+// followers nothing until then. The first call about a peer starts
+// probing it.
+func (s *Shared) PeerBack(id raft.ServerID, addr raft.ServerAddress) <-chan struct{} {
+	if ap := s.cfg.AddressProvider; ap != nil {
+		if a, err := ap.ServerAddr(id); err == nil && a != "" {
+			addr = a
+		}
+	}
+	p, err := s.peer(string(addr))
+	if err != nil {
+		return nil // an address the transport refuses: RPCs fail at once, as before
+	}
+	lv := &p.live
+	lv.mu.Lock()
+	start := !lv.watched
+	lv.watched = true
+	var back chan struct{}
+	if !lv.alive {
+		if lv.back == nil {
+			lv.back = make(chan struct{})
+		}
+		back = lv.back
+	}
+	lv.mu.Unlock()
+	if start {
+		s.probe(p)
+	}
+	if back == nil {
+		return nil
+	}
+	return back
+}
+
 // answered records an answer from the peer on any of its connections.
 func (p *peer) answered(now time.Time) {
 	lv := &p.live
@@ -76,6 +113,10 @@ func (p *peer) answered(now time.Time) {
 	if !lv.alive {
 		lv.alive = true
 		lv.lost = make(chan struct{})
+		if lv.back != nil {
+			close(lv.back)
+			lv.back = nil
+		}
 	}
 }
 

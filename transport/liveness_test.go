@@ -77,8 +77,16 @@ func TestShared_PeerAliveLostWhenThePeerGoesSilent(t *testing.T) {
 	if d := time.Since(start); d < fastProbeTimeout()/2 {
 		t.Fatalf("lost after %v, before the probe timeout %v", d, fastProbeTimeout())
 	}
+	back := p.a.PeerBack("b", addr)
+	if back == nil {
+		t.Fatal("PeerBack is nil while the peer is lost")
+	}
 	proxy.freeze(false)
+	waitClosed(t, "back never closed once the peer answered again", back, 2*time.Second)
 	waitAlive(t, p.a, addr)
+	if p.a.PeerBack("b", addr) != nil {
+		t.Fatal("PeerBack is not nil while the peer is alive")
+	}
 }
 
 // Many groups asking about the same peer share one probe stream: one

@@ -15,16 +15,21 @@ import "time"
 // and elections restart without end. With a limiter, a follower that finds
 // no free slot stays a follower without a leader (so it grants the votes
 // of the candidates that got one) and tries again on its next timeout.
+//
+// A group whose leader went silent while the group was busy (its
+// follower was not quiesced: it had entries within QuiesceAfter) asks
+// with priority: a limiter serves it before idle groups, so that the
+// partitions clients are using fail over first.
 type CampaignLimiter interface {
 	// TryAcquire takes a slot, reporting false when none is free.
-	TryAcquire() bool
+	TryAcquire(priority bool) bool
 	// Release returns a slot TryAcquire took.
 	Release()
 	// Wait queues the caller for a slot: wake receives once when one may
 	// be free (the caller then calls TryAcquire). The caller must call
 	// done once it stops waiting, saying whether it took a slot after its
 	// wake, so that a wake it did not use goes to the next in line.
-	Wait() (wake <-chan struct{}, done func(tookSlot bool))
+	Wait(priority bool) (wake <-chan struct{}, done func(tookSlot bool))
 }
 
 // followerCampaign is one follower loop's state about starting a
@@ -36,6 +41,11 @@ type followerCampaign struct {
 	wake       <-chan struct{}
 	done       func(tookSlot bool)
 	woken      bool
+	// idle is set when the leader's node was lost while it had this
+	// follower quiesced; priority is decided when the leader is first
+	// found silent: a group that was not idle asks with priority.
+	idle     bool
+	priority bool
 }
 
 // mayCampaign decides, on a follower whose leader is silent, whether it
@@ -54,6 +64,7 @@ func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID) bool {
 	now := time.Now()
 	if fc.timedOutAt.IsZero() {
 		fc.timedOutAt, fc.deadLeader = now, lastLeaderID
+		fc.priority = !fc.idle && !r.followerQuiesced.Load()
 	}
 	if now.Sub(fc.timedOutAt) < r.campaignRank(fc.deadLeader)*2*r.config().ElectionTimeout {
 		return false
@@ -61,7 +72,7 @@ func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID) bool {
 	if r.campaignHeld {
 		return true
 	}
-	if r.campaigns.TryAcquire() {
+	if r.campaigns.TryAcquire(fc.priority) {
 		r.campaignHeld, r.campaignRounds = true, 0
 		r.endCampaignWait(fc, true)
 		return true
@@ -70,7 +81,7 @@ func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID) bool {
 		r.endCampaignWait(fc, true) // the slot went to another: queue again
 	}
 	if fc.done == nil {
-		fc.wake, fc.done = r.campaigns.Wait()
+		fc.wake, fc.done = r.campaigns.Wait(fc.priority)
 	}
 	return false
 }
@@ -93,8 +104,60 @@ func (r *Raft) campaignRank(silent ServerID) time.Duration {
 // contactResumed forgets a follower's silent leader once it hears from a
 // leader again, leaving the limiter's queue.
 func (r *Raft) contactResumed(fc *followerCampaign) {
-	fc.timedOutAt, fc.deadLeader = time.Time{}, ""
+	fc.timedOutAt, fc.deadLeader, fc.idle, fc.priority = time.Time{}, "", false, false
 	r.endCampaignWait(fc, false)
+}
+
+// watchLeaderNode returns the channel that Liveness closes when the node
+// of this follower's leader is lost, or nil (no Liveness, no leader, or
+// its node not up now). A follower that is not quiesced watches it too,
+// so that a busy group's follower does not wait out its heartbeat timeout
+// after its leader's node died (Ferry fork).
+func (r *Raft) watchLeaderNode() <-chan struct{} {
+	if r.liveness == nil {
+		return nil
+	}
+	addr, id := r.LeaderWithID()
+	if addr == "" {
+		return nil
+	}
+	if alive, lost := r.liveness.PeerAlive(id, addr); alive {
+		return lost
+	}
+	return nil
+}
+
+// leaderNodeUp reports whether the node of a known leader is up, for the
+// check that refuses votes while a leader is known: true without
+// Liveness (upstream behaviour). A voter whose leader's node is lost
+// votes although it has not timed out itself yet, so that the first
+// candidate of a group wins its first round instead of waiting an
+// election timeout for the voter's own timer (Ferry fork). Votes stay as
+// safe as ever: the check only avoids disrupting a healthy leader.
+func (r *Raft) leaderNodeUp(id ServerID, addr ServerAddress) bool {
+	if r.liveness == nil {
+		return true
+	}
+	alive, _ := r.liveness.PeerAlive(id, addr)
+	return alive
+}
+
+// leaderNodeStillLost reports, on a follower that saw its leader's node
+// lost, whether that is still so: then it times out although its last
+// contact is recent. It clears *lost once the node is back or the
+// follower knows no leader (upstream's timeout then decides).
+func (r *Raft) leaderNodeStillLost(lost *bool) bool {
+	if !*lost || r.liveness == nil {
+		return false
+	}
+	addr, id := r.LeaderWithID()
+	if addr != "" {
+		if alive, _ := r.liveness.PeerAlive(id, addr); !alive {
+			return true
+		}
+	}
+	*lost = false
+	return false
 }
 
 // endCampaignWait leaves the limiter's queue, if in it.

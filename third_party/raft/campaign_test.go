@@ -18,11 +18,15 @@ type testLimiter struct {
 	capacity      int
 	held, maxHeld int
 	refused       int
+	priorityAsks  int // TryAcquire calls with priority
 }
 
-func (l *testLimiter) TryAcquire() bool {
+func (l *testLimiter) TryAcquire(priority bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if priority {
+		l.priorityAsks++
+	}
 	if l.held >= l.capacity {
 		l.refused++
 		return false
@@ -44,7 +48,7 @@ func (l *testLimiter) Release() {
 }
 
 // Wait has no queue: the wake fires at once and the caller tries again.
-func (l *testLimiter) Wait() (<-chan struct{}, func(bool)) {
+func (l *testLimiter) Wait(bool) (<-chan struct{}, func(bool)) {
 	ch := make(chan struct{}, 1)
 	go func() {
 		time.Sleep(10 * time.Millisecond)

@@ -21,6 +21,12 @@ type Liveness interface {
 	// closed as soon as that stops being true (the connection failed, or
 	// probes went unanswered); when it did not, lost is nil.
 	PeerAlive(id ServerID, addr ServerAddress) (alive bool, lost <-chan struct{})
+	// PeerBack returns nil while the node of id at addr is up, and
+	// otherwise a channel that is closed as soon as it answers again. A
+	// leader sends a lost node's followers no heartbeats and no retries
+	// until then (their RPCs could only fail), and resumes at once when it
+	// is back.
+	PeerBack(id ServerID, addr ServerAddress) (back <-chan struct{})
 }
 
 // quiesceState is a leader's view of one follower's quiescence. A
@@ -126,17 +132,40 @@ func (r *Raft) finishQuiesce(s *followerReplication, wakes, lastIdx uint64) {
 }
 
 // heartbeatWait returns what the heartbeat goroutine of s waits on next:
-// the interval's timer, or, while s is quiesced and its node up, only the
-// channel that closes when the node is lost.
-func (r *Raft) heartbeatWait(s *followerReplication) (tick <-chan time.Time, lost <-chan struct{}) {
+// the interval's timer; while s is quiesced and its node up, only the
+// channel that closes when the node is lost; while its node is lost, the
+// channel that closes when it is back, and a slow timer in case Liveness
+// never says so.
+func (r *Raft) heartbeatWait(s *followerReplication) (tick <-chan time.Time, lost, back <-chan struct{}) {
 	if s.isQuiesced() {
 		alive, lost := r.peerAlive(s)
 		if alive {
-			return nil, lost
+			return nil, lost, nil
 		}
 		r.wakeFollower(s)
 	}
-	return randomTimeout(r.config().HeartbeatTimeout / 10), nil
+	if back := r.peerBack(s); back != nil {
+		return randomTimeout(lostPeerRetryScale * r.config().HeartbeatTimeout), nil, back
+	}
+	return randomTimeout(r.config().HeartbeatTimeout / 10), nil, nil
+}
+
+// lostPeerRetryScale times HeartbeatTimeout is how often, at most, a leader
+// tries a follower whose node Liveness reports lost: it learns of the
+// node's return from Liveness at once, and this retry only covers a
+// Liveness that fails to say so.
+const lostPeerRetryScale = 4
+
+// peerBack returns nil while s's node is up (or no Liveness is set), and
+// otherwise the channel that Liveness closes when the node is back.
+func (r *Raft) peerBack(s *followerReplication) <-chan struct{} {
+	if r.liveness == nil {
+		return nil
+	}
+	s.peerLock.RLock()
+	peer := s.peer
+	s.peerLock.RUnlock()
+	return r.liveness.PeerBack(peer.ID, peer.Address)
 }
 
 // commitTimeoutCh paces the empty appends that tell s the commit index;

@@ -21,10 +21,12 @@ type fakeLiveness struct {
 	mu   sync.Mutex
 	down map[[2]ServerAddress]bool // (observer, observed)
 	lost map[[2]ServerAddress]chan struct{}
+	back map[[2]ServerAddress]chan struct{}
 }
 
 func newFakeLiveness() *fakeLiveness {
-	return &fakeLiveness{down: map[[2]ServerAddress]bool{}, lost: map[[2]ServerAddress]chan struct{}{}}
+	return &fakeLiveness{down: map[[2]ServerAddress]bool{}, lost: map[[2]ServerAddress]chan struct{}{},
+		back: map[[2]ServerAddress]chan struct{}{}}
 }
 
 // livenessView is one node's view.
@@ -48,6 +50,21 @@ func (v livenessView) PeerAlive(_ ServerID, addr ServerAddress) (bool, <-chan st
 	return true, ch
 }
 
+func (v livenessView) PeerBack(_ ServerID, addr ServerAddress) <-chan struct{} {
+	f, key := v.f, [2]ServerAddress{v.self, addr}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.down[key] {
+		return nil
+	}
+	ch := f.back[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		f.back[key] = ch
+	}
+	return ch
+}
+
 // set records whether observer sees observed as down.
 func (f *fakeLiveness) set(observer, observed ServerAddress, down bool) {
 	f.mu.Lock()
@@ -57,6 +74,10 @@ func (f *fakeLiveness) set(observer, observed ServerAddress, down bool) {
 	if ch := f.lost[key]; down && ch != nil {
 		close(ch)
 		delete(f.lost, key)
+	}
+	if ch := f.back[key]; !down && ch != nil {
+		close(ch)
+		delete(f.back, key)
 	}
 }
 
@@ -77,10 +98,25 @@ type countingTransport struct {
 	*InmemTransport
 	appends  atomic.Int64
 	inflight atomic.Int64
+	mu       sync.Mutex
+	to       map[ServerAddress]int64 // AppendEntries tried, by target
+}
+
+// appendsTo returns the AppendEntries RPCs tried to target so far.
+func (c *countingTransport) appendsTo(target ServerAddress) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.to[target]
 }
 
 func (c *countingTransport) AppendEntries(id ServerID, target ServerAddress, args *AppendEntriesRequest, resp *AppendEntriesResponse) error {
 	c.appends.Add(1)
+	c.mu.Lock()
+	if c.to == nil {
+		c.to = map[ServerAddress]int64{}
+	}
+	c.to[target]++
+	c.mu.Unlock()
 	c.inflight.Add(1)
 	defer c.inflight.Add(-1)
 	return c.InmemTransport.AppendEntries(id, target, args, resp)
@@ -96,9 +132,11 @@ type quiesceNode struct {
 	trans *countingTransport
 	logs  *InmemStore
 	store *InmemStore
-	snaps *InmemSnapshotStore
-	fsm   *MockFSM
-	raft  *Raft
+	// stable is store, or what newTestClusterStable wrapped it in.
+	stable StableStore
+	snaps  *InmemSnapshotStore
+	fsm    *MockFSM
+	raft   *Raft
 }
 
 type quiesceCluster struct {
@@ -129,6 +167,13 @@ func newQuiesceCluster(t *testing.T, n int) *quiesceCluster {
 
 func newTestCluster(t *testing.T, n int, edit func(i int, c *Config)) *quiesceCluster {
 	t.Helper()
+	return newTestClusterStable(t, n, edit, nil)
+}
+
+// newTestClusterStable is newTestCluster whose nodes keep term and vote in
+// wrap(their InmemStore) when wrap is set.
+func newTestClusterStable(t *testing.T, n int, edit func(i int, c *Config), wrap func(*InmemStore) StableStore) *quiesceCluster {
+	t.Helper()
 	c := &quiesceCluster{t: t, live: newFakeLiveness(), edit: edit}
 	var servers []Server
 	for i := range n {
@@ -136,6 +181,10 @@ func newTestCluster(t *testing.T, n int, edit func(i int, c *Config)) *quiesceCl
 		node := &quiesceNode{
 			id: ServerID(fmt.Sprintf("n%d", i)), addr: addr, trans: &countingTransport{InmemTransport: trans},
 			logs: NewInmemStore(), store: NewInmemStore(), snaps: NewInmemSnapshotStore(), fsm: &MockFSM{},
+		}
+		node.stable = node.store
+		if wrap != nil {
+			node.stable = wrap(node.store)
 		}
 		c.nodes = append(c.nodes, node)
 		servers = append(servers, Server{Suffrage: Voter, ID: node.id, Address: addr})
@@ -147,7 +196,7 @@ func newTestCluster(t *testing.T, n int, edit func(i int, c *Config)) *quiesceCl
 	}
 	for _, node := range c.nodes {
 		conf := c.config(node)
-		if err := BootstrapCluster(conf, node.logs, node.store, node.snaps, node.trans, Configuration{Servers: servers}); err != nil {
+		if err := BootstrapCluster(conf, node.logs, node.stable, node.snaps, node.trans, Configuration{Servers: servers}); err != nil {
 			t.Fatal(err)
 		}
 		c.start(node)
@@ -163,7 +212,7 @@ func newTestCluster(t *testing.T, n int, edit func(i int, c *Config)) *quiesceCl
 }
 
 func (c *quiesceCluster) start(node *quiesceNode) {
-	r, err := NewRaft(c.config(node), node.fsm, node.logs, node.store, node.snaps, node.trans)
+	r, err := NewRaft(c.config(node), node.fsm, node.logs, node.stable, node.snaps, node.trans)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -173,6 +173,11 @@ func (r *Raft) runFollower() {
 	// fc is this loop's campaign state (Ferry fork: campaign.go).
 	var fc followerCampaign
 	defer r.endCampaignWait(&fc, false)
+	// leaderLost is closed when the leader's node is lost, for a follower
+	// that is not quiesced; leaderNodeLost records that it was (Ferry
+	// fork: campaign.go).
+	leaderLost := r.watchLeaderNode()
+	leaderNodeLost := false
 
 	for r.getState() == Follower {
 		r.mainThreadSaturation.sleeping()
@@ -181,6 +186,9 @@ func (r *Raft) runFollower() {
 		case rpc := <-r.rpcCh:
 			r.mainThreadSaturation.working()
 			r.processRPC(rpc)
+			if leaderLost == nil && !leaderNodeLost && !r.followerQuiesced.Load() {
+				leaderLost = r.watchLeaderNode() // a leader just learnt (Ferry fork)
+			}
 
 		case c := <-r.configurationChangeCh:
 			r.mainThreadSaturation.working()
@@ -233,8 +241,17 @@ func (r *Raft) runFollower() {
 			// voters' ranks and the campaign slots spread the elections
 			// (Ferry fork).
 			quiesceLost = nil
+			r.contactResumed(&fc) // a new silence: forget any earlier one
+			fc.idle = true
 			r.followerQuiesced.Store(false)
 			heartbeatTimer = randomTimeout(r.config().HeartbeatTimeout / 4)
+
+		case <-leaderLost:
+			// The leader's node is lost while this group is busy: time
+			// out now rather than after the heartbeat timeout (Ferry fork).
+			leaderLost, leaderNodeLost = nil, true
+			r.contactResumed(&fc) // a new silence: forget any earlier one
+			heartbeatTimer = randomTimeout(r.config().HeartbeatTimeout / 10)
 
 		case <-heartbeatTimer:
 			r.mainThreadSaturation.working()
@@ -244,8 +261,11 @@ func (r *Raft) runFollower() {
 
 			// Check if we have had a successful contact
 			lastContact := r.LastContact()
-			if time.Since(lastContact) < hbTimeout {
+			if time.Since(lastContact) < hbTimeout && !r.leaderNodeStillLost(&leaderNodeLost) {
 				r.contactResumed(&fc)
+				if !r.followerQuiesced.Load() {
+					leaderLost = r.watchLeaderNode()
+				}
 				continue
 			}
 
@@ -1740,7 +1760,8 @@ func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 			return
 		}
 	}
-	if leaderAddr, leaderID := r.LeaderWithID(); leaderAddr != "" && leaderAddr != candidate && !req.LeadershipTransfer {
+	if leaderAddr, leaderID := r.LeaderWithID(); leaderAddr != "" && leaderAddr != candidate && !req.LeadershipTransfer &&
+		r.leaderNodeUp(leaderID, leaderAddr) {
 		r.logger.Warn("rejecting vote request since we have a leader",
 			"from", candidate,
 			"leader", leaderAddr,
@@ -1753,12 +1774,25 @@ func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 		return
 	}
 
-	// Increase the term if we see a newer one
+	// Increase the term if we see a newer one. Ferry fork: with a
+	// StableBatchStore the new term is stored with the vote when one is
+	// granted, and alone (by the deferred call, before the answer leaves)
+	// on every other way out.
+	var raisedTerm uint64
+	defer func() {
+		if raisedTerm != 0 {
+			r.setCurrentTerm(raisedTerm)
+		}
+	}()
 	if req.Term > r.getCurrentTerm() {
 		// Ensure transition to follower
 		r.logger.Debug("lost leadership because received a requestVote with a newer term")
 		r.setState(Follower)
-		r.setCurrentTerm(req.Term)
+		if _, batch := r.stable.(StableBatchStore); batch {
+			raisedTerm = req.Term
+		} else {
+			r.setCurrentTerm(req.Term)
+		}
 
 		resp.Term = req.Term
 	}
@@ -1816,7 +1850,7 @@ func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 	}
 
 	// Persist a vote for safety
-	if err := r.persistVote(req.Term, candidateBytes); err != nil {
+	if err := r.persistVoteRaisingTerm(req.Term, candidateBytes, &raisedTerm); err != nil {
 		r.logger.Error("failed to persist vote", "error", err)
 		return
 	}
@@ -1854,7 +1888,8 @@ func (r *Raft) requestPreVote(rpc RPC, req *RequestPreVoteRequest) {
 		return
 	}
 
-	if leaderAddr, leaderID := r.LeaderWithID(); leaderAddr != "" && leaderAddr != candidate {
+	if leaderAddr, leaderID := r.LeaderWithID(); leaderAddr != "" && leaderAddr != candidate &&
+		r.leaderNodeUp(leaderID, leaderAddr) {
 		r.logger.Warn("rejecting pre-vote request since we have a leader",
 			"from", candidate,
 			"leader", leaderAddr,
@@ -2074,7 +2109,6 @@ func (r *Raft) electSelf() <-chan *voteResult {
 	// Increment the term
 	newTerm := r.getCurrentTerm() + 1
 
-	r.setCurrentTerm(newTerm)
 	// Construct the request
 	lastIdx, lastTerm := r.getLastEntry()
 	req := &RequestVoteRequest{
@@ -2086,6 +2120,8 @@ func (r *Raft) electSelf() <-chan *voteResult {
 		LastLogTerm:        lastTerm,
 		LeadershipTransfer: r.candidateFromLeadershipTransfer.Load(),
 	}
+	// The new term and the vote for ourselves in one write (Ferry fork).
+	selfVoted := r.setTermWithSelfVote(newTerm, req.Addr)
 
 	// Construct a function to ask for a vote
 	askPeer := func(peer Server) {
@@ -2111,11 +2147,13 @@ func (r *Raft) electSelf() <-chan *voteResult {
 			if server.ID == r.localID {
 				r.logger.Debug("voting for self", "term", req.Term, "id", r.localID)
 
-				// Persist a vote for ourselves
-				if err := r.persistVote(req.Term, req.Addr); err != nil {
-					r.logger.Error("failed to persist vote", "error", err)
-					return nil
-
+				// Persist a vote for ourselves, unless stored with the
+				// term (Ferry fork)
+				if !selfVoted {
+					if err := r.persistVote(req.Term, req.Addr); err != nil {
+						r.logger.Error("failed to persist vote", "error", err)
+						return nil
+					}
 				}
 				// Include our own vote
 				respCh <- &voteResult{

@@ -212,8 +212,17 @@ func (r *Raft) replicateTo(s *followerReplication, lastIndex uint64) (shouldStop
 START:
 	// Prevent an excessive retry rate on errors
 	if s.failures > 0 {
+		// A follower whose node is lost is tried again as soon as it is
+		// back, and meanwhile only as rarely as heartbeats try it (Ferry
+		// fork: quiesce.go).
+		wait := backoff(failureWait, s.failures, maxFailureScale)
+		back := r.peerBack(s)
+		if slow := lostPeerRetryScale * r.config().HeartbeatTimeout; back != nil && wait < slow {
+			wait = slow
+		}
 		select {
-		case <-time.After(backoff(failureWait, s.failures, maxFailureScale)):
+		case <-time.After(wait):
+		case <-back:
 		case <-r.shutdownCh:
 		}
 	}
@@ -402,13 +411,15 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		// Wait for the next heartbeat interval or forced notify; a
 		// quiesced follower gets heartbeats only when asked (verify) or
 		// woken (Ferry fork).
-		tick, lost := r.heartbeatWait(s)
+		tick, lost, back := r.heartbeatWait(s)
 		select {
 		case <-s.notifyCh:
 		case <-tick:
 		case <-s.q.wakeCh:
 		case <-lost:
 			r.wakeFollower(s)
+		case <-back:
+			failures = 0 // its node answers again: try at once
 		case <-stopCh:
 			r.releaseQuiesced(s, req)
 			return
@@ -429,6 +440,8 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			failures++
 			select {
 			case <-time.After(nextBackoffTime):
+			case <-r.peerBack(s): // nil while its node is up (Ferry fork)
+				failures = 0
 			case <-stopCh:
 				return
 			}

@@ -37,13 +37,48 @@ type stableValue struct {
 // value of at most StableValueBytesMax bytes and at most StableKeysMax
 // keys per group; beyond, ErrStableTooLarge and nothing is stored.
 func (g *GroupLog) Set(key, val []byte) error {
+	r, err := g.stableRequest(key, val)
+	if err != nil {
+		return err
+	}
+	return g.s.submit(r)
+}
+
+var _ raft.StableBatchStore = (*GroupLog)(nil)
+
+// SetBatch stores every write as Set and SetUint64 would, in order, and
+// returns once all are durable: they are queued together, so they share
+// one fdatasync (or, past a batch's bounds, land in consecutive ones),
+// and a crash keeps a prefix of them. raft stores an election's term and
+// vote so. At most StableKeysMax writes; bounds as Set's, checked for
+// every write before any is queued.
+func (g *GroupLog) SetBatch(writes []raft.StableWrite) error {
+	if len(writes) == 0 || len(writes) > StableKeysMax {
+		return fmt.Errorf("%w: a batch of %d stable writes (1..%d)", ErrStableTooLarge, len(writes), StableKeysMax)
+	}
+	reqs := make([]*request, len(writes))
+	for i, w := range writes {
+		val := w.Val
+		if w.IsUint64 {
+			val = binary.LittleEndian.AppendUint64(nil, w.Uint64)
+		}
+		r, err := g.stableRequest(w.Key, val)
+		if err != nil {
+			return err
+		}
+		reqs[i] = r
+	}
+	return g.s.submitAll(reqs)
+}
+
+// stableRequest checks a stable write's bounds and makes its request.
+func (g *GroupLog) stableRequest(key, val []byte) (*request, error) {
 	if len(key) == 0 || len(key) > StableKeyBytesMax || len(val) > StableValueBytesMax {
-		return fmt.Errorf("%w: key of %d bytes (1..%d), value of %d bytes (at most %d)",
+		return nil, fmt.Errorf("%w: key of %d bytes (1..%d), value of %d bytes (at most %d)",
 			ErrStableTooLarge, len(key), StableKeyBytesMax, len(val), StableValueBytesMax)
 	}
-	r := &request{kind: reqStable, g: g, key: string(key), val: bytes.Clone(val),
-		bytes: walRecordHeaderBytes + stableHeaderBytes + int64(len(key)+len(val))}
-	return g.s.submit(r)
+	return &request{kind: reqStable, g: g, key: string(key), val: bytes.Clone(val),
+		bytes: walRecordHeaderBytes + stableHeaderBytes + int64(len(key)+len(val))}, nil
 }
 
 // Get returns key's value; a key never set is ErrStableNotFound.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 var (
@@ -315,4 +317,46 @@ func TestStable_ConcurrentGroupsShareSyncs(t *testing.T) {
 			t.Fatalf("group %d: vote %q, %v", gi, v, err)
 		}
 	}
+}
+
+// SetBatch stores term and vote with one sync, as Set and SetUint64 would
+// (the same values come back, across a restart), and a batch with one
+// write over its bounds, or too many writes, stores nothing.
+func TestStable_SetBatchIsOneSync(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	s, _ := openStore(t, cfg)
+	g := mustGroup(t, s, "a")
+	keyVoteTerm := []byte("LastVoteTerm")
+	before := s.Stats().Syncs
+	err := g.SetBatch([]raft.StableWrite{
+		{Key: keyTerm, Uint64: 7, IsUint64: true},
+		{Key: keyVoteTerm, Uint64: 7, IsUint64: true},
+		{Key: keyCand, Val: []byte("node-2:7001")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().Syncs - before; n != 1 {
+		t.Fatalf("a batch of term and vote took %d syncs, want 1", n)
+	}
+	bad := [][]raft.StableWrite{
+		{{Key: keyTerm, Uint64: 8, IsUint64: true}, {Key: keyCand, Val: bytes.Repeat([]byte("x"), StableValueBytesMax+1)}},
+		make([]raft.StableWrite, StableKeysMax+1),
+		nil,
+	}
+	for i, b := range bad {
+		if err := g.SetBatch(b); !errors.Is(err, ErrStableTooLarge) {
+			t.Fatalf("bad batch %d: %v, want ErrStableTooLarge", i, err)
+		}
+	}
+	mustClose(t, s)
+	s, _ = openStore(t, cfg)
+	g = mustGroup(t, s, "a")
+	if term, vote := mustGetUint64(t, g, keyTerm), mustGetUint64(t, g, keyVoteTerm); term != 7 || vote != 7 {
+		t.Fatalf("after restart: term %d, vote term %d; want 7 and 7 (a refused batch stores nothing)", term, vote)
+	}
+	if v, err := g.Get(keyCand); err != nil || string(v) != "node-2:7001" {
+		t.Fatalf("after restart: vote %q, %v", v, err)
+	}
+	mustClose(t, s)
 }

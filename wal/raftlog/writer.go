@@ -57,6 +57,31 @@ func (s *Store) submit(r *request) error {
 	return <-r.done
 }
 
+// submitAll queues rs together, in order, and waits for every answer;
+// it returns the first error. The writer takes requests in queue order
+// and syncs each batch before the next, so a later request of rs is never
+// durable without the earlier ones.
+func (s *Store) submitAll(rs []*request) error {
+	for _, r := range rs {
+		r.done = make(chan error, 1)
+	}
+	s.qmu.Lock()
+	if s.qclosed {
+		s.qmu.Unlock()
+		return ErrClosed
+	}
+	s.queue = append(s.queue, rs...)
+	s.qmu.Unlock()
+	s.nudge()
+	var first error
+	for _, r := range rs {
+		if err := <-r.done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // nudge wakes the writer without blocking.
 func (s *Store) nudge() {
 	select {
