@@ -198,22 +198,29 @@ func (r *Raft) releaseQuiesced(s *followerReplication, req AppendEntriesRequest)
 	}()
 }
 
-// allFollowersQuiesced reports whether every voter but this one is
-// quiesced: the leader's lease then needs no timer. Main thread only.
-func (r *Raft) allFollowersQuiesced() bool {
+// quorumQuiesced reports whether this leader and its quiesced voters make
+// a quorum: the lease then needs no timer, since the check would count
+// each of them as contacted until a wake (their node lost, a new entry)
+// turns the timer back on. A follower whose node is lost (not quiesced)
+// then costs no lease checks either. Main thread only.
+func (r *Raft) quorumQuiesced() bool {
 	if !r.quiesceEnabled() {
 		return false
 	}
+	quiesced := 0
 	for _, server := range r.configurations.latest.Servers {
-		if server.Suffrage != Voter || server.ID == r.localID {
+		if server.Suffrage != Voter {
 			continue
 		}
-		s := r.leaderState.replState[server.ID]
-		if s == nil || !s.isQuiesced() {
-			return false
+		if server.ID == r.localID {
+			quiesced++
+			continue
+		}
+		if s := r.leaderState.replState[server.ID]; s != nil && s.isQuiesced() {
+			quiesced++
 		}
 	}
-	return true
+	return quiesced >= r.quorumSize()
 }
 
 // leaseContactAge returns how long ago the leader last heard from s, for

@@ -1010,10 +1010,10 @@ func (r *Raft) leaderLoop() {
 				checkInterval = minCheckInterval
 			}
 
-			// Renew the lease timer; none while every follower is
-			// quiesced: a wake renews it (Ferry fork).
+			// Renew the lease timer; none while a quorum is quiesced: a
+			// wake renews it (Ferry fork).
 			lease = time.After(checkInterval)
-			if r.allFollowersQuiesced() {
+			if r.quorumQuiesced() {
 				lease = nil
 			}
 
