@@ -113,6 +113,7 @@ func (m *membership) update(n *memberlist.Node, state wire.NodeState) {
 		delete(m.decoded, mm.ID)
 	}
 	m.mu.Unlock()
+	m.changes.Add(1)
 	m.notify()
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/wire"
@@ -70,6 +71,9 @@ type membership struct {
 	mine    leaderTable
 	sent    time.Time // when mine was last queued for broadcast
 	events  chan struct{}
+	// changes counts the member updates gossip delivered (reconcile
+	// passes look again when it moved).
+	changes atomic.Uint64
 	ring    *memberlist.Keyring // nil on an insecure node
 	// refused is when each unadmitted member was last warned about.
 	refused map[string]time.Time

@@ -55,3 +55,40 @@ func TestReplicas_ReconcileKeepsAReplicaOpenedAfterItsCatalogRead(t *testing.T) 
 		t.Fatalf("the replica of %s opened during the reconcile is %p after it, was %p (removed)", group, got, opened)
 	}
 }
+
+// An idle node skips the periodic reconcile pass while nothing it
+// depends on moved, and passes again once the catalog changes, a
+// replica's leader changes, or the safety interval runs out.
+func TestReplicas_PeriodicPassRunsOnlyWhenSomethingMoved(t *testing.T) {
+	nodes := testNodes(t, 3)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "idle", 1)
+	nd := nodes[0]
+	waitFor(t, 15*time.Second, "a settled pass with nothing left to do", func() bool {
+		nd.replicas.reconcile()
+		return !nd.replicas.passNeeded()
+	})
+
+	createQueueOn(t, leader, "another", 1) // the catalog moves
+	waitFor(t, 10*time.Second, "a pass asked for after a catalog change", nd.replicas.passNeeded)
+
+	waitFor(t, 15*time.Second, "a settled pass again", func() bool {
+		nd.replicas.reconcile()
+		return !nd.replicas.passNeeded()
+	})
+	nd.replicas.leaderChanges.Add(1) // as a replica's raft reports a new leader
+	if !nd.replicas.passNeeded() {
+		t.Fatal("no pass asked for after a leader change")
+	}
+
+	waitFor(t, 15*time.Second, "a settled pass after the leader change", func() bool {
+		nd.replicas.reconcile()
+		return !nd.replicas.passNeeded()
+	})
+	nd.replicas.pass.mu.Lock()
+	nd.replicas.pass.at = time.Now().Add(-reconcileFullInterval)
+	nd.replicas.pass.mu.Unlock()
+	if !nd.replicas.passNeeded() {
+		t.Fatal("no pass asked for after the safety interval")
+	}
+}

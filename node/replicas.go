@@ -41,6 +41,8 @@ type replicaSet struct {
 	// table was built at.
 	leaderChanges atomic.Uint64
 	announced     leaderTableStamp
+	// pass is what the last reconcile saw (reconcilepass.go).
+	pass reconcilePass
 
 	// afterCatalogRead, when set (tests only), runs in reconcile right
 	// after it read the catalog.
@@ -138,7 +140,9 @@ func (n *Node) runReconcile() {
 		case <-soon:
 			run()
 		case <-reconcile.C:
-			run()
+			if n.replicas.passNeeded() {
+				run()
+			}
 		case <-announce.C:
 			n.announceLeaders()
 		}
@@ -192,6 +196,7 @@ func (rs *replicaSet) reconcile() {
 	// replica that startQueue opened after a catalog read, for a queue
 	// created after it, would otherwise look deleted and be removed (its
 	// data with it) while it serves.
+	stamp := rs.passStamp()
 	running := rs.all()
 	assigned, nodes := rs.assignedHere()
 	if rs.afterCatalogRead != nil {
@@ -201,9 +206,11 @@ func (rs *replicaSet) reconcile() {
 	for _, a := range assigned {
 		want[a.GroupID] = a
 	}
+	settled := true
 	for _, r := range running {
 		if _, ok := want[r.a.GroupID]; !ok {
 			rs.remove(r)
+			settled = false
 		}
 	}
 	var starts []meta.Assignment
@@ -219,24 +226,31 @@ func (rs *replicaSet) reconcile() {
 			starts = append(starts, a)
 			continue
 		}
-		rs.syncLeader(r, nodes)
+		if !rs.syncLeader(r, nodes) {
+			settled = false
+		}
 	}
 	rs.startAll(starts, nodes)
+	rs.passDone(stamp, settled && len(starts) == 0)
 }
 
 // syncLeader has a leading replica bring its group's members and config
 // in line with its assignment, once per assignment and leader term (a
 // pass over thousands of replicas asks each group's raft nothing when
 // nothing changed), and hand leadership to the preferred replica.
-func (rs *replicaSet) syncLeader(r *replica, nodes map[string]meta.Node) {
+//
+// It reports whether the replica is settled: not leading, or leading in
+// step with its assignment with no hand-over wanted.
+func (rs *replicaSet) syncLeader(r *replica, nodes map[string]meta.Node) bool {
 	term, leading := r.p.LeaderTerm()
 	if !leading {
-		return
+		return true
 	}
 	if r.syncedTerm != term && rs.syncMembers(r, nodes) && rs.syncConfig(r) {
 		r.syncedTerm = term
 	}
-	rs.preferLeader(r, nodes)
+	wanted := rs.preferLeader(r, nodes)
+	return r.syncedTerm == term && !wanted
 }
 
 // assignedHere returns this node's assignments and the catalog's nodes.
@@ -394,29 +408,29 @@ func (rs *replicaSet) remove(r *replica) {
 // leadership to it, so that partition leaders do not pile up on the node
 // that happened to start first. Only an alive preferred replica is asked,
 // and each partition is asked at most once per preferInterval.
-func (rs *replicaSet) preferLeader(r *replica, nodes map[string]meta.Node) {
+func (rs *replicaSet) preferLeader(r *replica, nodes map[string]meta.Node) (wanted bool) {
 	if len(r.a.Replicas) == 0 || !r.p.IsLeader() {
-		return
+		return false
 	}
 	preferred := r.a.Replicas[0]
 	nd, ok := nodes[preferred]
 	if preferred == rs.n.cfg.ID || !ok || rs.n.members.state(preferred) != wire.NodeAlive {
-		return
+		return false
 	}
 	if rs.campaigns.InUse() > 0 || rs.campaigns.Waiting() > 0 {
-		return // elections pending here: a hand-over would add one to each
+		return true // elections pending here: a hand-over would add one to each
 	}
 	rs.mu.Lock()
 	last := rs.lastPrefer[r.a.GroupID]
 	if time.Since(last) < preferInterval {
 		rs.mu.Unlock()
-		return
+		return true
 	}
 	select {
 	case rs.handovers <- struct{}{}:
 	default:
 		rs.mu.Unlock()
-		return // enough hand-overs running: a later pass asks again
+		return true // enough hand-overs running: a later pass asks again
 	}
 	rs.lastPrefer[r.a.GroupID] = time.Now()
 	rs.handing.Add(1)
@@ -430,6 +444,7 @@ func (rs *replicaSet) preferLeader(r *replica, nodes map[string]meta.Node) {
 		}
 		rs.n.logger.Info("handed leadership to the preferred replica", "group", r.a.GroupID, "to", preferred)
 	}()
+	return true
 }
 
 // syncConfig has a leader propose the catalog's queue config when its FSM

@@ -46,6 +46,10 @@ type scheduler struct {
 type sweepState struct {
 	leader      raft.ServerID // the leader last logged; none at first
 	nextCompact time.Time
+	// noDeadlineAt is the applied index at which this replica, leading,
+	// held no deadline (0: not known); the sweep does not ask its FSM
+	// again until the index moves or it stops leading.
+	noDeadlineAt uint64
 }
 
 // sharedScheduler serves every replica in the process.
@@ -104,8 +108,13 @@ func (s *scheduler) sweepOne(p *Partition, st *sweepState, now time.Time) {
 		st.leader = id
 		p.logLeader(id)
 	}
-	if p.raft.State() == raft.Leader && !p.tickArmed() {
-		p.armTickForDeadline()
+	switch {
+	case p.raft.State() != raft.Leader:
+		st.noDeadlineAt = 0
+	case !p.tickArmed():
+		if applied := p.raft.AppliedIndex(); applied != st.noDeadlineAt && !p.armTickForDeadline() {
+			st.noDeadlineAt = applied
+		}
 	}
 	if now.Before(st.nextCompact) {
 		return

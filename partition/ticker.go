@@ -29,9 +29,13 @@ type tickTimer struct {
 
 // armTickForDeadline arms the tick timer for the FSM's next deadline, if
 // this replica leads and one is pending.
-func (p *Partition) armTickForDeadline() {
+//
+// It reports whether the partition holds a deadline (false on a replica
+// that does not lead): without a new entry applied none can appear, so
+// the sweep need not look again until the applied index moves.
+func (p *Partition) armTickForDeadline() bool {
 	if p.raft.State() != raft.Leader {
-		return
+		return false
 	}
 	p.mu.Lock()
 	next, ok := p.fsm.NextDeadline()
@@ -39,6 +43,7 @@ func (p *Partition) armTickForDeadline() {
 	if ok {
 		p.armTick(time.Duration(next - p.now().UnixNano()))
 	}
+	return ok
 }
 
 // tickArmed reports whether the tick timer is armed or a tick runs: an
