@@ -154,11 +154,11 @@ func (s *dashboardSource) close() {
 func (n *Node) replicaViews() []jsonview.Replica {
 	out := []jsonview.Replica{}
 	for _, r := range n.replicas.all() {
-		st := r.p.Status()
+		role, leader := r.p.Role()
 		idx, dig := r.p.Digest()
 		s := r.p.Stats()
 		out = append(out, jsonview.Replica{Queue: r.a.Queue, Partition: r.a.Index, Group: r.a.GroupID,
-			Role: jsonview.Enum(st.State), Leader: st.LeaderID, AppliedIndex: idx, Digest: hex.EncodeToString(dig[:]),
+			Role: jsonview.Enum(role), Leader: leader, AppliedIndex: idx, Digest: hex.EncodeToString(dig[:]),
 			Ready: s.Ready, InFlight: s.InFlight, Delayed: s.Delayed, Dead: s.Dead})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })

@@ -117,9 +117,8 @@ func (n *Node) leaderOf(ctx context.Context, queue string, index int) (*partitio
 		if p.IsLeader() {
 			return p, q, nil
 		}
-		st := p.Status()
-		if st.LeaderID != "" && st.LeaderID != n.cfg.ID {
-			return nil, q, &partition.NotLeaderError{LeaderID: st.LeaderID, LeaderAddr: st.LeaderAddr}
+		if id, addr := p.Leader(); id != "" && id != n.cfg.ID {
+			return nil, q, &partition.NotLeaderError{LeaderID: id, LeaderAddr: addr}
 		}
 	}
 	hint := n.leaderHint(q, index)

@@ -179,8 +179,8 @@ func (n *Node) queueInfo(q meta.Queue) wire.QueueInfo {
 // else the preferred replica.
 func (n *Node) partitionLeader(q meta.Queue, index int) string {
 	if p := n.replicas.get(q.GroupID(index)); p != nil {
-		if st := p.Status(); st.LeaderID != "" {
-			return st.LeaderID
+		if id, _ := p.Leader(); id != "" {
+			return id
 		}
 	}
 	return n.leaderHint(q, index)

@@ -58,6 +58,14 @@ func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, erro
 	rc.LeaderLeaseTimeout, rc.CommitTimeout = pc.LeaderLeaseTimeout, metaCommitTimeout
 	rc.SnapshotThreshold, rc.TrailingLogs = 1024, 2048
 	rc.NoLegacyTelemetry = true
+	// The meta group quiesces like a partition: 2 s after its last entry,
+	// once its followers have every entry and know the commit index (so
+	// each node's catalog is current), its leader stops heartbeating
+	// them; a new entry wakes them at once. Without it, the meta leader's
+	// node was the one over 5% of a core at 1,000 idle queues.
+	if n.raftNet != nil && pc.QuiesceAfter > 0 {
+		rc.Liveness, rc.QuiesceAfter = n.raftNet, pc.QuiesceAfter
+	}
 	rc.Logger = partition.RaftLogger(n.logger.With("group", meta.MetaGroupID))
 	g.trans = trans
 	if err := g.start(dir, rc); err != nil {

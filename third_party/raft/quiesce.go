@@ -91,6 +91,11 @@ func (r *Raft) wakeFollower(s *followerReplication) {
 	s.setLastContact()
 	asyncNotifyCh(s.q.wakeCh)
 	asyncNotifyCh(s.q.leaderWake)
+	// The replication goroutine waits with no commit-timeout timer while
+	// the follower is quiesced: trigger it, so that it sends the commit
+	// index (and any entries a restarted or wiped follower lacks) and
+	// watches the timer again.
+	asyncNotifyCh(s.triggerCh)
 }
 
 // quiesceCandidate reports whether s may be quiesced now, and the wake

@@ -505,3 +505,30 @@ func TestQuiesce_ConfigNeedsLiveness(t *testing.T) {
 		t.Fatal("a negative QuiesceAfter was accepted")
 	}
 }
+
+// A follower of a quiesced group that comes back with an empty disk is
+// rebuilt without waiting for a new entry: waking it (its node was lost)
+// also sets the leader's replication going again, which would otherwise
+// wait, timer-less, for the next entry.
+func TestQuiesce_WipedFollowerCatchesUpWithoutANewEntry(t *testing.T) {
+	c := newQuiesceCluster(t, 3)
+	leader := c.leader(5 * time.Second)
+	c.apply(leader, "a")
+	c.quiesced(5 * time.Second)
+	var f *quiesceNode
+	for _, node := range c.nodes {
+		if node != leader {
+			f = node
+			break
+		}
+	}
+	c.setDown(f.addr, true)
+	if err := f.raft.Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	f.fsm, f.logs, f.store, f.snaps = &MockFSM{}, NewInmemStore(), NewInmemStore(), NewInmemSnapshotStore()
+	f.stable = f.store
+	c.setDown(f.addr, false)
+	c.start(f)
+	c.applied(1, 3*time.Second)
+}
