@@ -14,6 +14,7 @@ import (
 	"github.com/ferrymq/ferry/internal/diskfault"
 	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/ferrymq/ferry/wire"
+	"github.com/hashicorp/raft"
 )
 
 // Limits of the HTTP admin server.
@@ -80,6 +81,7 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/cluster", n.handleClusterJSON)
 	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
+	mux.HandleFunc("GET /v1/replicas/summary", n.handleReplicaSummaryJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
 	n.dash.Register(mux)
 	if clock.Adjustable {
@@ -192,6 +194,28 @@ func (n *Node) handleQueuesJSON(w http.ResponseWriter, _ *http.Request) {
 
 func (n *Node) handleReplicasJSON(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, n.replicaViews())
+}
+
+// handleReplicaSummaryJSON counts this node's replicas by role, reading
+// each replica's role without its digest or stats.
+func (n *Node) handleReplicaSummaryJSON(w http.ResponseWriter, _ *http.Request) {
+	var sum jsonview.ReplicaSummary
+	for _, r := range n.replicas.all() {
+		role, leader := r.p.Role()
+		sum.Replicas++
+		switch role {
+		case raft.Leader.String():
+			sum.Leaders++
+		case raft.Follower.String():
+			sum.Followers++
+		case raft.Candidate.String():
+			sum.Candidates++
+		}
+		if leader == "" {
+			sum.WithoutLeader++
+		}
+	}
+	writeJSON(w, sum)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -290,6 +290,18 @@ type Replica struct {
 	Dead         int64  `json:"dead"`
 }
 
+// ReplicaSummary counts a node's partition replicas by raft role, as
+// GET /v1/replicas/summary reports them: cheap enough to poll at
+// thousands of replicas (no digest, no stats). WithoutLeader counts the
+// replicas that know no leader of their group (an election pending).
+type ReplicaSummary struct {
+	Replicas      int `json:"replicas"`
+	Leaders       int `json:"leaders"`
+	Followers     int `json:"followers"`
+	Candidates    int `json:"candidates"`
+	WithoutLeader int `json:"without_leader"`
+}
+
 // Event is one entry of a dead letter's failure history; kind is
 // "nacked", "lease_expired", "rejected" or "redriven".
 type Event struct {

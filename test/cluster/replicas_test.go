@@ -231,3 +231,38 @@ func completeStats(t *testing.T, ctx context.Context, cl *client.Client, queue s
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// GET /v1/replicas/summary counts a node's replicas by role: with a
+// queue of 3 partitions on 3 nodes, each node holds 3 replicas, the
+// nodes' leaders add up to 3 and every replica knows its leader; once a
+// node is stopped, the survivors' counts still add up to 3 leaders.
+func TestCluster_ReplicaSummaryCountsRoles(t *testing.T) {
+	c := startCluster(t, options{})
+	cl := c.dial("summary")
+	c.createQueue(cl, "sum", client.Partitions(3))
+	c.waitLeaders("sum", 3)
+	type summary struct {
+		Replicas, Leaders, Followers, Candidates int
+		WithoutLeader                            int `json:"without_leader"`
+	}
+	settled := func(nodes []int) error {
+		leaders := 0
+		for _, i := range nodes {
+			var s summary
+			if err := c.getJSON(i, "/v1/replicas/summary", &s); err != nil {
+				return err
+			}
+			if s.Replicas != 3 || s.Leaders+s.Followers+s.Candidates != 3 || s.WithoutLeader != 0 {
+				return fmt.Errorf("node %d: %+v", i, s)
+			}
+			leaders += s.Leaders
+		}
+		if leaders != 3 {
+			return fmt.Errorf("%d leaders in all, want 3", leaders)
+		}
+		return nil
+	}
+	c.eventually(waitLong, "summaries of 3 settled partitions", func() error { return settled(c.running()) })
+	c.stop(0)
+	c.eventually(waitLong, "summaries after a node stopped", func() error { return settled(c.running()) })
+}
