@@ -236,6 +236,9 @@ type Raft struct {
 	// lastAppendNanos (Ferry fork) is when this leader last appended
 	// entries, in Unix nanoseconds.
 	lastAppendNanos atomic.Int64
+	// termStartIndex (Ferry fork) is the index of this leader's no-op,
+	// its first entry of the term.
+	termStartIndex atomic.Uint64
 
 	// noLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.

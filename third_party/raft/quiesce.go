@@ -117,13 +117,31 @@ func (r *Raft) quiesceCandidate(s *followerReplication) (ok bool, wakes, lastIdx
 		s.q.ackedCommit.Load() < lastIdx {
 		return false, 0, 0
 	}
-	if time.Since(time.Unix(0, r.lastAppendNanos.Load())) < r.config().QuiesceAfter {
+	if time.Since(time.Unix(0, r.lastAppendNanos.Load())) < r.quiesceDelay(lastIdx) {
 		return false, 0, 0
 	}
 	if alive, _ := r.peerAlive(s); !alive {
 		return false, 0, 0
 	}
 	return true, wakes, lastIdx
+}
+
+// newLeaderQuiesceScale divides QuiesceAfter for a leader whose log has
+// nothing after its own no-op.
+const newLeaderQuiesceScale = 4
+
+// quiesceDelay is how long the log must go without a new entry before the
+// leader quiesces a follower: QuiesceAfter, or a quarter of it while the
+// last entry is this leader's own no-op. A leader elected because its
+// predecessor's node died (thousands at once after a node loss) then
+// stops heartbeating sooner; a group with client traffic wakes at its
+// next entry either way.
+func (r *Raft) quiesceDelay(lastIdx uint64) time.Duration {
+	d := r.config().QuiesceAfter
+	if lastIdx == r.termStartIndex.Load() {
+		d /= newLeaderQuiesceScale
+	}
+	return d
 }
 
 // finishQuiesce marks s quiesced once it acknowledged a heartbeat that

@@ -532,3 +532,22 @@ func TestQuiesce_WipedFollowerCatchesUpWithoutANewEntry(t *testing.T) {
 	c.start(f)
 	c.applied(1, 3*time.Second)
 }
+
+// A new leader whose log holds nothing after its own no-op quiesces its
+// followers after a quarter of QuiesceAfter; once an entry follows, the
+// whole QuiesceAfter applies.
+func TestQuiesce_NewLeaderQuiescesSooner(t *testing.T) {
+	const after = 2 * time.Second
+	c := newTestCluster(t, 3, func(_ int, conf *Config) { conf.QuiesceAfter = after })
+	leader := c.leader(5 * time.Second)
+	elected := time.Now()
+	c.quiesced(5 * time.Second)
+	if d := time.Since(elected); d >= after {
+		t.Fatalf("a leader with only its no-op quiesced %v after its election (QuiesceAfter %v)", d, after)
+	}
+	c.apply(leader, "a")
+	if n := c.appendsOver(after / 2); n == 0 {
+		t.Fatalf("the group went quiet within %v of a client entry (QuiesceAfter %v)", after/2, after)
+	}
+	c.quiesced(5 * time.Second)
+}

@@ -636,6 +636,7 @@ func (r *Raft) runLeader() {
 	// any log, so we have to do proper no-ops here.
 	noop := &logFuture{log: Log{Type: LogNoop}}
 	r.dispatchLogs([]*logFuture{noop})
+	r.termStartIndex.Store(r.getLastIndex()) // Ferry fork: quiesce.go
 
 	// Sit in the leader loop until we step down
 	r.leaderLoop()
