@@ -32,13 +32,13 @@ run: build
 
 # The chaos suite runs last and alone: it loads both cores and cuts links
 # with machine-wide iptables rules. third_party/raft is a module of its own
-# (go test ./... does not reach it): its quiescence and campaign tests run
-# here; upstream's own tests run with `cd third_party/raft && go test .`.
+# (go test ./... does not reach it): its quiescence, campaign and election
+# tests run here; upstream's own tests run with `cd third_party/raft && go test .`.
 test:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/chaos)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 -race ./fsm/ -rapid.checks=100
-	cd third_party/raft && $(GO) test -count=1 -race -run 'TestQuiesce|TestCampaign' .
+	cd third_party/raft && $(GO) test -count=1 -race -run 'TestQuiesce|TestCampaign|TestElection' .
 	$(GO) test -count=1 -timeout 20m ./test/chaos/
 
 lint: tools
