@@ -44,24 +44,9 @@ type liveness struct {
 // groups on this transport, which quiesce on it; the first call about a
 // peer starts probing it (reported not alive until the first answer).
 func (s *Shared) PeerAlive(id raft.ServerID, addr raft.ServerAddress) (bool, <-chan struct{}) {
-	if ap := s.cfg.AddressProvider; ap != nil {
-		if a, err := ap.ServerAddr(id); err == nil && a != "" {
-			addr = a
-		}
-	}
-	p, err := s.peer(string(addr))
-	if err != nil {
-		return false, nil
-	}
-	lv := &p.live
-	lv.mu.Lock()
-	start := !lv.watched
-	lv.watched = true
-	alive, lost := lv.alive, lv.lost
-	lv.mu.Unlock()
-	if start {
-		s.probe(p)
-	}
+	var alive bool
+	var lost chan struct{}
+	s.watchPeer(id, addr, func(lv *liveness) { alive, lost = lv.alive, lv.lost })
 	if !alive {
 		return false, nil
 	}
@@ -74,6 +59,26 @@ func (s *Shared) PeerAlive(id raft.ServerID, addr raft.ServerAddress) (bool, <-c
 // followers nothing until then. The first call about a peer starts
 // probing it.
 func (s *Shared) PeerBack(id raft.ServerID, addr raft.ServerAddress) <-chan struct{} {
+	var back chan struct{}
+	s.watchPeer(id, addr, func(lv *liveness) {
+		if !lv.alive {
+			if lv.back == nil {
+				lv.back = make(chan struct{})
+			}
+			back = lv.back
+		}
+	})
+	if back == nil {
+		return nil // alive, or an address the transport refuses (RPCs fail at once)
+	}
+	return back
+}
+
+// watchPeer resolves addr as RPCs do (through the AddressProvider), marks
+// the peer watched, runs read on its liveness under its lock, and starts
+// probing a peer watched for the first time. An address the transport
+// refuses runs nothing.
+func (s *Shared) watchPeer(id raft.ServerID, addr raft.ServerAddress, read func(*liveness)) {
 	if ap := s.cfg.AddressProvider; ap != nil {
 		if a, err := ap.ServerAddr(id); err == nil && a != "" {
 			addr = a
@@ -81,27 +86,17 @@ func (s *Shared) PeerBack(id raft.ServerID, addr raft.ServerAddress) <-chan stru
 	}
 	p, err := s.peer(string(addr))
 	if err != nil {
-		return nil // an address the transport refuses: RPCs fail at once, as before
+		return
 	}
 	lv := &p.live
 	lv.mu.Lock()
 	start := !lv.watched
 	lv.watched = true
-	var back chan struct{}
-	if !lv.alive {
-		if lv.back == nil {
-			lv.back = make(chan struct{})
-		}
-		back = lv.back
-	}
+	read(lv)
 	lv.mu.Unlock()
 	if start {
 		s.probe(p)
 	}
-	if back == nil {
-		return nil
-	}
-	return back
 }
 
 // answered records an answer from the peer on any of its connections.

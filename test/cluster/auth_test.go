@@ -219,6 +219,7 @@ func TestCluster_HTTPAdminNeedsToken(t *testing.T) {
 	}{
 		{0, "/healthz", "", 200}, {0, "/readyz", "", 200},
 		{0, "/v1/cluster", "", 401}, {0, "/v1/queues", "", 401}, {0, "/v1/replicas", "", 401},
+		{0, "/v1/replicas/summary", "", 401}, {0, "/v1/replicas/summary", scraper, 403},
 		{0, "/metrics", "", 401}, {0, "/no-such-path", "", 401}, {0, "/v1/cluster", "Bearer wrong", 401},
 		{0, "/v1/cluster", "Basic " + c.admin, 401},
 		{0, "/metrics", scraper, 200}, {0, "/v1/cluster", scraper, 403}, {0, "/v1/replicas", scraper, 403},
