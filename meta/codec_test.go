@@ -16,13 +16,18 @@ func sampleCommands() []Command {
 	cfg := QueueConfig{Partitions: 3, Replicas: 2, Queue: partitionConfig()}
 	cfg.Queue.MaxDepth, cfg.Queue.MaxBytes, cfg.Queue.Retention = 10, 1<<20, 7
 	n := node("n1")
-	n.RegisteredAt = 5
+	n.RegisteredAt, n.Incarnation, n.Draining = 5, 77, true
 	return []Command{
 		{Type: CmdRegisterNode, At: t0, RegisterNode: &RegisterNodeCmd{Node: n}},
 		{Type: CmdCreateQueue, At: t0 + 1, CreateQueue: &CreateQueueCmd{Name: "orders", Config: cfg}},
 		{Type: CmdUpdateQueue, At: -1, UpdateQueue: &UpdateQueueCmd{Name: "orders", Config: QueueConfig{Queue: cfg.Queue}}},
 		{Type: CmdDeleteQueue, At: 0, DeleteQueue: &DeleteQueueCmd{Name: "orders"}},
 		{Type: CmdRemoveNode, At: t0 + 2, RemoveNode: &RemoveNodeCmd{ID: "n1"}},
+		{Type: CmdReplicaCaughtUp, At: t0 + 3, ReplicaCaughtUp: &ReplicaCmd{Queue: "orders", QueueID: 4, Index: 2, Node: "n2", Incarnation: 9}},
+		{Type: CmdReplicaLeft, At: t0 + 4, ReplicaLeft: &ReplicaCmd{Queue: "orders", QueueID: 4, Index: 1, Node: "n3"}},
+		{Type: CmdMoveReplica, At: t0 + 5, MoveReplica: &MoveReplicaCmd{Queue: "orders", QueueID: 4, Index: 0, From: "n1", To: "n4"}},
+		{Type: CmdSetDraining, At: t0 + 6, SetDraining: &SetDrainingCmd{ID: "n2", Draining: true}},
+		{Type: CmdPreferLeader, At: t0 + 7, PreferLeader: &ReplicaCmd{Queue: "orders", QueueID: 4, Index: 0, Node: "n2"}},
 	}
 }
 
@@ -38,7 +43,7 @@ func TestMeta_CommandTypesHaveNames(t *testing.T) {
 	if got := CommandType(0).String(); got != "command(0)" {
 		t.Fatalf("zero type named %q", got)
 	}
-	if got := cmdTypeEnd.String(); got != "command(6)" {
+	if got := cmdTypeEnd.String(); got != "command(11)" {
 		t.Fatalf("unknown type named %q", got)
 	}
 }
@@ -74,7 +79,7 @@ func TestMeta_DecodeRejectsGarbage(t *testing.T) {
 		"junk":       []byte("not msgpack at all"),
 		"truncated":  good[:len(good)-3],
 		"trailing":   append(bytes.Clone(good), 0xc0),
-		"bad type":   {0x82, 0xa1, 't', 0x09, 0xa2, 'a', 't', 0x00, 0x80},
+		"bad type":   {0x82, 0xa1, 't', 0x0c, 0xa2, 'a', 't', 0x00, 0x80},
 		"no payload": {0x82, 0xa1, 't', 0x02, 0xa2, 'a', 't', 0x00},
 	} {
 		if _, err := DecodeCommand(data); err == nil {

@@ -31,13 +31,30 @@ const (
 	// CmdRemoveNode unregisters a node for good and re-places its
 	// partition replicas (see RemoveNodeCmd).
 	CmdRemoveNode
+	// CmdReplicaCaughtUp records that a joining replica caught up and
+	// votes (see ReplicaCmd); proposed by the partition's leader.
+	CmdReplicaCaughtUp
+	// CmdReplicaLeft records that a leaving replica left its partition's
+	// raft group (see ReplicaCmd); proposed by the partition's leader.
+	CmdReplicaLeft
+	// CmdMoveReplica starts moving one partition replica to another node
+	// (see MoveReplicaCmd).
+	CmdMoveReplica
+	// CmdSetDraining drains a node or takes it back into placement (see
+	// SetDrainingCmd).
+	CmdSetDraining
+	// CmdPreferLeader makes a caught-up replica its partition's preferred
+	// leader (see PreferLeaderCmd).
+	CmdPreferLeader
 	cmdTypeEnd // one past the last valid type
 )
 
 var commandNames = [...]string{
 	CmdRegisterNode: "register-node", CmdCreateQueue: "create-queue",
 	CmdUpdateQueue: "update-queue", CmdDeleteQueue: "delete-queue",
-	CmdRemoveNode: "remove-node",
+	CmdRemoveNode: "remove-node", CmdReplicaCaughtUp: "replica-caught-up",
+	CmdReplicaLeft: "replica-left", CmdMoveReplica: "move-replica",
+	CmdSetDraining: "set-draining", CmdPreferLeader: "prefer-leader",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -59,6 +76,13 @@ type Command struct {
 	UpdateQueue  *UpdateQueueCmd
 	DeleteQueue  *DeleteQueueCmd
 	RemoveNode   *RemoveNodeCmd
+	// ReplicaCaughtUp, ReplicaLeft and PreferLeader share their payload
+	// type.
+	ReplicaCaughtUp *ReplicaCmd
+	ReplicaLeft     *ReplicaCmd
+	MoveReplica     *MoveReplicaCmd
+	SetDraining     *SetDrainingCmd
+	PreferLeader    *ReplicaCmd
 }
 
 // RegisterNodeCmd adds Node to the catalog, or replaces the addresses of the
@@ -136,6 +160,16 @@ func (c Command) payload() (any, error) {
 		p, ok = c.DeleteQueue, c.DeleteQueue != nil
 	case CmdRemoveNode:
 		p, ok = c.RemoveNode, c.RemoveNode != nil
+	case CmdReplicaCaughtUp:
+		p, ok = c.ReplicaCaughtUp, c.ReplicaCaughtUp != nil
+	case CmdReplicaLeft:
+		p, ok = c.ReplicaLeft, c.ReplicaLeft != nil
+	case CmdMoveReplica:
+		p, ok = c.MoveReplica, c.MoveReplica != nil
+	case CmdSetDraining:
+		p, ok = c.SetDraining, c.SetDraining != nil
+	case CmdPreferLeader:
+		p, ok = c.PreferLeader, c.PreferLeader != nil
 	default:
 		return nil, fmt.Errorf("%w: unknown command type %d", ErrInvalidArgument, c.Type)
 	}
@@ -174,6 +208,21 @@ func DecodeCommand(data []byte) (Command, error) {
 	case CmdRemoveNode:
 		c.RemoveNode = new(RemoveNodeCmd)
 		target = c.RemoveNode
+	case CmdReplicaCaughtUp:
+		c.ReplicaCaughtUp = new(ReplicaCmd)
+		target = c.ReplicaCaughtUp
+	case CmdReplicaLeft:
+		c.ReplicaLeft = new(ReplicaCmd)
+		target = c.ReplicaLeft
+	case CmdMoveReplica:
+		c.MoveReplica = new(MoveReplicaCmd)
+		target = c.MoveReplica
+	case CmdSetDraining:
+		c.SetDraining = new(SetDrainingCmd)
+		target = c.SetDraining
+	case CmdPreferLeader:
+		c.PreferLeader = new(ReplicaCmd)
+		target = c.PreferLeader
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)
 	}

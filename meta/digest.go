@@ -3,8 +3,9 @@ package meta
 import "github.com/ferrymq/ferry/internal/digest"
 
 // Digest is a hash of the whole catalog: clock, last queue id, every node
-// with its addresses and every queue with its config, placement, times and
-// version, visited in sorted order. Members that applied the same commands
+// with its addresses, incarnation and draining flag, and every queue with
+// its config, placement (moves in progress included), times and version,
+// visited in sorted order. Members that applied the same commands
 // have equal digests.
 func (f *FSM) Digest() [32]byte {
 	d := digester{digest.New()}
@@ -14,7 +15,11 @@ func (f *FSM) Digest() [32]byte {
 		d.Str(n.RaftAddr)
 		d.Str(n.ClientAddr)
 		d.Str(n.HTTPAddr)
-		d.Ints(n.RegisteredAt)
+		draining := int64(0)
+		if n.Draining {
+			draining = 1
+		}
+		d.Ints(n.RegisteredAt, int64(n.Incarnation), draining)
 	}
 	for _, q := range f.sortedQueues() {
 		d.queue(q)
@@ -37,8 +42,11 @@ func (d *digester) queue(q *Queue) {
 	d.Ints(int64(len(q.Partitions)))
 	for _, p := range q.Partitions {
 		d.Ints(int64(p.Index), int64(len(p.Replicas)))
-		for _, id := range p.Replicas {
-			d.Str(id)
+		for _, ids := range [][]string{p.Replicas, p.Joining, p.Leaving} {
+			d.Ints(int64(len(ids)))
+			for _, id := range ids {
+				d.Str(id)
+			}
 		}
 	}
 }

@@ -48,6 +48,12 @@ var (
 	// removed from the cluster.
 	ErrNodeRemoved = errors.New("node was removed from the cluster")
 
+	// ErrStalePlacement is returned by a replica command (caught up,
+	// left, move) that no longer matches the partition's placement: the
+	// queue was deleted, the replica is not joining or leaving any more,
+	// the node lost its data again, or another move started first.
+	ErrStalePlacement = errors.New("placement changed")
+
 	// ErrSnapshotFormat is returned by Restore for a stream that is not a
 	// meta snapshot of a known version, is cut short, carries trailing
 	// bytes, or describes an inconsistent catalog.

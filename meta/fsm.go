@@ -21,7 +21,8 @@ type FSM struct {
 type Result struct {
 	Type CommandType
 	Err  error
-	// Node is a copy of the node as registered, for CmdRegisterNode.
+	// Node is a copy of the node as registered, for CmdRegisterNode and
+	// CmdSetDraining.
 	Node Node
 	// Queue is a copy of the queue as created or updated, or as it was just
 	// before being deleted, for the queue commands that succeed.
@@ -78,6 +79,16 @@ func (f *FSM) ApplyCommand(c Command) Result {
 		r.Queue, r.Err = f.deleteQueue(c.DeleteQueue.Name)
 	case CmdRemoveNode:
 		r.Moved, r.Err = f.removeNode(c.RemoveNode.ID)
+	case CmdReplicaCaughtUp:
+		r.Err = f.replicaCaughtUp(c.ReplicaCaughtUp)
+	case CmdReplicaLeft:
+		r.Err = f.replicaLeft(c.ReplicaLeft)
+	case CmdMoveReplica:
+		r.Err = f.moveReplica(c.MoveReplica)
+	case CmdSetDraining:
+		r.Node, r.Err = f.setDraining(c.SetDraining)
+	case CmdPreferLeader:
+		r.Err = f.preferLeader(c.PreferLeader)
 	}
 	return r
 }
@@ -93,10 +104,18 @@ func (f *FSM) registerNode(n Node) (Node, error) {
 		return Node{}, fmt.Errorf("%w: %q", ErrNodeRemoved, n.ID)
 	}
 	if old, ok := f.nodes[n.ID]; ok {
-		n.RegisteredAt = old.RegisteredAt
+		rejoin := old.Incarnation != 0 && n.Incarnation != 0 && n.Incarnation != old.Incarnation
+		if n.Incarnation == 0 {
+			n.Incarnation = old.Incarnation
+		}
+		n.RegisteredAt, n.Draining = old.RegisteredAt, old.Draining
 		*old = n
+		if rejoin {
+			f.markRejoining(n.ID)
+		}
 		return n, nil
 	}
+	n.Draining = false
 	if len(f.nodes) >= NodesMax {
 		return Node{}, fmt.Errorf("%w: %d nodes registered, the most allowed", ErrInvalidArgument, NodesMax)
 	}
@@ -123,12 +142,13 @@ func (f *FSM) createQueue(c *CreateQueueCmd) (Queue, error) {
 	if err := f.checkLimits(c); err != nil {
 		return Queue{}, err
 	}
+	placeable := f.placeable()
 	if cfg.Replicas == 0 {
-		cfg.Replicas = min(DefaultReplicas, len(f.nodes))
+		cfg.Replicas = min(DefaultReplicas, placeable)
 	}
-	if cfg.Replicas == 0 || cfg.Replicas > len(f.nodes) {
-		return Queue{}, fmt.Errorf("%w: queue %q wants %d replicas, %d nodes are registered",
-			ErrNotEnoughNodes, c.Name, max(cfg.Replicas, 1), len(f.nodes))
+	if cfg.Replicas == 0 || cfg.Replicas > placeable {
+		return Queue{}, fmt.Errorf("%w: queue %q wants %d replicas, %d nodes are registered and not draining",
+			ErrNotEnoughNodes, c.Name, max(cfg.Replicas, 1), placeable)
 	}
 	f.lastQueueID++
 	q := &Queue{

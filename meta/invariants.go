@@ -67,10 +67,8 @@ func (f *FSM) checkQueue(q *Queue) error {
 		if len(p.Replicas) < 1 || len(p.Replicas) > q.Config.Replicas {
 			return fmt.Errorf("queue %q partition %d: %d replicas, %d configured", q.Name, i, len(p.Replicas), q.Config.Replicas)
 		}
-		for _, id := range p.Joining {
-			if !slices.Contains(p.Replicas, id) {
-				return fmt.Errorf("queue %q partition %d: joining replica %q is not a replica", q.Name, i, id)
-			}
+		if err := checkMoves(q, p, f.nodes); err != nil {
+			return err
 		}
 		for j, id := range p.Replicas {
 			if _, ok := f.nodes[id]; !ok {
@@ -100,6 +98,23 @@ func (f *FSM) checkLoads() error {
 		got, want := kept[id], fresh[id]
 		if got == nil || *got != *want {
 			return fmt.Errorf("load of node %q is %+v, recount says %+v", id, got, want)
+		}
+	}
+	return nil
+}
+
+// checkMoves checks a partition's Joining and Leaving lists: joining
+// replicas are distinct replicas; leaving ones are distinct registered
+// nodes that hold no replica.
+func checkMoves(q *Queue, p Partition, nodes map[string]*Node) error {
+	for j, id := range p.Joining {
+		if !slices.Contains(p.Replicas, id) || slices.Contains(p.Joining[:j], id) {
+			return fmt.Errorf("queue %q partition %d: joining replica %q is not a replica or listed twice", q.Name, p.Index, id)
+		}
+	}
+	for j, id := range p.Leaving {
+		if _, ok := nodes[id]; !ok || slices.Contains(p.Replicas, id) || slices.Contains(p.Leaving[:j], id) {
+			return fmt.Errorf("queue %q partition %d: leaving node %q is unregistered, still a replica or listed twice", q.Name, p.Index, id)
 		}
 	}
 	return nil

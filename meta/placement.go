@@ -30,11 +30,14 @@ func byReplicasThenID(a, b *load) int {
 // the earlier in that order) becomes the first replica, the preferred
 // leader, and the others follow in that order. Loads are updated after each
 // partition, so partitions of one queue spread as well as those of
-// different queues. The caller has checked 1 <= replicas <= len(f.nodes).
+// different queues. Draining nodes get nothing. The caller has checked
+// 1 <= replicas <= f.placeable().
 func (f *FSM) place(partitions, replicas int) []Partition {
 	nodes := make([]*load, 0, len(f.loads))
-	for _, l := range f.loads {
-		nodes = append(nodes, l)
+	for id, l := range f.loads {
+		if !f.nodes[id].Draining {
+			nodes = append(nodes, l)
+		}
 	}
 	out := make([]Partition, partitions)
 	for i := range out {
@@ -96,4 +99,16 @@ func (f *FSM) recount() {
 			}
 		}
 	}
+}
+
+// placeable counts the registered nodes that may receive replicas: those
+// not draining.
+func (f *FSM) placeable() int {
+	n := 0
+	for _, nd := range f.nodes {
+		if !nd.Draining {
+			n++
+		}
+	}
+	return n
 }

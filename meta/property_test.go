@@ -24,11 +24,12 @@ func genConfig(t *rapid.T) QueueConfig {
 // pools of node ids and queue names, so that collisions are frequent.
 func genCommand(t *rapid.T) Command {
 	name := rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "-bad"}).Draw(t, "name")
-	switch rapid.IntRange(0, 10).Draw(t, "op") {
+	switch rapid.IntRange(0, 16).Draw(t, "op") {
 	case 0, 1:
 		id := rapid.SampledFrom([]string{"n1", "n2", "n3", "n4", "n5", "bad id"}).Draw(t, "node")
 		n := node(id)
 		n.ClientAddr = rapid.SampledFrom([]string{"c:1", "c:2"}).Draw(t, "addr")
+		n.Incarnation = rapid.Uint64Range(0, 2).Draw(t, "incarnation")
 		return registerCmd(n)
 	case 2, 3, 4, 5:
 		return createCmd(name, genConfig(t))
@@ -40,8 +41,33 @@ func genCommand(t *rapid.T) Command {
 		return updateCmd(name, cfg)
 	case 10:
 		return removeCmd(rapid.SampledFrom([]string{"n1", "n2", "n3", "n4", "n5", "nobody"}).Draw(t, "removed"))
+	case 11, 12, 13, 14, 15:
+		return genReplicaCmd(t, name)
+	case 16:
+		return drainCmd(rapid.SampledFrom([]string{"n1", "n2", "n3", "nobody"}).Draw(t, "drained"), rapid.Bool().Draw(t, "draining"))
 	default:
 		return deleteCmd(name)
+	}
+}
+
+// genReplicaCmd draws a move, caught-up, left or prefer-leader command
+// over small pools; queue ids 1..4 often match a live queue.
+func genReplicaCmd(t *rapid.T, name string) Command {
+	ids := []string{"n1", "n2", "n3", "n4", "n5"}
+	rc := ReplicaCmd{
+		Queue: name, QueueID: rapid.Uint64Range(1, 4).Draw(t, "queueID"), Index: rapid.IntRange(0, 2).Draw(t, "index"),
+		Node: rapid.SampledFrom(ids).Draw(t, "replica"), Incarnation: rapid.Uint64Range(0, 2).Draw(t, "incarnation"),
+	}
+	switch rapid.IntRange(0, 3).Draw(t, "replicaOp") {
+	case 0:
+		mv := MoveReplicaCmd{Queue: rc.Queue, QueueID: rc.QueueID, Index: rc.Index, From: rc.Node, To: rapid.SampledFrom(ids).Draw(t, "to")}
+		return Command{Type: CmdMoveReplica, MoveReplica: &mv}
+	case 1:
+		return Command{Type: CmdReplicaCaughtUp, ReplicaCaughtUp: &rc}
+	case 2:
+		return Command{Type: CmdReplicaLeft, ReplicaLeft: &rc}
+	default:
+		return Command{Type: CmdPreferLeader, PreferLeader: &rc}
 	}
 }
 

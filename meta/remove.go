@@ -43,6 +43,10 @@ func (f *FSM) removeNode(id string) (int, error) {
 	for _, q := range queues {
 		for i := range q.Partitions {
 			p := &q.Partitions[i]
+			if slices.Contains(p.Leaving, id) {
+				p.Leaving = deleteID(p.Leaving, id)
+				f.touch(q)
+			}
 			slot := slices.Index(p.Replicas, id)
 			if slot < 0 {
 				continue
@@ -78,11 +82,12 @@ func (f *FSM) removeNode(id string) (int, error) {
 }
 
 // leastLoadedOutside returns the registered node, other than skip, with
-// the fewest replicas (ties by id) among those not in held; nil if none.
+// the fewest replicas (ties by id) among those not in held and not
+// draining; nil if none.
 func (f *FSM) leastLoadedOutside(held []string, skip string) *load {
 	var best *load
 	for id, l := range f.loads {
-		if id == skip || slices.Contains(held, id) {
+		if id == skip || slices.Contains(held, id) || f.nodes[id].Draining {
 			continue
 		}
 		if best == nil || byReplicasThenID(l, best) < 0 {
@@ -113,6 +118,9 @@ func (f *FSM) tombstone(id string) {
 // replica.
 func (f *FSM) fillUnderReplicated(id string) {
 	l := f.loads[id]
+	if f.nodes[id].Draining {
+		return
+	}
 	for _, q := range f.sortedQueues() {
 		changed := false
 		for i := range q.Partitions {

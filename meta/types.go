@@ -25,6 +25,17 @@ type Node struct {
 	// RegisteredAt is when the node first registered, Unix nanoseconds. The
 	// state machine sets it; a command's value is ignored.
 	RegisteredAt int64 `msgpack:"registered_at"`
+	// Incarnation identifies the node's data directory: a random number
+	// the node draws when it starts with an empty one. A registration
+	// with another incarnation than the recorded one means the node lost
+	// its data (a wiped or replaced disk): every replica it holds rejoins
+	// as a joining replica (see markRejoining). 0 is unknown (a node
+	// that predates incarnations), never a change.
+	Incarnation uint64 `msgpack:"incarnation,omitempty"`
+	// Draining is set by CmdSetDraining: the node gets no new replicas
+	// and the planner moves its replicas away. The state machine keeps
+	// it across registrations; a registration's value is ignored.
+	Draining bool `msgpack:"draining,omitempty"`
 }
 
 // Partition is the placement of one partition of a queue.
@@ -34,12 +45,23 @@ type Partition struct {
 	// Replicas are the ids of the nodes hosting the partition, all distinct
 	// and registered. The first is the preferred leader.
 	Replicas []string `msgpack:"replicas"`
-	// Joining lists the replicas placed after the partition was created
-	// (when a node was removed): they start empty, without bootstrapping,
-	// and the partition's leader adds them to its raft group. Always a
-	// subset of Replicas.
+	// Joining lists the replicas that are not yet caught-up voters: placed
+	// after the partition was created (a move, a removed node's
+	// replacement) or on a node that lost its data. They start without
+	// bootstrapping and abstain from elections; the partition's leader
+	// adds each as a non-voter, promotes it once it has caught up, and
+	// records that with CmdReplicaCaughtUp. Always a subset of Replicas.
 	Joining []string `msgpack:"joining,omitempty"`
+	// Leaving lists the nodes a move takes the partition away from: they
+	// are no longer placed (never in Replicas) but keep running their
+	// replica until the partition's leader has removed them from its raft
+	// group, once every Joining replica caught up, and recorded so with
+	// CmdReplicaLeft.
+	Leaving []string `msgpack:"leaving,omitempty"`
 }
+
+// Moving reports whether a move of the partition is in progress.
+func (p Partition) Moving() bool { return len(p.Joining) > 0 || len(p.Leaving) > 0 }
 
 // Queue is a queue of the catalog.
 type Queue struct {
@@ -71,6 +93,7 @@ func (q Queue) clone() Queue {
 	for i := range q.Partitions {
 		q.Partitions[i].Replicas = slices.Clone(q.Partitions[i].Replicas)
 		q.Partitions[i].Joining = slices.Clone(q.Partitions[i].Joining)
+		q.Partitions[i].Leaving = slices.Clone(q.Partitions[i].Leaving)
 	}
 	return q
 }
@@ -122,10 +145,16 @@ type Assignment struct {
 	GroupID string
 	// Replicas are the partition's nodes, preferred leader first.
 	Replicas []string
-	// Join says this node's replica was placed after the partition was
-	// created: it must start without bootstrapping and wait for the
-	// leader to add it.
+	// Join says this node's replica is joining (see Partition.Joining):
+	// it must start without bootstrapping, abstain from elections, and
+	// wait for the leader to add it.
 	Join bool
+	// Leave says this node's replica is leaving (see Partition.Leaving):
+	// it keeps running until the leader removed it from the group.
+	Leave bool
+	// Joining and Leaving are the partition's (see Partition); its
+	// leader drives the raft group from them.
+	Joining, Leaving []string
 	// Config is the partition configuration in force.
 	Config fsm.QueueConfig
 	// Version is the queue's version, bumped by every config update.

@@ -41,7 +41,8 @@ func (f *FSM) Queue(name string) (Queue, bool) {
 	return q.clone(), true
 }
 
-// Assignments returns every partition replica placed on node nodeID, sorted
+// Assignments returns every partition replica placed on node nodeID, or
+// leaving it (see Partition.Leaving), sorted
 // by GroupID (as strings). It is empty for a node hosting nothing or not
 // registered. The slices returned are the caller's.
 func (f *FSM) Assignments(nodeID string) []Assignment {
@@ -68,13 +69,15 @@ func (f *FSM) QueueAssignments(name, nodeID string) []Assignment {
 // appendAssignments appends q's partition replicas placed on nodeID.
 func (q *Queue) appendAssignments(out []Assignment, nodeID string) []Assignment {
 	for _, p := range q.Partitions {
-		if !slices.Contains(p.Replicas, nodeID) {
+		leave := slices.Contains(p.Leaving, nodeID)
+		if !leave && !slices.Contains(p.Replicas, nodeID) {
 			continue
 		}
 		out = append(out, Assignment{
 			Queue: q.Name, QueueID: q.ID, Index: p.Index, GroupID: q.GroupID(p.Index),
 			Replicas: slices.Clone(p.Replicas), Config: q.Config.Queue, Version: q.Version,
-			Join: slices.Contains(p.Joining, nodeID),
+			Join: slices.Contains(p.Joining, nodeID), Leave: leave,
+			Joining: slices.Clone(p.Joining), Leaving: slices.Clone(p.Leaving),
 		})
 	}
 	return out

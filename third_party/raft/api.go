@@ -162,6 +162,9 @@ type Raft struct {
 	// Holds a copy of the latest configuration which can be read independently
 	// of the main loop.
 	latestConfiguration atomic.Value
+	// latestConfigurationIndex (Ferry fork) is the index of
+	// latestConfiguration, for ReplicationProgress.
+	latestConfigurationIndex atomic.Uint64
 
 	// RPC chan comes from the transport layer
 	rpcCh <-chan RPC
@@ -233,6 +236,13 @@ type Raft struct {
 	// followerQuiesced (Ferry fork) is set while the leader's latest
 	// message asked this follower to quiesce.
 	followerQuiesced atomic.Bool
+	// abstaining (Ferry fork): see Config.Abstain and rejoin.go.
+	abstaining atomic.Bool
+	// progress (Ferry fork) mirrors leaderState.replState for
+	// ReplicationProgress, which runs outside the main loop; nil when not
+	// leading. Guarded by progressMu.
+	progressMu sync.Mutex
+	progress   map[ServerID]*followerReplication
 	// lastAppendNanos (Ferry fork) is when this leader last appended
 	// entries, in Unix nanoseconds.
 	lastAppendNanos atomic.Int64
@@ -610,6 +620,7 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 	}
 
 	r.conf.Store(*conf)
+	r.abstaining.Store(conf.Abstain) // Ferry fork
 
 	// Initialize as a follower.
 	r.setState(Follower)

@@ -270,6 +270,14 @@ type Config struct {
 	// follower, or a lost node ends it. Zero disables quiescence.
 	QuiesceAfter time.Duration
 
+	// Abstain (Ferry fork) starts the server abstaining: it grants no vote
+	// or pre-vote, starts no election and ignores TimeoutNow until
+	// SetAbstain(false). A server whose stable state was lost (a wiped
+	// disk) or that is still catching up as a new member must abstain: it
+	// may lack entries a majority committed with its help, and a vote
+	// from it could elect a leader without them. See rejoin.go.
+	Abstain bool
+
 	// skipStartup allows NewRaft() to bypass all background work goroutines
 	skipStartup bool
 }

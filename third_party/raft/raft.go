@@ -280,6 +280,13 @@ func (r *Raft) runFollower() {
 			lastLeaderAddr, lastLeaderID := r.LeaderWithID()
 			r.setLeader("", "")
 
+			// An abstaining server forgets the silent leader but never
+			// campaigns (Ferry fork).
+			if r.abstaining.Load() {
+				heartbeatTimer = randomTimeout(hbTimeout)
+				continue
+			}
+
 			if r.configurations.latestIndex == 0 {
 				if !didWarn {
 					r.logger.Warn("no known peers, aborting election")
@@ -522,6 +529,7 @@ func (r *Raft) setupLeaderState() {
 		r.getLastIndex()+1 /* first index that may be committed in this term */)
 	r.leaderState.inflight = list.New()
 	r.leaderState.replState = make(map[ServerID]*followerReplication)
+	r.setProgress(r.leaderState.replState)
 	r.leaderState.notify = make(map[*verifyFuture]struct{})
 	r.leaderState.stepDown = make(chan struct{}, 1)
 	r.leaderState.quiesceWake = make(chan struct{}, 1)
@@ -594,6 +602,7 @@ func (r *Raft) runLeader() {
 		r.leaderState.commitment = nil
 		r.leaderState.inflight = nil
 		r.leaderState.replState = nil
+		r.setProgress(nil)
 		r.leaderState.notify = nil
 		r.leaderState.stepDown = nil
 		r.leaderState.quiesceWake = nil
@@ -677,6 +686,7 @@ func (r *Raft) startStopReplication() {
 			}
 
 			r.leaderState.replState[server.ID] = s
+			r.setProgress(r.leaderState.replState)
 			r.goFunc(func() { r.replicate(s) })
 			asyncNotifyCh(s.triggerCh)
 			r.observe(PeerObservation{Peer: server, Removed: false})
@@ -705,6 +715,7 @@ func (r *Raft) startStopReplication() {
 		repl.stopCh <- lastIdx
 		close(repl.stopCh)
 		delete(r.leaderState.replState, serverID)
+		r.setProgress(r.leaderState.replState)
 		r.observe(PeerObservation{Peer: repl.peer, Removed: true})
 	}
 
@@ -1735,6 +1746,10 @@ func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 		resp.Peers = encodePeers(r.configurations.latest, r.trans)
 	}
 
+	if r.refuseAbstaining("vote", req.ID) { // Ferry fork
+		return
+	}
+
 	// Check if we have an existing leader [who's not the candidate] and also
 	// check the LeadershipTransfer flag is set. Usually votes are rejected if
 	// there is a known leader. But if the leader initiated a leadership transfer,
@@ -1876,6 +1891,10 @@ func (r *Raft) requestPreVote(rpc RPC, req *RequestPreVoteRequest) {
 	defer func() {
 		rpc.Respond(resp, rpcErr)
 	}()
+
+	if r.refuseAbstaining("pre-vote", req.ID) { // Ferry fork
+		return
+	}
 
 	// Check if we have an existing leader [who's not the candidate] and also
 	candidate := r.trans.DecodePeer(req.GetRPCHeader().Addr)
@@ -2340,6 +2359,10 @@ func (r *Raft) initiateLeadershipTransfer(id *ServerID, address *ServerAddress) 
 
 // timeoutNow is what happens when a server receives a TimeoutNowRequest.
 func (r *Raft) timeoutNow(rpc RPC, req *TimeoutNowRequest) {
+	if r.abstaining.Load() { // Ferry fork: see rejoin.go
+		rpc.Respond(nil, ErrAbstaining)
+		return
+	}
 	r.setLeader("", "")
 	r.setState(Candidate)
 	r.candidateFromLeadershipTransfer.Store(true)
@@ -2351,6 +2374,7 @@ func (r *Raft) setLatestConfiguration(c Configuration, i uint64) {
 	r.configurations.latest = c
 	r.configurations.latestIndex = i
 	r.latestConfiguration.Store(c.Clone())
+	r.latestConfigurationIndex.Store(i) // Ferry fork
 }
 
 // setCommittedConfiguration stores the committed configuration.

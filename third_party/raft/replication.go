@@ -43,6 +43,10 @@ type followerReplication struct {
 	// which may fall past the end of the log.
 	nextIndex uint64
 
+	// match (Ferry fork) is the highest index the follower acknowledged
+	// holding in this term, 0 until its first success.
+	match atomic.Uint64
+
 	// peer contains the network address and ID of the remote follower.
 	peer Server
 	// peerLock protects 'peer'
@@ -381,6 +385,7 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 		// Update the indexes
 		atomic.StoreUint64(&s.nextIndex, meta.Index+1)
 		s.commitment.match(peer.ID, meta.Index)
+		s.raiseMatch(meta.Index) // Ferry fork
 
 		// Clear any failures
 		s.failures = 0
@@ -688,6 +693,7 @@ func updateLastAppended(s *followerReplication, req *AppendEntriesRequest) {
 		last := logs[len(logs)-1]
 		atomic.StoreUint64(&s.nextIndex, last.Index+1)
 		s.commitment.match(s.peer.ID, last.Index)
+		s.raiseMatch(last.Index) // Ferry fork
 	}
 	// The follower now knows this commit index (Ferry fork).
 	for acked := s.q.ackedCommit.Load(); acked < req.LeaderCommitIndex; acked = s.q.ackedCommit.Load() {

@@ -1,0 +1,247 @@
+package meta
+
+import (
+	"slices"
+	"strings"
+)
+
+// PlanInput is what PlanMoves needs besides the catalog: facts about nodes
+// that only the cluster's liveness knows, and the planner's limits.
+type PlanInput struct {
+	// Evacuate lists nodes whose replicas must move away although the
+	// nodes are still registered: nodes dead for longer than the
+	// dead-node timeout.
+	Evacuate map[string]bool
+	// Unavailable lists nodes that must receive no replica now (not
+	// alive, or evacuated).
+	Unavailable map[string]bool
+	// InFlightMax bounds the partitions moving at once, in progress ones
+	// included; PlanMoves returns at most InFlightMax minus those.
+	InFlightMax int
+	// Balance lets the plan move replicas from the most to the least
+	// loaded node until their counts differ by at most one.
+	Balance bool
+}
+
+// PlanMoves returns the moves to start now, at most one per partition and
+// none of a partition already moving: first every replica on an
+// evacuated or draining node, then, with Balance, moves that even out
+// replica counts. Each move goes to the placeable node (registered, not
+// draining, not unavailable) with the fewest replicas, ties by id, that
+// does not hold the partition. The plan is deterministic for a catalog
+// and input. A replica with nowhere to go is left in place (see
+// UnderReplicated).
+func (f *FSM) PlanMoves(in PlanInput) []MoveReplicaCmd {
+	budget := in.InFlightMax - f.movingPartitions()
+	if budget <= 0 {
+		return nil
+	}
+	loads := f.scratchLoads(in.Unavailable)
+	var plan []MoveReplicaCmd
+	planned := map[string]bool{} // group ids with a planned move
+	for _, q := range f.sortedQueues() {
+		for _, p := range q.Partitions {
+			if len(plan) == budget {
+				return plan
+			}
+			if p.Moving() {
+				continue
+			}
+			for _, id := range p.Replicas {
+				if !in.Evacuate[id] && !f.nodes[id].Draining {
+					continue
+				}
+				to := leastLoaded(loads, p.Replicas)
+				if to == nil {
+					continue
+				}
+				plan = append(plan, moveCmd(q, p.Index, id, to, loads))
+				planned[q.GroupID(p.Index)] = true
+				break
+			}
+		}
+	}
+	if in.Balance {
+		plan = f.planBalance(plan, budget, loads, planned)
+	}
+	return plan
+}
+
+// planBalance appends moves from the most to the least loaded placeable
+// node while their replica counts differ by more than one.
+func (f *FSM) planBalance(plan []MoveReplicaCmd, budget int, loads []*load, planned map[string]bool) []MoveReplicaCmd {
+	for len(plan) < budget && len(loads) > 1 {
+		slices.SortFunc(loads, byReplicasThenID)
+		least, most := loads[0], loads[len(loads)-1]
+		if most.replicas-least.replicas <= 1 {
+			return plan
+		}
+		q, index := f.movableFrom(most.id, least.id, planned)
+		if q == nil {
+			return plan
+		}
+		plan = append(plan, moveCmd(q, index, most.id, least, loads))
+		planned[q.GroupID(index)] = true
+	}
+	return plan
+}
+
+// movableFrom returns a partition with a replica on from and none on to,
+// not moving and not planned; the first in queue-name then index order,
+// preferring one where from is not the preferred leader.
+func (f *FSM) movableFrom(from, to string, planned map[string]bool) (*Queue, int) {
+	var fallback *Queue
+	fallbackIndex := 0
+	for _, q := range f.sortedQueues() {
+		for _, p := range q.Partitions {
+			slot := slices.Index(p.Replicas, from)
+			if slot < 0 || p.Moving() || planned[q.GroupID(p.Index)] || slices.Contains(p.Replicas, to) {
+				continue
+			}
+			if slot > 0 {
+				return q, p.Index
+			}
+			if fallback == nil {
+				fallback, fallbackIndex = q, p.Index
+			}
+		}
+	}
+	return fallback, fallbackIndex
+}
+
+// moveCmd builds a move and counts it in the scratch loads.
+func moveCmd(q *Queue, index int, from string, to *load, loads []*load) MoveReplicaCmd {
+	to.replicas++
+	for _, l := range loads {
+		if l.id == from {
+			l.replicas--
+		}
+	}
+	return MoveReplicaCmd{Queue: q.Name, QueueID: q.ID, Index: index, From: from, To: to.id}
+}
+
+// scratchLoads copies the loads of placeable nodes, for planning.
+func (f *FSM) scratchLoads(unavailable map[string]bool) []*load {
+	out := make([]*load, 0, len(f.loads))
+	for _, n := range f.sortedNodes() {
+		if n.Draining || unavailable[n.ID] {
+			continue
+		}
+		l := *f.loads[n.ID]
+		out = append(out, &l)
+	}
+	return out
+}
+
+// leastLoaded returns the load with the fewest replicas, ties by id, among
+// those not in held; nil if none.
+func leastLoaded(loads []*load, held []string) *load {
+	var best *load
+	for _, l := range loads {
+		if slices.Contains(held, l.id) {
+			continue
+		}
+		if best == nil || byReplicasThenID(l, best) < 0 {
+			best = l
+		}
+	}
+	return best
+}
+
+// movingPartitions counts the partitions with a move in progress.
+func (f *FSM) movingPartitions() int {
+	n := 0
+	for _, q := range f.queues {
+		for _, p := range q.Partitions {
+			if p.Moving() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// UnderReplicated is a partition with fewer caught-up replicas than its
+// queue's replica count, and why.
+type UnderReplicated struct {
+	Queue   string
+	Index   int
+	GroupID string
+	// CaughtUp counts the replicas that are caught-up voters; Want is the
+	// queue's replica count.
+	CaughtUp, Want int
+	// Reason says why, for operators.
+	Reason string
+}
+
+// UnderReplicatedPartitions returns every partition with fewer caught-up
+// replicas than configured, sorted by queue name then index.
+func (f *FSM) UnderReplicatedPartitions() []UnderReplicated {
+	var out []UnderReplicated
+	for _, q := range f.sortedQueues() {
+		for _, p := range q.Partitions {
+			caughtUp := len(p.Replicas) - len(p.Joining)
+			if caughtUp >= q.Config.Replicas {
+				continue
+			}
+			u := UnderReplicated{Queue: q.Name, Index: p.Index, GroupID: q.GroupID(p.Index), CaughtUp: caughtUp, Want: q.Config.Replicas}
+			switch {
+			case len(p.Joining) > 0:
+				u.Reason = "catching up on " + strings.Join(p.Joining, ", ")
+			default:
+				u.Reason = "no node to place a replica on: every registered node that is not draining holds one"
+			}
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// PlanLeaders returns at most max preferred-leader changes that even out
+// preferred-leader counts across placeable nodes (see PlanInput) until
+// they differ by at most one: each hands the role of a partition led by
+// the node with the most to a caught-up replica on the node with the
+// fewest. A partition moving is left alone.
+func (f *FSM) PlanLeaders(in PlanInput, max int) []ReplicaCmd {
+	loads := f.scratchLoads(in.Unavailable)
+	var plan []ReplicaCmd
+	planned := map[string]bool{}
+	for len(plan) < max && len(loads) > 1 {
+		slices.SortFunc(loads, byLeadersThenID)
+		least, most := loads[0], loads[len(loads)-1]
+		if most.leaders-least.leaders <= 1 {
+			break
+		}
+		q, index := f.ledBy(most.id, least.id, planned)
+		if q == nil {
+			break
+		}
+		most.leaders--
+		least.leaders++
+		planned[q.GroupID(index)] = true
+		plan = append(plan, ReplicaCmd{Queue: q.Name, QueueID: q.ID, Index: index, Node: least.id})
+	}
+	return plan
+}
+
+// ledBy returns a partition, not moving and not planned, whose preferred
+// leader is from and which has a caught-up replica on to.
+func (f *FSM) ledBy(from, to string, planned map[string]bool) (*Queue, int) {
+	for _, q := range f.sortedQueues() {
+		for _, p := range q.Partitions {
+			if p.Replicas[0] != from || p.Moving() || planned[q.GroupID(p.Index)] || !slices.Contains(p.Replicas, to) {
+				continue
+			}
+			return q, p.Index
+		}
+	}
+	return nil, 0
+}
+
+// byLeadersThenID orders loads by preferred-leader count, then id.
+func byLeadersThenID(a, b *load) int {
+	if a.leaders != b.leaders {
+		return a.leaders - b.leaders
+	}
+	return strings.Compare(a.id, b.id)
+}
