@@ -51,6 +51,11 @@ type Config struct {
 	// Peers is the initial voter set (including this node) used to bootstrap
 	// a group that has no state yet. Every replica must pass the same list.
 	Peers []raft.Server
+	// Abstain starts the replica abstaining from elections (see
+	// raft.Config.Abstain in third_party/raft): a joining replica, new or
+	// on a node that lost its data, until the catalog records it caught
+	// up (SetAbstain).
+	Abstain bool
 	// Queue is the queue config the FSM starts with (raft replays the
 	// replicated one over it).
 	Queue fsm.QueueConfig
@@ -265,5 +270,6 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval
 	rc.Logger = RaftLogger(logger)
+	rc.Abstain = c.Abstain
 	return rc
 }

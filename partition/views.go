@@ -153,13 +153,37 @@ func (p *Partition) Config() fsm.QueueConfig {
 	return p.fsm.Config()
 }
 
-// AddVoter adds a replica to the group (leader only).
-func (p *Partition) AddVoter(id, addr string) error {
+// Progress returns the leader's view of its group's members and how far
+// each has replicated (leader only): what a move decides from.
+func (p *Partition) Progress() (raft.ReplicationProgress, error) {
+	prog, err := p.raft.ReplicationProgress()
+	return prog, p.mapErr(err)
+}
+
+// AddLearner adds a replica as a non-voter (leader only), if the group's
+// configuration is still the one at prevIndex.
+func (p *Partition) AddLearner(id, addr string, prevIndex uint64) error {
 	if err := p.checkLeader(); err != nil {
 		return err
 	}
-	return p.mapErr(p.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, p.cfg.ApplyTimeout).Error())
+	return p.mapErr(p.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), prevIndex, p.cfg.ApplyTimeout).Error())
 }
+
+// Promote makes a replica a voter (leader only), if the group's
+// configuration is still the one at prevIndex.
+func (p *Partition) Promote(id, addr string, prevIndex uint64) error {
+	if err := p.checkLeader(); err != nil {
+		return err
+	}
+	return p.mapErr(p.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), prevIndex, p.cfg.ApplyTimeout).Error())
+}
+
+// SetAbstain turns this replica's abstaining from elections on or off
+// (see Config.Abstain).
+func (p *Partition) SetAbstain(on bool) { p.raft.SetAbstain(on) }
+
+// Abstaining reports whether this replica abstains from elections.
+func (p *Partition) Abstaining() bool { return p.raft.Abstaining() }
 
 // TransferLeadership hands leadership to the replica id at addr (leader
 // only); it returns once the transfer finished or failed.
@@ -179,12 +203,13 @@ func (p *Partition) GiveUpLeadership() error {
 	return p.mapErr(p.raft.LeadershipTransfer().Error())
 }
 
-// RemoveServer removes a replica from the group (leader only).
-func (p *Partition) RemoveServer(id string) error {
+// RemoveServer removes a replica from the group (leader only), if the
+// group's configuration is still the one at prevIndex.
+func (p *Partition) RemoveServer(id string, prevIndex uint64) error {
 	if err := p.checkLeader(); err != nil {
 		return err
 	}
-	return p.mapErr(p.raft.RemoveServer(raft.ServerID(id), 0, p.cfg.ApplyTimeout).Error())
+	return p.mapErr(p.raft.RemoveServer(raft.ServerID(id), prevIndex, p.cfg.ApplyTimeout).Error())
 }
 
 func (p *Partition) mapErr(err error) error {
