@@ -53,7 +53,7 @@ func (f *FSM) removeNode(id string) (int, error) {
 			}
 			p.Replicas = slices.Delete(p.Replicas, slot, slot+1)
 			p.Joining = slices.DeleteFunc(p.Joining, func(j string) bool { return j == id })
-			if to := f.leastLoadedOutside(p.Replicas, id); to != nil {
+			if to := f.leastLoadedOutside(slices.Concat(p.Replicas, p.Leaving), id); to != nil {
 				p.Replicas = slices.Insert(p.Replicas, slot, to.id)
 				p.Joining = append(p.Joining, to.id)
 				to.replicas++
@@ -125,7 +125,7 @@ func (f *FSM) fillUnderReplicated(id string) {
 		changed := false
 		for i := range q.Partitions {
 			p := &q.Partitions[i]
-			if len(p.Replicas) >= q.Config.Replicas || slices.Contains(p.Replicas, id) {
+			if len(p.Replicas) >= q.Config.Replicas || slices.Contains(p.Replicas, id) || slices.Contains(p.Leaving, id) {
 				continue
 			}
 			p.Replicas = append(p.Replicas, id)

@@ -12,9 +12,11 @@
 //     gone) is first removed, when the voters left can still commit.
 //  2. Once it has acknowledged every entry the leader held when it was
 //     first seen in the group, and stays within LagMax entries of the
-//     leader for HoldFor, it is promoted to voter, and the caller records
-//     in the catalog that it caught up (the replica then stops abstaining
-//     from elections).
+//     leader for HoldFor, the caller records in the catalog that it
+//     caught up (the replica then stops abstaining from elections), and
+//     the next step promotes it to voter. Recording first means a leader
+//     lost in between leaves a learner that the next leader checks and
+//     promotes, never a voter that abstains.
 //  3. Only when every placed replica is a voter and recorded caught up are
 //     servers that are not placed removed, the leader itself last, after
 //     handing leadership to a placed voter.

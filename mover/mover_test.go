@@ -181,7 +181,7 @@ func TestMover_MoveIsLearnerFirst(t *testing.T) {
 			promotedAt = c.t
 		}
 	})
-	want := []Action{AddedLearner, Waiting, Promoted, CaughtUp, Removed, Left, Settled}
+	want := []Action{AddedLearner, Waiting, CaughtUp, Promoted, Removed, Left, Settled}
 	if !slices.Equal(actions, want) {
 		t.Fatalf("actions %v, want %v", actions, want)
 	}
@@ -213,11 +213,18 @@ func TestMover_LearnerBehindIsNotPromoted(t *testing.T) {
 	}
 	g.catchUp()
 	if s, _ := m.Step(g, pl, cluster{}); s.Action != Waiting {
-		t.Fatalf("promoted on the first caught-up check: %v", s)
+		t.Fatalf("reported caught up on the first caught-up check: %v", s)
 	}
 	c.t = c.t.Add(time.Second)
+	if s, _ := m.Step(g, pl, cluster{}); s.Action != CaughtUp {
+		t.Fatalf("not reported caught up after holding for 1 s: %v", s)
+	}
+	if g.server("d").Suffrage != raft.Nonvoter {
+		t.Fatal("promoted before the catalog recorded it caught up")
+	}
+	pl.Joining = nil
 	if s, _ := m.Step(g, pl, cluster{}); s.Action != Promoted {
-		t.Fatalf("not promoted after holding for 1 s: %v", s)
+		t.Fatalf("not promoted once recorded: %v", s)
 	}
 }
 
@@ -231,7 +238,7 @@ func TestMover_WipedVoterRejoinsAsALearner(t *testing.T) {
 		t.Fatalf("with b down: %v, %d changes", s, g.changes)
 	}
 	actions := run(t, m, c, g, pl, cluster{}, nil)
-	want := []Action{RemovedToRejoin, AddedLearner, Waiting, Promoted, CaughtUp, Settled}
+	want := []Action{RemovedToRejoin, AddedLearner, Waiting, CaughtUp, Promoted, Settled}
 	if !slices.Equal(actions, want) {
 		t.Fatalf("actions %v, want %v", actions, want)
 	}
@@ -244,7 +251,7 @@ func TestMover_LeavingLeaderHandsOverFirst(t *testing.T) {
 	g := newFakeGroup("a", "a", "b", "c")
 	pl := &Placement{GroupID: "g", Replicas: []string{"b", "c", "d"}, Joining: []string{"d"}, Leaving: []string{"a"}, Addrs: addrs("a", "b", "c", "d")}
 	actions := run(t, m, c, g, pl, cluster{"b": true}, nil)
-	want := []Action{AddedLearner, Waiting, Promoted, CaughtUp, HandedOver, Removed, Left, Settled}
+	want := []Action{AddedLearner, Waiting, CaughtUp, Promoted, HandedOver, Removed, Left, Settled}
 	if !slices.Equal(actions, want) {
 		t.Fatalf("actions %v, want %v", actions, want)
 	}
@@ -303,8 +310,8 @@ func TestMover_NewTermStartsOver(t *testing.T) {
 	g.catchUp()
 	m.Step(g, pl, cluster{})
 	c.t = c.t.Add(200 * time.Millisecond)
-	if s, _ := m.Step(g, pl, cluster{}); s.Action == Promoted {
-		t.Fatal("promoted on the old term's hold")
+	if s, _ := m.Step(g, pl, cluster{}); s.Action != Waiting {
+		t.Fatalf("%v on the old term's hold", s)
 	}
 }
 
@@ -319,5 +326,19 @@ func TestMover_ConfigValidateNamesTheField(t *testing.T) {
 		if _, err := New(c); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
 			t.Fatalf("%s: %v", field, err)
 		}
+	}
+}
+
+// A learner an earlier leader added and the catalog recorded caught up is
+// checked again by the new leader and promoted.
+func TestMover_RecordedLearnerIsPromotedByTheNextLeader(t *testing.T) {
+	m, c := newMover(t, 4)
+	g := newFakeGroup("b", "a", "b", "c")
+	g.servers = append(g.servers, raft.ServerProgress{ID: "d", Suffrage: raft.Nonvoter})
+	pl := &Placement{GroupID: "g", Replicas: []string{"b", "c", "d"}, Leaving: []string{"a"}, Addrs: addrs("a", "b", "c", "d")}
+	actions := run(t, m, c, g, pl, cluster{"a": true}, nil)
+	want := []Action{Waiting, Promoted, Removed, Left, Settled}
+	if !slices.Equal(actions, want) {
+		t.Fatalf("actions %v, want %v", actions, want)
 	}
 }

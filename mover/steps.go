@@ -13,16 +13,13 @@ func (m *Mover) stepJoins(g Group, pl Placement, c Cluster, prog raft.Replicatio
 	servers map[string]raft.ServerProgress, st *groupState, joining []string) (Step, error) {
 	for _, id := range joining {
 		s, in := servers[id]
-		js := m.join(st, id)
 		switch {
 		case !in:
 			return m.addLearner(g, pl, prog, st, id)
-		case s.Suffrage == raft.Voter && js != nil && js.promoted:
-			return Step{Action: CaughtUp, Node: id}, nil
 		case s.Suffrage == raft.Voter:
-			// A voter the catalog says must join again lost its data: its
-			// old acknowledgements count for nothing. It leaves, then
-			// comes back as a learner.
+			// Only a voter the catalog lists as joining gets here: it
+			// lost its data, so its old acknowledgements count for
+			// nothing. It leaves, then comes back as a learner.
 			if !canLose(prog, pl, c, id) || !m.claim(st, id) {
 				continue
 			}
@@ -32,15 +29,20 @@ func (m *Mover) stepJoins(g Group, pl Placement, c Cluster, prog raft.Replicatio
 			}
 			return Step{Action: RemovedToRejoin, Node: id}, err
 		default:
-			if js == nil {
-				if !m.claim(st, id) {
-					continue // added by an earlier leader; waits for a slot
-				}
-				js = m.join(st, id)
+			if !m.claim(st, id) {
+				continue // added by an earlier leader; waits for a slot
 			}
-			if step, ok, err := m.promoteIfCaughtUp(g, pl, prog, s, js); ok {
-				return step, err
+			if !m.heldCaughtUp(prog, s, m.join(st, id)) {
+				continue
 			}
+			if slices.Contains(pl.Joining, id) {
+				// Recorded first, promoted after: the record lets the
+				// replica vote, and a leader lost in between leaves a
+				// learner the next leader promotes, never a voter that
+				// abstains.
+				return Step{Action: CaughtUp, Node: id}, nil
+			}
+			return m.promote(g, pl, prog, st, id)
 		}
 	}
 	return Step{Action: Waiting}, nil
@@ -62,12 +64,12 @@ func (m *Mover) addLearner(g Group, pl Placement, prog raft.ReplicationProgress,
 	return Step{Action: AddedLearner, Node: id}, err
 }
 
-// promoteIfCaughtUp promotes a learner that has held at least its target
-// and stayed within LagMax of the leader for HoldFor; ok is false when it
-// is not there yet (the caller looks at the next replica).
-func (m *Mover) promoteIfCaughtUp(g Group, pl Placement, prog raft.ReplicationProgress, s raft.ServerProgress, js *joinState) (Step, bool, error) {
+// heldCaughtUp reports whether a learner has held at least its target
+// and stayed within LagMax of the leader's last index for HoldFor.
+func (m *Mover) heldCaughtUp(prog raft.ReplicationProgress, s raft.ServerProgress, js *joinState) bool {
 	now := m.cfg.Now()
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if js.target == 0 {
 		// First seen in the group by this leader: it must hold at least
 		// everything the leader holds now, every committed entry included.
@@ -80,23 +82,22 @@ func (m *Mover) promoteIfCaughtUp(g Group, pl Placement, prog raft.ReplicationPr
 	case js.since.IsZero():
 		js.since = now
 	}
-	held := caughtUp && now.Sub(js.since) >= m.cfg.HoldFor
-	m.mu.Unlock()
-	if !held {
-		return Step{}, false, nil
-	}
-	id := string(s.ID)
+	return caughtUp && now.Sub(js.since) >= m.cfg.HoldFor
+}
+
+// promote makes a caught-up learner a voter.
+func (m *Mover) promote(g Group, pl Placement, prog raft.ReplicationProgress, st *groupState, id string) (Step, error) {
 	addr, ok := pl.Addrs[id]
 	if !ok {
-		return Step{Action: Waiting, Node: id}, true, ErrNoAddress
+		return Step{Action: Waiting, Node: id}, ErrNoAddress
 	}
 	if err := g.Promote(id, addr, prog.ConfigurationIndex); err != nil {
-		return Step{Action: Promoted, Node: id}, true, err
+		return Step{Action: Promoted, Node: id}, err
 	}
 	m.mu.Lock()
-	js.promoted = true
+	st.joins[id].promoted = true
 	m.mu.Unlock()
-	return Step{Action: Promoted, Node: id}, true, nil
+	return Step{Action: Promoted, Node: id}, nil
 }
 
 // stepLeaves runs once every placed replica is a settled voter: it removes

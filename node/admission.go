@@ -98,7 +98,12 @@ func clusterSecret(gossipKey []byte) []byte {
 // the secret, base64.
 func admissionProof(secret []byte, m memberMeta) string {
 	mac := hmac.New(sha256.New, secret)
-	for _, field := range []string{"ferry admission v1", m.ID, m.Raft, m.Client, m.HTTP, m.SignKey} {
+	fields := []string{"ferry admission v1", m.ID, m.Raft, m.Client, m.HTTP, m.SignKey}
+	if m.Inc != "" {
+		// Appended only when set: a member without one proves as before.
+		fields = append(fields, m.Inc)
+	}
+	for _, field := range fields {
 		mac.Write([]byte(field))
 		mac.Write([]byte{0})
 	}
@@ -153,6 +158,9 @@ func (m *membership) verifyTable(st signedTable, now time.Time) (leaderTable, er
 	}
 	if t.Node == "" || t.Node == m.n.cfg.ID {
 		return t, fmt.Errorf("leader table for node %q", t.Node)
+	}
+	if len(t.Reports) > reportsMax {
+		return t, fmt.Errorf("leader table of %s carries %d move reports, the most is %d", t.Node, len(t.Reports), reportsMax)
 	}
 	if t.Start <= 0 || t.Start > now.Add(leaderTableSkewMax).UnixNano() {
 		return t, fmt.Errorf("leader table of %s starts at %d, beyond now plus %s", t.Node, t.Start, leaderTableSkewMax)

@@ -77,6 +77,7 @@ func (n *Node) runMetaDuties() {
 		}
 		n.dropRemovedServers()
 		n.promoteVoters()
+		n.runShapeDuties()
 	}
 }
 
@@ -94,14 +95,19 @@ func (n *Node) registerMember(m memberMeta) {
 	if removed {
 		return // removed for good: neither registered nor added again
 	}
-	if !ok || known.RaftAddr != m.Raft || known.ClientAddr != m.Client || known.HTTPAddr != m.HTTP {
+	inc := m.incarnation()
+	if !ok || known.RaftAddr != m.Raft || known.ClientAddr != m.Client || known.HTTPAddr != m.HTTP ||
+		(inc != 0 && known.Incarnation != inc) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		node := meta.Node{ID: m.ID, RaftAddr: m.Raft, ClientAddr: m.Client, HTTPAddr: m.HTTP}
+		node := meta.Node{ID: m.ID, RaftAddr: m.Raft, ClientAddr: m.Client, HTTPAddr: m.HTTP, Incarnation: inc}
 		res, err := n.meta.propose(ctx, meta.Command{Type: meta.CmdRegisterNode, RegisterNode: &meta.RegisterNodeCmd{Node: node}})
 		cancel()
 		if err != nil || res.Err != nil {
 			n.logger.Warn("registering member failed", "member", m.ID, "err", err, "result", res.Err)
 			return
+		}
+		if known.Incarnation != 0 && inc != 0 && known.Incarnation != inc {
+			n.logger.Warn("member lost its data: its replicas catch up again before they vote", "member", m.ID)
 		}
 		n.logger.Info("member registered", "member", m.ID)
 	}

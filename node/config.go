@@ -79,6 +79,8 @@ type Config struct {
 	// ReconcileInterval is how often the node compares its replicas with
 	// the catalog (it also reacts to every catalog change at once).
 	ReconcileInterval time.Duration
+	// Placement holds how the cluster changes shape (config_placement.go).
+	Placement PlacementConfig
 	// GossipFast selects memberlist's local-network timings (fast failure
 	// detection), for loopback clusters and tests.
 	GossipFast bool
@@ -228,6 +230,7 @@ func DefaultConfig(id, dir, ip string, offset int) Config {
 		RaftAddr: addr(7001), ClientAddr: addr(7101), HTTPAddr: addr(7201), GossipAddr: addr(7301),
 		ClusterName:             "ferry",
 		ReconcileInterval:       2 * time.Second,
+		Placement:               PlacementConfig{DeadNodeTimeout: DefaultDeadNodeTimeout, Balance: true},
 		RaftLogPrewrite:         true,
 		ProposalGatherWait:      partition.DefaultGatherWait,
 		ProposalOverlapItemsMin: partition.DefaultOverlapItemsMin,
@@ -270,6 +273,9 @@ func (c Config) Validate() error {
 	}
 	if c.ProposalOverlapItemsMin < 0 || c.ProposalOverlapItemsMin > fsm.BatchMax {
 		return bad("ProposalOverlapItemsMin", c.ProposalOverlapItemsMin, fmt.Sprintf("must be between 0 (off) and %d", fsm.BatchMax))
+	}
+	if err := c.Placement.validate(); err != nil {
+		return err
 	}
 	if err := checkGossipKeys(c.GossipKeys); err != nil {
 		return err

@@ -159,7 +159,8 @@ func (n *Node) replicaViews() []jsonview.Replica {
 		s := r.p.Stats()
 		out = append(out, jsonview.Replica{Queue: r.a.Queue, Partition: r.a.Index, Group: r.a.GroupID,
 			Role: jsonview.Enum(role), Leader: leader, AppliedIndex: idx, Digest: hex.EncodeToString(dig[:]),
-			Ready: s.Ready, InFlight: s.InFlight, Delayed: s.Delayed, Dead: s.Dead})
+			Ready: s.Ready, InFlight: s.InFlight, Delayed: s.Delayed, Dead: s.Dead,
+			Suffrage: r.p.Suffrage(), Abstaining: r.p.Abstaining()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/wire"
@@ -99,6 +100,9 @@ func (m *membership) update(n *memberlist.Node, state wire.NodeState) {
 		state = wire.NodeDead
 	}
 	m.mu.Lock()
+	if m.states[mm.ID] != state {
+		m.since[mm.ID] = time.Now()
+	}
 	m.states[mm.ID] = state
 	old, wasAlive := m.alive[mm.ID]
 	if state == wire.NodeAlive {

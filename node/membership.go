@@ -31,6 +31,9 @@ type memberMeta struct {
 	// SignKey is the ed25519 public key (base64) that signs this node's
 	// leader tables; a fresh one per process.
 	SignKey string `json:"sign,omitempty"`
+	// Inc is the node's incarnation (incarnation.go), hex; empty from a
+	// node that predates incarnations.
+	Inc string `json:"inc,omitempty"`
 	// Proof is the admission proof: an HMAC of the fields above under the
 	// cluster secret (see admissionProof). Empty on an insecure node.
 	Proof string `json:"proof,omitempty"`
@@ -43,6 +46,9 @@ type leaderTable struct {
 	Start  int64             `json:"start"`
 	Seq    uint64            `json:"seq"`
 	Groups map[string]uint64 `json:"groups"` // group id -> raft term
+	// Reports are what the node's partition leaders ask the catalog to
+	// record (moves.go); at most reportsMax.
+	Reports []moveReport `json:"reports,omitempty"`
 }
 
 func (t leaderTable) newerThan(o leaderTable) bool {
@@ -63,6 +69,8 @@ type membership struct {
 	mu     sync.Mutex
 	alive  map[string]memberMeta // by node id
 	states map[string]wire.NodeState
+	// since is when each member's state began (this node's view).
+	since  map[string]time.Time
 	tables map[string]signedTable // verified tables, by node id
 	// decoded holds each of tables decoded: leaderOf runs for every
 	// not-leader answer and create, and decoding thousands of groups'
@@ -84,7 +92,7 @@ type membership struct {
 func newMembership(n *Node) (*membership, error) {
 	m := &membership{
 		n: n, start: time.Now().UnixNano(),
-		alive: map[string]memberMeta{}, states: map[string]wire.NodeState{},
+		alive: map[string]memberMeta{}, states: map[string]wire.NodeState{}, since: map[string]time.Time{},
 		tables: map[string]signedTable{}, decoded: map[string]leaderTable{}, events: make(chan struct{}, 1), refused: map[string]time.Time{},
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -98,7 +106,7 @@ func newMembership(n *Node) (*membership, error) {
 		}
 	}
 	self := memberMeta{ID: n.cfg.ID, Raft: n.raftAddr, Client: n.clientAddr, HTTP: n.httpAddr, Formed: n.meta.hasState,
-		SignKey: base64.StdEncoding.EncodeToString(pub)}
+		SignKey: base64.StdEncoding.EncodeToString(pub), Inc: strconv.FormatUint(n.incarnation, 16)}
 	if err := m.setSelf(self); err != nil {
 		return nil, err
 	}
@@ -271,14 +279,14 @@ func (m *membership) state(id string) wire.NodeState {
 // announce publishes the groups this node leads when the set changed, and
 // again every leaderTableRefresh. The table goes out signed with this
 // node's key.
-func (m *membership) announce(groups map[string]uint64) {
+func (m *membership) announce(groups map[string]uint64, reports []moveReport) {
 	m.mu.Lock()
-	if maps.Equal(groups, m.mine.Groups) && time.Since(m.sent) < leaderTableRefresh {
+	if maps.Equal(groups, m.mine.Groups) && slices.Equal(reports, m.mine.Reports) && time.Since(m.sent) < leaderTableRefresh {
 		m.mu.Unlock()
 		return
 	}
 	m.mine.Seq++
-	m.mine.Groups = groups
+	m.mine.Groups, m.mine.Reports = groups, reports
 	st := m.sign(m.mine)
 	m.tables[m.n.cfg.ID], m.decoded[m.n.cfg.ID] = st, m.mine
 	m.sent = time.Now()
@@ -345,3 +353,52 @@ type broadcast []byte
 func (b broadcast) Invalidates(memberlist.Broadcast) bool { return false }
 func (b broadcast) Message() []byte                       { return b }
 func (b broadcast) Finished()                             {}
+
+// incarnation returns the member's incarnation, 0 when it sent none or one
+// that does not parse.
+func (m memberMeta) incarnation() uint64 {
+	inc, err := strconv.ParseUint(m.Inc, 16, 64)
+	if err != nil {
+		return 0
+	}
+	return inc
+}
+
+// deadFor returns how long gossip has seen member id dead or gone (zero
+// when it is alive or suspect, or unknown to this node).
+func (m *membership) deadFor(id string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st := m.states[id]; st != wire.NodeDead && st != wire.NodeLeft {
+		return 0
+	}
+	return time.Since(m.since[id])
+}
+
+// reports returns the move reports of every alive member's leader table
+// (this node's included), each with its reporter's led groups.
+func (m *membership) reports() []memberReport {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []memberReport
+	for id, t := range m.decoded {
+		if _, alive := m.alive[id]; !alive && id != m.n.cfg.ID {
+			continue
+		}
+		for _, r := range t.Reports {
+			if _, leads := t.Groups[r.group()]; leads {
+				out = append(out, memberReport{From: id, Report: r})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b memberReport) int {
+		return cmpString(a.From+a.Report.group()+a.Report.Node, b.From+b.Report.group()+b.Report.Node)
+	})
+	return out
+}
+
+// memberReport is a move report and the member that made it.
+type memberReport struct {
+	From   string
+	Report moveReport
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/ferrymq/ferry/internal/connlimit"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/mover"
 	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wal/raftlog"
 )
@@ -50,6 +51,19 @@ type Node struct {
 	tls       *tlsconf.Material // nil when Config.Insecure
 	auth      tokenStore        // client tokens; off when Config.Tokens is nil
 
+	// incarnation identifies this data directory (incarnation.go).
+	incarnation uint64
+	// mover drives the membership of the partitions this node leads
+	// (moves.go).
+	mover *mover.Mover
+	// reports holds what this node's partition leaders ask the catalog
+	// to record (caught-up and left replicas), gossiped with its leader
+	// table.
+	reports *moveReports
+	// shapePlanned is what the meta leader's last move plan saw (duty
+	// loop only).
+	shapePlanned shapePlanStamp
+
 	closing   chan struct{}
 	closeOnce sync.Once
 	loops     sync.WaitGroup
@@ -84,6 +98,9 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	if err := mkdir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if n.incarnation, err = loadIncarnation(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	if n.logs, err = openLogStore(cfg, n.logger); err != nil {
@@ -133,6 +150,10 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	cleanup = append(cleanup, n.members.leave)
 	n.replicas = newReplicaSet(n)
+	n.reports = newMoveReports()
+	if n.mover, err = mover.New(cfg.moverConfig()); err != nil {
+		return nil, err
+	}
 	n.consumers = newConsumerTracker()
 	n.metrics = newMetrics(n)
 	var clientTLS *tls.Config
@@ -169,7 +190,8 @@ func (n *Node) startLoops(httpLn net.Listener) {
 			n.logger.Error("http server stopped", "err", err)
 		}
 	}()
-	n.loops.Add(4)
+	n.loops.Add(5)
+	go n.runMoves()
 	go n.clock.run()
 	go n.runBootstrap()
 	go n.runMetaDuties()

@@ -28,6 +28,7 @@ type replicaSet struct {
 	mu          sync.Mutex
 	running     map[string]*replica  // by group id
 	starting    map[string]bool      // group ids being opened (claimed by one starter)
+	stepping    map[string]bool      // group ids whose membership a pass is stepping (moves.go)
 	lastPrefer  map[string]time.Time // last leadership hand-over asked, by group id
 	// handovers holds a slot per leadership hand-over in progress: they
 	// run beside reconcile, which must not wait for elections.
@@ -41,6 +42,8 @@ type replicaSet struct {
 	// table was built at.
 	leaderChanges atomic.Uint64
 	announced     leaderTableStamp
+	// announcedReports are the move reports the last table carried.
+	announcedReports []moveReport
 	// pass is what the last reconcile saw (reconcilepass.go).
 	pass reconcilePass
 
@@ -72,7 +75,8 @@ type replica struct {
 // same thing.
 func sameAssignment(a, b meta.Assignment) bool {
 	return a.Queue == b.Queue && a.QueueID == b.QueueID && a.Index == b.Index && a.GroupID == b.GroupID &&
-		a.Join == b.Join && a.Config == b.Config && slices.Equal(a.Replicas, b.Replicas)
+		a.Join == b.Join && a.Leave == b.Leave && a.Config == b.Config && slices.Equal(a.Replicas, b.Replicas) &&
+		slices.Equal(a.Joining, b.Joining) && slices.Equal(a.Leaving, b.Leaving)
 }
 
 func newReplicaSet(n *Node) *replicaSet {
@@ -80,7 +84,7 @@ func newReplicaSet(n *Node) *replicaSet {
 	if err != nil {
 		panic(err) // a constant within bounds
 	}
-	return &replicaSet{n: n, running: map[string]*replica{}, starting: map[string]bool{}, lastPrefer: map[string]time.Time{},
+	return &replicaSet{n: n, running: map[string]*replica{}, starting: map[string]bool{}, stepping: map[string]bool{}, lastPrefer: map[string]time.Time{},
 		handovers: make(chan struct{}, handoversMax), campaigns: campaigns}
 }
 
@@ -171,10 +175,12 @@ func (n *Node) announceLeaders() {
 		stamp.metaTerm = n.meta.raft.CurrentTerm()
 	}
 	last := n.replicas.announced
-	if stamp.changes == last.changes && stamp.metaTerm == last.metaTerm && stamp.at.Sub(last.at) < leaderTableRebuild {
+	reports := n.reports.current()
+	if stamp.changes == last.changes && stamp.metaTerm == last.metaTerm && stamp.at.Sub(last.at) < leaderTableRebuild &&
+		slices.Equal(reports, n.replicas.announcedReports) {
 		return
 	}
-	n.replicas.announced = stamp
+	n.replicas.announced, n.replicas.announcedReports = stamp, reports
 	groups := map[string]uint64{}
 	if stamp.metaTerm != 0 {
 		groups[meta.MetaGroupID] = stamp.metaTerm
@@ -184,7 +190,7 @@ func (n *Node) announceLeaders() {
 			groups[r.a.GroupID] = term
 		}
 	}
-	n.members.announce(groups)
+	n.members.announce(groups, reports)
 }
 
 // reconcile starts replicas newly assigned to this node, stops those whose
@@ -198,7 +204,11 @@ func (rs *replicaSet) reconcile() {
 	// data with it) while it serves.
 	stamp := rs.passStamp()
 	running := rs.all()
-	assigned, nodes := rs.assignedHere()
+	assigned, nodes, current := rs.assignedHere()
+	if !current {
+		rs.passDone(stamp, false)
+		return
+	}
 	if rs.afterCatalogRead != nil {
 		rs.afterCatalogRead()
 	}
@@ -222,6 +232,10 @@ func (rs *replicaSet) reconcile() {
 			rs.running[a.GroupID] = r
 		}
 		rs.mu.Unlock()
+		if r != nil && r.p.Abstaining() != a.Join {
+			// Recorded caught up: it may vote from now on.
+			r.p.SetAbstain(a.Join)
+		}
 		if r == nil {
 			starts = append(starts, a)
 			continue
@@ -246,7 +260,7 @@ func (rs *replicaSet) syncLeader(r *replica, nodes map[string]meta.Node) bool {
 	if !leading {
 		return true
 	}
-	if r.syncedTerm != term && rs.syncMembers(r, nodes) && rs.syncConfig(r) {
+	if r.syncedTerm != term && rs.stepMembers(r, nodes) && rs.syncConfig(r) {
 		r.syncedTerm = term
 	}
 	wanted := rs.preferLeader(r, nodes)
@@ -254,16 +268,24 @@ func (rs *replicaSet) syncLeader(r *replica, nodes map[string]meta.Node) bool {
 }
 
 // assignedHere returns this node's assignments and the catalog's nodes.
-func (rs *replicaSet) assignedHere() ([]meta.Assignment, map[string]meta.Node) {
-	var assigned []meta.Assignment
-	nodes := map[string]meta.Node{}
+// current is false while the catalog still records another incarnation
+// of this node (it lost its data and is not registered again yet): its
+// assignments then describe replicas that are gone, which must not be
+// started as if they were whole.
+func (rs *replicaSet) assignedHere() (assigned []meta.Assignment, nodes map[string]meta.Node, current bool) {
+	nodes = map[string]meta.Node{}
+	current = true
 	rs.n.meta.view(func(f *meta.FSM) {
+		if self, ok := f.Node(rs.n.cfg.ID); ok && self.Incarnation != 0 && self.Incarnation != rs.n.incarnation {
+			current = false
+			return
+		}
 		assigned = f.Assignments(rs.n.cfg.ID)
 		for _, nd := range f.Nodes() {
 			nodes[nd.ID] = nd
 		}
 	})
-	return assigned, nodes
+	return assigned, nodes, current
 }
 
 // startQueue starts this node's replicas of queue name that are not
@@ -274,6 +296,9 @@ func (rs *replicaSet) startQueue(name string) {
 	var assigned []meta.Assignment
 	nodes := map[string]meta.Node{}
 	rs.n.meta.view(func(f *meta.FSM) {
+		if self, ok := f.Node(rs.n.cfg.ID); ok && self.Incarnation != 0 && self.Incarnation != rs.n.incarnation {
+			return // see assignedHere
+		}
 		assigned = f.QueueAssignments(name, rs.n.cfg.ID)
 		for _, nd := range f.Nodes() {
 			nodes[nd.ID] = nd
@@ -349,9 +374,11 @@ func (rs *replicaSet) dir(group string) string {
 func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	peers := make([]raft.Server, 0, len(a.Replicas))
 	for _, id := range a.Replicas {
-		if a.Join {
-			// Placed after the partition was created: the replica starts
-			// empty and the partition's leader adds it (syncMembers).
+		if a.Join || a.Leave {
+			// Joining (placed after the partition was created, or on a
+			// node that lost its data): the replica starts without
+			// bootstrapping, abstains, and the partition's leader adds
+			// it (stepMembers). Leaving: the group exists already.
 			peers = nil
 			break
 		}
@@ -373,6 +400,7 @@ func (rs *replicaSet) start(a meta.Assignment, nodes map[string]meta.Node) {
 	pc.LeaderChanges = &rs.leaderChanges
 	pc.Logs = rs.n.logs
 	pc.Peers = peers
+	pc.Abstain = a.Join
 	pc.Queue = a.Config
 	pc.ClockVerified, pc.ClockHealthy = rs.n.clock.verified, rs.n.clock.healthy
 	pc.Logger = rs.n.logger.With("queue", a.Queue, "partition", a.Index)
@@ -393,6 +421,7 @@ func (rs *replicaSet) remove(r *replica) {
 	rs.mu.Lock()
 	delete(rs.running, r.a.GroupID)
 	rs.mu.Unlock()
+	rs.n.mover.Forget(r.a.GroupID)
 	r.p.Close()
 	if err := rs.n.logs.DropGroup(r.a.GroupID); err != nil {
 		rs.n.logger.Error("dropping the partition's raft log failed", "group", r.a.GroupID, "err", err)

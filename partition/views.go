@@ -178,6 +178,24 @@ func (p *Partition) Promote(id, addr string, prevIndex uint64) error {
 	return p.mapErr(p.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), prevIndex, p.cfg.ApplyTimeout).Error())
 }
 
+// Suffrage returns "voter", "nonvoter" or "none": this replica's place in
+// its group's latest configuration as it knows it.
+func (p *Partition) Suffrage() string {
+	f := p.raft.GetConfiguration()
+	if f.Error() != nil {
+		return "none"
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == p.cfg.NodeID {
+			if s.Suffrage == raft.Voter {
+				return "voter"
+			}
+			return "nonvoter"
+		}
+	}
+	return "none"
+}
+
 // SetAbstain turns this replica's abstaining from elections on or off
 // (see Config.Abstain).
 func (p *Partition) SetAbstain(on bool) { p.raft.SetAbstain(on) }

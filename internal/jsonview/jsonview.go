@@ -288,6 +288,13 @@ type Replica struct {
 	InFlight     int64  `json:"in_flight"`
 	Delayed      int64  `json:"delayed"`
 	Dead         int64  `json:"dead"`
+	// Suffrage is "voter", "nonvoter" (a learner catching up) or "none"
+	// (not in its group's latest configuration: leaving, or not added
+	// yet), as the replica's own latest configuration says.
+	Suffrage string `json:"suffrage"`
+	// Abstaining is set while the replica may not vote: it is joining
+	// (new, or on a node that lost its data) and not recorded caught up.
+	Abstaining bool `json:"abstaining,omitempty"`
 }
 
 // ReplicaSummary counts a node's partition replicas by raft role, as

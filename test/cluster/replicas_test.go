@@ -24,6 +24,8 @@ type replica struct {
 	InFlight     int64  `json:"in_flight"`
 	Delayed      int64  `json:"delayed"`
 	Dead         int64  `json:"dead"`
+	Suffrage     string `json:"suffrage"`
+	Abstaining   bool   `json:"abstaining"`
 }
 
 // replicas returns node i's replicas of queue, by partition.
@@ -100,6 +102,11 @@ func (c *testCluster) waitConverged(queue string, partition int) replica {
 			return fmt.Errorf("%d leaders", leaders)
 		}
 		for k, r := range seen {
+			if r.Suffrage != "voter" || r.Abstaining {
+				// A replica rejoining (its node lost its data) or moving in
+				// counts once it is a voter that may vote.
+				return fmt.Errorf("replica on %s is %s, abstaining %v", c.members[c.running()[k]].cfg.ID, r.Suffrage, r.Abstaining)
+			}
 			if r.AppliedIndex != agreed.AppliedIndex || r.Digest != agreed.Digest {
 				return fmt.Errorf("replica on %s at index %d digest %.12s, leader at %d %.12s",
 					c.members[c.running()[k]].cfg.ID, r.AppliedIndex, r.Digest, agreed.AppliedIndex, agreed.Digest)

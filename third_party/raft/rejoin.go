@@ -41,13 +41,16 @@ type ServerProgress struct {
 	ID       ServerID
 	Address  ServerAddress
 	Suffrage ServerSuffrage
-	// Match is the highest log index the server acknowledged holding in
-	// the leader's term (the leader's own last index for itself); 0 until
-	// its first successful append or snapshot of the term.
+	// Match is the highest log index the server acknowledged holding
+	// since the leader started replicating to it (in this term, or since
+	// the server was added; the leader's own last index for itself); 0
+	// until its first successful append or snapshot. A server that lost
+	// its data keeps its old match until it is removed and added again.
 	Match uint64
-	// LastContact is when the server last answered the leader (now, for
-	// the leader itself).
-	LastContact time.Time
+	// Answered is when the server last answered an append or snapshot
+	// (now, for the leader itself; zero if never since replication to it
+	// started). Heartbeats do not count.
+	Answered time.Time
 }
 
 // ReplicationProgress is a leader's view of its group, for deciding when a
@@ -84,9 +87,12 @@ func (r *Raft) ReplicationProgress() (ReplicationProgress, error) {
 	for _, s := range latest.Servers {
 		p := ServerProgress{ID: s.ID, Address: s.Address, Suffrage: s.Suffrage}
 		if s.ID == r.localID {
-			p.Match, p.LastContact = out.LastIndex, now
+			p.Match, p.Answered = out.LastIndex, now
 		} else if f := repl[s.ID]; f != nil {
-			p.Match, p.LastContact = f.match.Load(), f.LastContact()
+			if at := f.answeredNanos.Load(); at != 0 {
+				p.Answered = time.Unix(0, at)
+			}
+			p.Match = f.match.Load()
 		}
 		out.Servers = append(out.Servers, p)
 	}
@@ -103,6 +109,11 @@ func (r *Raft) setProgress(repl map[ServerID]*followerReplication) {
 	r.progressMu.Lock()
 	r.progress = c
 	r.progressMu.Unlock()
+}
+
+// answered records that the follower answered an append or a snapshot.
+func (s *followerReplication) answered() {
+	s.answeredNanos.Store(time.Now().UnixNano())
 }
 
 // raiseMatch records that the follower acknowledged holding index.

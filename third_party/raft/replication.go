@@ -44,8 +44,13 @@ type followerReplication struct {
 	nextIndex uint64
 
 	// match (Ferry fork) is the highest index the follower acknowledged
-	// holding in this term, 0 until its first success.
+	// holding since this replication started (this term, or since it was
+	// added), 0 until its first success.
 	match atomic.Uint64
+	// answeredNanos (Ferry fork) is when the follower last answered an
+	// append or a snapshot, Unix nanoseconds (unlike lastContact, which
+	// heartbeats and wakes also set).
+	answeredNanos atomic.Int64
 
 	// peer contains the network address and ID of the remote follower.
 	peer Server
@@ -259,6 +264,7 @@ START:
 
 	// Update the last contact
 	s.setLastContact()
+	s.answered() // Ferry fork
 
 	// Update s based on success
 	if resp.Success {
@@ -386,6 +392,7 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 		atomic.StoreUint64(&s.nextIndex, meta.Index+1)
 		s.commitment.match(peer.ID, meta.Index)
 		s.raiseMatch(meta.Index) // Ferry fork
+		s.answered()
 
 		// Clear any failures
 		s.failures = 0
@@ -585,6 +592,7 @@ func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, 
 
 			// Update the last contact
 			s.setLastContact()
+			s.answered() // Ferry fork
 
 			// Abort pipeline if not successful
 			if !resp.Success {

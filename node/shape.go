@@ -1,0 +1,204 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/wire"
+)
+
+// reportsPerDutyMax bounds the move reports the meta leader records per
+// duty round; the rest wait for the next.
+const reportsPerDutyMax = 64
+
+// runShapeDuties is the meta leader's share of changing the cluster's
+// shape, run from its duty loop: record what partition leaders report
+// (caught-up and left replicas), then start the moves the planner asks
+// for (draining and long-dead nodes first, then balancing).
+func (n *Node) runShapeDuties() {
+	if !n.meta.isLeader() || !n.meta.caughtUp() {
+		return
+	}
+	n.recordReports()
+	stamp := shapePlanStamp{applied: n.meta.raft.AppliedIndex(), changes: n.members.changes.Load(), at: time.Now()}
+	last := n.shapePlanned
+	if since := stamp.at.Sub(last.at); since < shapeReplanMin ||
+		(stamp.applied == last.applied && stamp.changes == last.changes && since < shapeReplanMax) {
+		return
+	}
+	n.shapePlanned = stamp
+	n.startPlannedMoves()
+}
+
+// shapePlanStamp is what the last plan saw: the catalog's applied index,
+// gossip's change count, and when.
+type shapePlanStamp struct {
+	applied, changes uint64
+	at               time.Time
+}
+
+// A plan reads the whole catalog: the meta leader plans again at most
+// every shapeReplanMin, and when neither the catalog nor gossip changed
+// only every shapeReplanMax (dead-node timeouts run out with no change).
+const (
+	shapeReplanMin = time.Second
+	shapeReplanMax = 10 * time.Second
+)
+
+// recordReports proposes the gossiped move reports the catalog still
+// waits for.
+func (n *Node) recordReports() {
+	done := 0
+	for _, mr := range n.members.reports() {
+		if done == reportsPerDutyMax {
+			return
+		}
+		cmd, wanted := n.reportCommand(mr.Report)
+		if !wanted {
+			continue
+		}
+		done++
+		if err := n.proposeShape(cmd); err != nil {
+			n.logger.Warn("recording a replica move failed", "kind", mr.Report.Kind, "group", mr.Report.group(), "replica", mr.Report.Node, "err", err)
+			continue
+		}
+		n.logger.Info("replica move recorded", "kind", mr.Report.Kind, "queue", mr.Report.Queue, "partition", mr.Report.Index,
+			"replica", mr.Report.Node, "reported_by", mr.From)
+	}
+}
+
+// reportCommand returns the catalog command a report asks for, and false
+// when the catalog no longer waits for it (already recorded, or stale).
+func (n *Node) reportCommand(r moveReport) (meta.Command, bool) {
+	var cmd meta.Command
+	wanted := false
+	n.meta.view(func(f *meta.FSM) {
+		q, ok := f.Queue(r.Queue)
+		if !ok || q.ID != r.QueueID || r.Index < 0 || r.Index >= len(q.Partitions) {
+			return
+		}
+		p := q.Partitions[r.Index]
+		rc := &meta.ReplicaCmd{Queue: r.Queue, QueueID: r.QueueID, Index: r.Index, Node: r.Node, Incarnation: r.Inc}
+		switch r.Kind {
+		case reportCaughtUp:
+			nd, _ := f.Node(r.Node)
+			wanted = slices.Contains(p.Joining, r.Node) && nd.Incarnation == r.Inc
+			cmd = meta.Command{Type: meta.CmdReplicaCaughtUp, ReplicaCaughtUp: rc}
+		case reportLeft:
+			wanted = slices.Contains(p.Leaving, r.Node)
+			cmd = meta.Command{Type: meta.CmdReplicaLeft, ReplicaLeft: rc}
+		}
+	})
+	return cmd, wanted
+}
+
+// startPlannedMoves proposes the planner's moves and preferred-leader
+// changes.
+func (n *Node) startPlannedMoves() {
+	in := n.planInput()
+	var moves []meta.MoveReplicaCmd
+	var leaders []meta.ReplicaCmd
+	n.meta.view(func(f *meta.FSM) {
+		moves = f.PlanMoves(in)
+		if in.Balance && len(moves) == 0 {
+			leaders = f.PlanLeaders(in, in.InFlightMax)
+		}
+	})
+	for _, mv := range moves {
+		if err := n.proposeShape(meta.Command{Type: meta.CmdMoveReplica, MoveReplica: &mv}); err != nil {
+			n.logger.Warn("starting a replica move failed", "queue", mv.Queue, "partition", mv.Index, "from", mv.From, "to", mv.To, "err", err)
+			return
+		}
+		n.logger.Info("replica move started", "queue", mv.Queue, "partition", mv.Index, "from", mv.From, "to", mv.To)
+	}
+	for _, pl := range leaders {
+		if err := n.proposeShape(meta.Command{Type: meta.CmdPreferLeader, PreferLeader: &pl}); err != nil {
+			n.logger.Warn("changing a preferred leader failed", "queue", pl.Queue, "partition", pl.Index, "to", pl.Node, "err", err)
+			return
+		}
+		n.logger.Info("preferred leader changed", "queue", pl.Queue, "partition", pl.Index, "to", pl.Node)
+	}
+}
+
+// planInput gathers what the planner needs from gossip: nodes dead past
+// the dead-node timeout are evacuated; nodes not alive get nothing.
+// Balancing waits while any registered node is not alive: a node
+// restarting is not a reason to move its replicas.
+func (n *Node) planInput() meta.PlanInput {
+	pc := n.cfg.Placement
+	in := meta.PlanInput{Evacuate: map[string]bool{}, Unavailable: map[string]bool{}, InFlightMax: pc.movesMax(), Balance: pc.Balance}
+	var nodes []meta.Node
+	n.meta.view(func(f *meta.FSM) { nodes = f.Nodes() })
+	for _, nd := range nodes {
+		if n.members.Alive(nd.ID) {
+			continue
+		}
+		in.Unavailable[nd.ID] = true
+		in.Balance = false
+		if pc.DeadNodeTimeout > 0 && n.members.deadFor(nd.ID) > pc.DeadNodeTimeout {
+			in.Evacuate[nd.ID] = true
+		}
+	}
+	return in
+}
+
+// proposeShape proposes one shape command on the meta leader; a command
+// the catalog refuses as stale is no error (someone else got there).
+func (n *Node) proposeShape(c meta.Command) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := n.meta.propose(ctx, c)
+	if err == nil {
+		err = res.Err
+	}
+	if errors.Is(err, meta.ErrStalePlacement) {
+		return nil
+	}
+	return err
+}
+
+// nodeShape is one node's part in the cluster's shape, for node ls and
+// safe-to-stop answers.
+type nodeShape struct {
+	Replicas, Leaders, Joining, Leaving int
+}
+
+// shapeByNode counts, per registered node, its placed replicas, preferred
+// leaderships, and replicas joining or leaving.
+func shapeByNode(f *meta.FSM) map[string]*nodeShape {
+	out := map[string]*nodeShape{}
+	for _, nd := range f.Nodes() {
+		out[nd.ID] = &nodeShape{}
+	}
+	get := func(id string) *nodeShape {
+		if s := out[id]; s != nil {
+			return s
+		}
+		s := &nodeShape{}
+		out[id] = s
+		return s
+	}
+	for _, q := range f.Queues() {
+		for _, p := range q.Partitions {
+			for j, id := range p.Replicas {
+				s := get(id)
+				s.Replicas++
+				if j == 0 {
+					s.Leaders++
+				}
+			}
+			for _, id := range p.Joining {
+				get(id).Joining++
+			}
+			for _, id := range p.Leaving {
+				get(id).Leaving++
+			}
+		}
+	}
+	return out
+}
+
+var _ = wire.NodeAlive

@@ -1,0 +1,83 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/client"
+)
+
+// TestCluster_WipedVoterCannotElectAStaleLeader is the amnesia case the
+// chaos suite found: a node acknowledges entries that a second node lacks,
+// loses its disk, and comes back while the only node with those entries is
+// down. Were it a voter again at once, its vote would elect the stale node
+// and the acknowledged messages would be gone. Its replicas abstain
+// instead: the partition waits, leaderless, for the node that holds the
+// data; when it is back every message is there, and the wiped node
+// rejoins as a learner and votes again only once caught up.
+func TestCluster_WipedVoterCannotElectAStaleLeader(t *testing.T) {
+	c := startCluster(t, options{})
+	cl := c.dial("amnesia")
+	c.createQueue(cl, "amnesia")
+	q := cl.Queue("amnesia")
+	sendMany(t, q, "early", 5, 1)
+	leader := c.waitLeaders("amnesia", 1)[0]
+	c.waitConverged("amnesia", 0)
+	stale, wiped := followerOf(leader), followerOf(followerOf(leader))
+
+	// The stale node misses the next messages: only leader and wiped hold them.
+	c.stop(stale)
+	sent := sendMany(t, q, "late", 30, 2)
+	c.waitApplied(wiped, "amnesia", 0, c.leaderIndex("amnesia", 0, leader))
+	c.stop(wiped)
+	c.wipe(wiped)
+	c.stop(leader)
+
+	// The stale node and the wiped one: no partition leader may appear.
+	c.start(stale)
+	c.start(wiped)
+	c.eventually(waitLong, "the wiped node's replica, abstaining", func() error {
+		rs, err := c.replicas(wiped, "amnesia")
+		if err != nil {
+			return err
+		}
+		r, ok := rs[0]
+		if ok && r.Leader != "" {
+			t.Fatalf("a leader (%s) was elected without the acknowledged messages: %+v", r.Leader, r)
+		}
+		if !ok || !r.Abstaining {
+			return fmt.Errorf("replica %+v", rs[0])
+		}
+		return nil
+	})
+	deadline := time.Now().Add(3 * time.Second) // thirty election timeouts
+	for time.Now().Before(deadline) {
+		for _, i := range []int{stale, wiped} {
+			rs, err := c.replicas(i, "amnesia")
+			if err != nil {
+				continue
+			}
+			if rs[0].Role == "leader" {
+				t.Fatalf("%s leads the partition without the acknowledged messages", c.members[i].cfg.ID)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	c.start(leader)
+	c.waitConverged("amnesia", 0)
+	got := drain(t, c, cl, "amnesia", 0)
+	for _, id := range sent {
+		if _, ok := got[id]; !ok {
+			t.Errorf("acknowledged message %s lost", id)
+		}
+	}
+	if len(got) != len(sent)+5 {
+		t.Errorf("drained %d messages, want %d", len(got), len(sent)+5)
+	}
+	// Rejoined: it votes, so the cluster survives losing the old leader.
+	c.stop(leader)
+	c.waitLeaders("amnesia", 1)
+	mustSend(t, q, client.Message{ID: "after"})
+}
