@@ -148,6 +148,25 @@ func leastLoaded(loads []*load, held []string) *load {
 	return best
 }
 
+// MovingPartitions counts the partitions with a move in progress.
+func (f *FSM) MovingPartitions() int { return f.movingPartitions() }
+
+// Unmovable counts the partitions with a replica on node id that no other
+// placeable node (registered, not draining, not unavailable) could take:
+// each such node holds a replica of it already.
+func (f *FSM) Unmovable(id string, unavailable map[string]bool) int {
+	loads := f.scratchLoads(unavailable)
+	n := 0
+	for _, q := range f.queues {
+		for _, p := range q.Partitions {
+			if slices.Contains(p.Replicas, id) && leastLoaded(loads, slices.Concat(p.Replicas, p.Leaving)) == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // movingPartitions counts the partitions with a move in progress.
 func (f *FSM) movingPartitions() int {
 	n := 0

@@ -230,6 +230,14 @@ func requiredAction(in any) (string, wire.Op) {
 		return "", wire.OpListQueues
 	case *wire.ListQueuesRequest:
 		return "", wire.OpListQueues
+	case *wire.ListNodesRequest:
+		return "", wire.OpListNodes
+	case *wire.DrainNodeRequest:
+		return "", wire.OpDrainNode
+	case *wire.RebalanceRequest:
+		return "", wire.OpRebalance
+	case *wire.SafeToStopRequest:
+		return "", wire.OpSafeToStop
 	}
 	// Cluster operations (remove node) and anything added later.
 	return "", wire.OpRemoveNode

@@ -10,6 +10,9 @@ import (
 )
 
 func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
+	if out, err, ok := n.dispatchShape(ctx, in); ok {
+		return out, err
+	}
 	switch r := in.(type) {
 	case *wire.MetadataRequest:
 		return n.handleMetadata(ctx, r)

@@ -402,3 +402,14 @@ type memberReport struct {
 	From   string
 	Report moveReport
 }
+
+// leads returns how many groups member id leads by its latest leader
+// table (this node's own when id is this node).
+func (m *membership) leads(id string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id == m.n.cfg.ID {
+		return len(m.mine.Groups)
+	}
+	return len(m.decoded[id].Groups)
+}

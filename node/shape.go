@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/meta"
-	"github.com/ferrymq/ferry/wire"
 )
 
 // reportsPerDutyMax bounds the move reports the meta leader records per
@@ -200,5 +199,3 @@ func shapeByNode(f *meta.FSM) map[string]*nodeShape {
 	}
 	return out
 }
-
-var _ = wire.NodeAlive

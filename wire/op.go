@@ -52,8 +52,17 @@ const (
 	// OpRemoveNode removes a node from the cluster for good and moves its
 	// partition replicas to other nodes.
 	OpRemoveNode Op = 19
+	// OpListNodes lists every node's status (any node answers).
+	OpListNodes Op = 20
+	// OpDrainNode drains a node or takes it back (meta leader).
+	OpDrainNode Op = 21
+	// OpRebalance plans, and unless asked not to starts, the moves that
+	// even out replica and leader counts (meta leader).
+	OpRebalance Op = 22
+	// OpSafeToStop says whether a node can be stopped now (any node).
+	OpSafeToStop Op = 23
 
-	opEnd Op = 20 // one past the last known op
+	opEnd Op = 24 // one past the last known op
 )
 
 var opNames = [...]string{
@@ -64,7 +73,8 @@ var opNames = [...]string{
 	OpNack: "nack", OpReject: "reject", OpDeadList: "dead-list",
 	OpDeadPeek: "dead-peek", OpDeadRedrive: "dead-redrive",
 	OpDeadDelete: "dead-delete", OpPurge: "purge",
-	OpPeek: "peek", OpRemoveNode: "remove-node",
+	OpPeek: "peek", OpRemoveNode: "remove-node", OpListNodes: "list-nodes",
+	OpDrainNode: "drain-node", OpRebalance: "rebalance", OpSafeToStop: "safe-to-stop",
 }
 
 // String returns the op's name, or "op(N)" for a number this version does
@@ -137,6 +147,14 @@ func NewRequestBody(o Op) any {
 		return new(PeekRequest)
 	case OpRemoveNode:
 		return new(RemoveNodeRequest)
+	case OpListNodes:
+		return new(ListNodesRequest)
+	case OpDrainNode:
+		return new(DrainNodeRequest)
+	case OpRebalance:
+		return new(RebalanceRequest)
+	case OpSafeToStop:
+		return new(SafeToStopRequest)
 	}
 	return nil
 }
@@ -183,6 +201,14 @@ func NewResponseBody(o Op) any {
 		return new(PeekResponse)
 	case OpRemoveNode:
 		return new(RemoveNodeResponse)
+	case OpListNodes:
+		return new(ListNodesResponse)
+	case OpDrainNode:
+		return new(DrainNodeResponse)
+	case OpRebalance:
+		return new(RebalanceResponse)
+	case OpSafeToStop:
+		return new(SafeToStopResponse)
 	}
 	return nil
 }

@@ -112,6 +112,13 @@ func samples() []sample {
 			&PeekResponse{Messages: []PeekedMessage{{Partition: 1, Seq: 8, ID: "m8", Group: "g", Headers: map[string]string{"k": "v"},
 				Body: []byte("hi"), EnqueuedAt: 1_700_000_000_000_000_000, Attempts: 2, Blocked: true}}, Next: 8}},
 		{OpRemoveNode, &RemoveNodeRequest{ID: "n4"}, &RemoveNodeResponse{Moved: 3}},
+		{OpListNodes, &ListNodesRequest{}, &ListNodesResponse{Nodes: []NodeStatus{{ID: "n1", State: NodeDead, Draining: true, Replicas: 4,
+			Leaders: 2, Joining: 1, Leaving: 1, DeadForMillis: 9, Stuck: "nowhere"}}, MovesInFlight: 2,
+			UnderReplicated: []UnderReplicatedInfo{{Queue: "q", Partition: 1, CaughtUp: 2, Want: 3, Reason: "why"}}, UnderReplicatedTotal: 1}},
+		{OpDrainNode, &DrainNodeRequest{ID: "n2", Undrain: true}, &DrainNodeResponse{Node: NodeStatus{ID: "n2", State: NodeAlive}}},
+		{OpRebalance, &RebalanceRequest{DryRun: true}, &RebalanceResponse{Moves: []MoveInfo{{Queue: "q", Partition: 1, From: "a", To: "b"}},
+			Leaders: []LeaderChangeInfo{{Queue: "q", Partition: 2, To: "c"}}, Started: true}},
+		{OpSafeToStop, &SafeToStopRequest{ID: "n3"}, &SafeToStopResponse{Safe: false, Leads: 2, Reasons: []string{"x"}}},
 	}
 }
 

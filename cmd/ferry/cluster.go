@@ -45,5 +45,6 @@ func clusterCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	})
+	cmd.AddCommand(rebalanceCmd(g))
 	return cmd
 }

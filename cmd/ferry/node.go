@@ -37,6 +37,6 @@ func nodeCmd(g *globals) *cobra.Command {
 		},
 	}
 	confirm.bind(remove.Flags())
-	cmd.AddCommand(remove)
+	cmd.AddCommand(remove, nodeLsCmd(g), nodeDrainCmd(g), nodeUndrainCmd(g), safeToStopCmd(g))
 	return cmd
 }

@@ -62,6 +62,10 @@ var opNeeds = map[wire.Op]Need{
 	wire.OpDeadDelete:  NeedAdmin,
 	wire.OpPurge:       NeedAdmin,
 	wire.OpRemoveNode:  NeedCluster,
+	wire.OpListNodes:   NeedCluster,
+	wire.OpDrainNode:   NeedCluster,
+	wire.OpRebalance:   NeedCluster,
+	wire.OpSafeToStop:  NeedCluster,
 }
 
 // OpNeed returns what op needs on the queue it names; an op the table does

@@ -2003,6 +2003,21 @@ func (r *Raft) installSnapshot(rpc RPC, req *InstallSnapshotRequest) {
 		r.setLeader(r.trans.DecodePeer(req.Leader), ServerID(req.ID))
 	}
 
+	// Ferry fork: a snapshot no newer than what this server has applied
+	// would roll its state machine back and, with a monotonic log store,
+	// drop every entry while lastLog still counts them (the next apply
+	// then finds a hole and panics). A leader's second replication stream
+	// to the same server (a remove followed at once by a re-add leaves the
+	// old one finishing its last round) can deliver one late. It is
+	// acknowledged without being installed: everything up to its index
+	// is applied here already.
+	if req.LastLogIndex <= r.getLastApplied() {
+		r.logger.Info("ignoring a snapshot no newer than the applied state",
+			"snapshot-index", req.LastLogIndex, "applied-index", r.getLastApplied())
+		resp.Success = true
+		return
+	}
+
 	// Create a new snapshot
 	var reqConfiguration Configuration
 	var reqConfigurationIndex uint64
@@ -2091,6 +2106,10 @@ func (r *Raft) installSnapshot(rpc RPC, req *InstallSnapshotRequest) {
 	if mlogs, ok := r.logs.(MonotonicLogStore); ok && mlogs.IsMonotonic() {
 		if err := r.removeOldLogs(); err != nil {
 			r.logger.Error("failed to reset logs", "error", err)
+		} else {
+			// Ferry fork: the log is empty now; entries past the
+			// snapshot that it held are gone with the rest.
+			r.setLastLog(req.LastLogIndex, req.LastLogTerm)
 		}
 	} else if err := r.compactLogs(req.LastLogIndex); err != nil {
 		r.logger.Error("failed to compact logs", "error", err)

@@ -7,10 +7,13 @@
 package raft
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // addEmptyNode starts a node with empty stores, connected to every other
@@ -165,4 +168,47 @@ func TestRejoin_ProgressShowsANonvoterCatchingUp(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A snapshot no newer than what a follower has applied (a late one from a
+// leader's second replication stream) is acknowledged without being
+// installed: the follower's state machine does not roll back and its log
+// keeps every entry.
+func TestRejoin_StaleSnapshotIsNotInstalled(t *testing.T) {
+	c := newTestCluster(t, 3, func(_ int, conf *Config) {
+		conf.QuiesceAfter, conf.Liveness = 0, nil
+	})
+	leader := c.leader(5 * time.Second)
+	for i := range 10 {
+		c.apply(leader, fmt.Sprint(i))
+	}
+	c.applied(10, 5*time.Second)
+	follower := c.followers(leader)[0]
+	applied := follower.raft.AppliedIndex()
+	lastIdx := follower.raft.LastIndex()
+	// A snapshot of the first entries only, as the leader took it earlier.
+	var buf bytes.Buffer
+	enc := codec.NewEncoder(&buf, &codec.MsgpackHandle{})
+	if err := enc.Encode(follower.fsm.Logs()[:2]); err != nil {
+		t.Fatal(err)
+	}
+	conf := follower.raft.GetConfiguration().Configuration()
+	req := &InstallSnapshotRequest{
+		RPCHeader: leader.raft.getRPCHeader(), SnapshotVersion: SnapshotVersionMax, Term: leader.raft.getCurrentTerm(),
+		LastLogIndex: 3, LastLogTerm: leader.raft.getCurrentTerm(), Configuration: EncodeConfiguration(conf),
+		ConfigurationIndex: 1, Size: int64(buf.Len()),
+	}
+	var resp InstallSnapshotResponse
+	if err := leader.trans.InstallSnapshot(follower.id, follower.addr, req, &resp, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Success {
+		t.Fatal("a stale snapshot was refused: the leader would retry it forever")
+	}
+	if got := len(follower.fsm.Logs()); got != 10 || follower.raft.AppliedIndex() != applied || follower.raft.LastIndex() != lastIdx {
+		t.Fatalf("after a stale snapshot: %d entries in the FSM (want 10), applied %d (was %d), last index %d (was %d)",
+			got, follower.raft.AppliedIndex(), applied, follower.raft.LastIndex(), lastIdx)
+	}
+	c.apply(leader, "after")
+	c.applied(11, 5*time.Second)
 }
