@@ -26,6 +26,10 @@ type PlacementConfig struct {
 	// CatchUpHold is how long a new replica must stay caught up before it
 	// votes. Zero takes mover.DefaultConfig's.
 	CatchUpHold time.Duration
+	// SnapshotBytesPerSecond bounds the bytes per second this node streams
+	// snapshots at, to all peers together (transport.SharedConfig). Zero
+	// takes transport's default; negative is unlimited.
+	SnapshotBytesPerSecond int64
 	// Balance lets the meta leader move replicas and preferred leaders
 	// until their counts per node differ by at most one. DefaultConfig
 	// sets it.

@@ -82,6 +82,8 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
 	mux.HandleFunc("GET /v1/replicas/summary", n.handleReplicaSummaryJSON)
+	mux.HandleFunc("GET /v1/nodes", n.handleNodesJSON)
+	mux.HandleFunc("GET /v1/nodes/{id}/safe-to-stop", n.handleSafeToStopJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
 	n.dash.Register(mux)
 	if clock.Adjustable {
@@ -216,6 +218,34 @@ func (n *Node) handleReplicaSummaryJSON(w http.ResponseWriter, _ *http.Request) 
 		}
 	}
 	writeJSON(w, sum)
+}
+
+// handleNodesJSON serves every node's status in the form of `ferry node ls
+// --json`.
+func (n *Node) handleNodesJSON(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, jsonview.NodesOf(n.listNodes()))
+}
+
+// handleSafeToStopJSON answers whether node {id} can be stopped now: 200
+// when it can, 409 when it cannot (the body says why either way), 404 for
+// a node the catalog does not know.
+func (n *Node) handleSafeToStopJSON(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ans, err := n.safeToStop(&wire.SafeToStopRequest{ID: id})
+	if err != nil {
+		http.Error(w, err.Error()+"\n", http.StatusNotFound)
+		return
+	}
+	if !ans.Safe {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+	}
+	writeJSON(w, struct {
+		Node    string   `json:"node"`
+		Safe    bool     `json:"safe"`
+		Leads   int      `json:"leads"`
+		Reasons []string `json:"reasons"`
+	}{id, ans.Safe, ans.Leads, append([]string{}, ans.Reasons...)})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -73,7 +73,7 @@ func newMetrics(n *Node) *metrics {
 	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open)
 	m.registry.MustRegister(connlimit.Metrics("ferry_http_connections", "HTTP admin", n.httpConnCounts)...)
 	m.registry.MustRegister(raftConnCollectors(n)...)
-	m.registry.MustRegister(processRaftSink(), groupCollector{n})
+	m.registry.MustRegister(processRaftSink(), groupCollector{n}, shapeCollector{n})
 	m.registry.MustRegister(clockCollectors(n)...)
 	m.registry.MustRegister(m.requests, m.latency, partitionCollector{n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

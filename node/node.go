@@ -133,6 +133,9 @@ func Start(cfg Config) (n *Node, err error) {
 	n.raftAddr, n.clientAddr, n.httpAddr = n.mux.Addr().String(), clientLn.Addr().String(), httpLn.Addr().String()
 	sc := transport.DefaultSharedConfig()
 	sc.Logger = n.logger
+	if r := cfg.Placement.SnapshotBytesPerSecond; r != 0 {
+		sc.SnapshotBytesPerSecond = r
+	}
 	if n.raftNet, err = transport.NewShared(n.mux, sc); err != nil {
 		return nil, fmt.Errorf("raft transport: %w", err)
 	}

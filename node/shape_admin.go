@@ -134,10 +134,11 @@ func (n *Node) rebalance(r *wire.RebalanceRequest) (*wire.RebalanceResponse, err
 	return out, nil
 }
 
-// safeToStop answers whether node id can stop now: it leads no group (in
-// gossip's leader tables, the meta group included), and every partition
-// it hosts keeps, without it, a majority of its placed replicas on alive
-// nodes that are caught up (not joining).
+// safeToStop answers whether node id can stop now: every partition it
+// hosts keeps, without it, a majority of its placed replicas on alive
+// nodes that are caught up (not joining), and so does the meta group. The
+// groups it leads (gossip's leader tables) are counted apart: a SIGTERM
+// hands them over before the node stops.
 func (n *Node) safeToStop(r *wire.SafeToStopRequest) (*wire.SafeToStopResponse, error) {
 	out := &wire.SafeToStopResponse{Leads: n.members.leads(r.ID)}
 	alive := map[string]bool{}
@@ -150,9 +151,6 @@ func (n *Node) safeToStop(r *wire.SafeToStopRequest) (*wire.SafeToStopResponse, 
 		if len(out.Reasons) < wire.SafeToStopReasonsMax {
 			out.Reasons = append(out.Reasons, fmt.Sprintf(format, args...))
 		}
-	}
-	if out.Leads > 0 {
-		reason("it leads %d groups (stopping it with SIGTERM hands them over first)", out.Leads)
 	}
 	registered := false
 	n.meta.view(func(f *meta.FSM) {

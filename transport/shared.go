@@ -37,6 +37,9 @@ const (
 	// DefaultMaxSnapshotsPerPeer bounds the snapshots sent to one peer at
 	// once (each on its own connection).
 	DefaultMaxSnapshotsPerPeer = 4
+	// DefaultSnapshotBytesPerSecond is the default snapshot streaming
+	// rate of a node, to all peers together: 64 MiB/s.
+	DefaultSnapshotBytesPerSecond = 64 << 20
 	// DefaultMaxPeers bounds the peer addresses a node keeps connections
 	// to.
 	DefaultMaxPeers = 1024
@@ -88,6 +91,10 @@ type SharedConfig struct {
 	// MaxPeers bounds the peers connections are kept to. Zero means
 	// DefaultMaxPeers.
 	MaxPeers int
+	// SnapshotBytesPerSecond bounds the bytes per second of every snapshot
+	// this node streams, to all peers together. Zero means
+	// DefaultSnapshotBytesPerSecond; negative is unlimited.
+	SnapshotBytesPerSecond int64
 	// RedialAfter is how long a failed dial is reported to callers before
 	// the peer is dialed again. Zero means DefaultRedialAfter.
 	RedialAfter time.Duration
@@ -114,7 +121,7 @@ func DefaultSharedConfig() SharedConfig {
 		HeartbeatLinger: DefaultHeartbeatLinger, MaxHeartbeatsPerFrame: DefaultMaxHeartbeatsPerFrame,
 		MaxCallsPerConn: DefaultMaxCallsPerConn, MaxQueuedPerGroup: DefaultMaxQueuedPerGroup,
 		MaxQueuedBytes: DefaultMaxQueuedBytes, MaxSnapshotsPerPeer: DefaultMaxSnapshotsPerPeer,
-		MaxPeers: DefaultMaxPeers, RedialAfter: DefaultRedialAfter,
+		MaxPeers: DefaultMaxPeers, RedialAfter: DefaultRedialAfter, SnapshotBytesPerSecond: DefaultSnapshotBytesPerSecond,
 		ProbeInterval: DefaultProbeInterval, ProbeTimeout: DefaultProbeTimeout,
 	}
 }
@@ -144,6 +151,9 @@ func (c SharedConfig) withDefaults() SharedConfig {
 	setInt(&c.MaxQueuedBytes, d.MaxQueuedBytes)
 	setInt(&c.MaxSnapshotsPerPeer, d.MaxSnapshotsPerPeer)
 	setInt(&c.MaxPeers, d.MaxPeers)
+	if c.SnapshotBytesPerSecond == 0 {
+		c.SnapshotBytesPerSecond = d.SnapshotBytesPerSecond
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -202,6 +212,8 @@ type Shared struct {
 
 	heartbeats      atomic.Uint64
 	heartbeatFrames atomic.Uint64
+	// snapshots paces every snapshot sent (pacer.go).
+	snapshots *pacer
 }
 
 // SharedStats counts a Shared transport's coalescing since NewShared.
@@ -210,11 +222,13 @@ type SharedStats struct {
 	Heartbeats uint64
 	// HeartbeatFrames is the number of frames they left in.
 	HeartbeatFrames uint64
+	// SnapshotBytesSent is the number of snapshot bytes streamed to peers.
+	SnapshotBytesSent uint64
 }
 
 // Stats returns the transport's counters.
 func (s *Shared) Stats() SharedStats {
-	return SharedStats{Heartbeats: s.heartbeats.Load(), HeartbeatFrames: s.heartbeatFrames.Load()}
+	return SharedStats{Heartbeats: s.heartbeats.Load(), HeartbeatFrames: s.heartbeatFrames.Load(), SnapshotBytesSent: s.snapshots.bytesSent()}
 }
 
 // NewShared validates cfg and starts the shared transport on mux: from then
@@ -227,11 +241,12 @@ func NewShared(mux *Mux, cfg SharedConfig) (*Shared, error) {
 	cfg = cfg.withDefaults()
 	s := &Shared{
 		mux: mux, cfg: cfg,
-		log:     cfg.Logger.With("component", "raft-transport", "addr", mux.advertise.String()),
-		groups:  make(map[string]*GroupTransport),
-		peers:   make(map[string]*peer),
-		inbound: make(map[*inbound]struct{}),
-		done:    make(chan struct{}),
+		log:       cfg.Logger.With("component", "raft-transport", "addr", mux.advertise.String()),
+		groups:    make(map[string]*GroupTransport),
+		peers:     make(map[string]*peer),
+		inbound:   make(map[*inbound]struct{}),
+		done:      make(chan struct{}),
+		snapshots: &pacer{bytesPerSecond: cfg.SnapshotBytesPerSecond},
 	}
 	mux.mu.Lock()
 	defer mux.mu.Unlock()

@@ -17,10 +17,16 @@ import (
 // cut connection fails only that snapshot, which raft sends again.
 
 // snapshotDeadline is the time allowed to move a snapshot of size bytes:
-// one Timeout per snapshotTimeoutScale bytes, at least one Timeout.
-func snapshotDeadline(timeout time.Duration, size int64) time.Time {
+// one Timeout per snapshotTimeoutScale bytes, at least one Timeout, plus
+// twice what the pacing rate takes for it (other snapshots share the
+// rate).
+func snapshotDeadline(timeout time.Duration, size, bytesPerSecond int64) time.Time {
 	scale := max(size/snapshotTimeoutScale, 1)
-	return time.Now().Add(timeout * time.Duration(scale))
+	d := timeout * time.Duration(scale)
+	if bytesPerSecond > 0 {
+		d += 2 * time.Duration(size*int64(time.Second)/bytesPerSecond)
+	}
+	return time.Now().Add(d)
 }
 
 // sendSnapshot streams one snapshot to the peer, within MaxSnapshotsPerPeer.
@@ -38,7 +44,7 @@ func (p *peer) sendSnapshot(group string, args *raft.InstallSnapshotRequest, res
 	defer raw.Close()
 	stop := p.s.closeOnShutdown(raw)
 	defer stop()
-	if err := conn.SetDeadline(snapshotDeadline(p.s.cfg.Timeout, args.Size)); err != nil {
+	if err := conn.SetDeadline(snapshotDeadline(p.s.cfg.Timeout, args.Size, p.s.cfg.SnapshotBytesPerSecond)); err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(conn, connBufferBytes)
@@ -47,7 +53,7 @@ func (p *peer) sendSnapshot(group string, args *raft.InstallSnapshotRequest, res
 	if _, err := w.Write(finishFrame(e)); err != nil {
 		return fmt.Errorf("%w: group %q snapshot to %s: %w", ErrConnLost, group, p.addr, err)
 	}
-	if n, err := io.CopyN(w, data, args.Size); err != nil {
+	if n, err := io.CopyN(&pacedWriter{w: w, p: p.s.snapshots, done: p.s.done}, data, args.Size); err != nil {
 		return fmt.Errorf("%w: group %q snapshot to %s: %d of %d bytes sent: %w", ErrConnLost, group, p.addr, n, args.Size, err)
 	}
 	if err := w.Flush(); err != nil {
@@ -100,7 +106,7 @@ func (in *inbound) serveSnapshot() {
 		in.s.log.Warn("snapshot connection closed: bad request", "remote", in.raw.RemoteAddr().String(), "err", err)
 		return
 	}
-	_ = in.conn.SetDeadline(snapshotDeadline(in.s.cfg.Timeout, req.Size))
+	_ = in.conn.SetDeadline(snapshotDeadline(in.s.cfg.Timeout, req.Size, in.s.cfg.SnapshotBytesPerSecond))
 	g := in.s.group(f.group)
 	if g == nil {
 		in.replyError(0, fmt.Errorf("%w: %q", ErrUnknownGroup, f.group))

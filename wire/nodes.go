@@ -100,11 +100,11 @@ type SafeToStopRequest struct {
 	ID string `msgpack:"id"`
 }
 
-// SafeToStopResponse answers SafeToStopRequest. Safe is set when the
-// node leads nothing and every partition it hosts (and the meta group)
-// keeps a caught-up majority without it. Leads counts the groups it still
-// leads (a SIGTERM hands them over before it stops); Reasons says what
-// else stands in the way, at most SafeToStopReasonsMax of them.
+// SafeToStopResponse answers SafeToStopRequest. Safe is set when every
+// partition the node hosts, and the meta group, keeps a caught-up majority
+// on alive nodes without it; Reasons says what stands in the way, at most
+// SafeToStopReasonsMax of them. Leads counts the groups it leads now: a
+// SIGTERM hands them over before it stops, so they do not make it unsafe.
 type SafeToStopResponse struct {
 	Safe    bool     `msgpack:"safe"`
 	Leads   int      `msgpack:"leads"`

@@ -191,7 +191,7 @@ func safeToStopCmd(g *globals) *cobra.Command {
 					return err
 				}
 			} else if ans.Safe {
-				fmt.Printf("node %s is safe to stop\n", args[0])
+				fmt.Printf("node %s is safe to stop (it leads %d groups; a SIGTERM hands them over first)\n", args[0], ans.Leads)
 			} else {
 				fmt.Printf("node %s is not safe to stop:\n  %s\n", args[0], strings.Join(ans.Reasons, "\n  "))
 			}

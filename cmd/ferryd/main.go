@@ -115,6 +115,7 @@ type options struct {
 	raft                                   raftOptions
 	limits                                 limitOptions
 	conns                                  connOptions
+	placement                              placementOptions
 	sqs                                    sqsOptions
 }
 
@@ -269,6 +270,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	o.raft.register(fs)
 	o.limits.register(fs)
 	o.conns.register(fs)
+	o.placement.register(fs)
 	o.sqs.register(fs)
 	if onFlagSet != nil {
 		onFlagSet(fs)
@@ -381,6 +383,7 @@ func (o options) config(logger *slog.Logger) node.Config {
 	o.raft.apply(&cfg)
 	o.limits.apply(&cfg)
 	o.conns.apply(&cfg)
+	o.placement.apply(&cfg)
 	cfg.Pprof = o.pprof
 	cfg.Logger = logger
 	return cfg

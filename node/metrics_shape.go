@@ -1,0 +1,63 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// shapeCollector exports the cluster's shape as this node's catalog sees
+// it: under-replicated partitions, moves in progress, replicas, preferred
+// and actual leaderships per node, draining nodes; and this node's own
+// share of moving replicas (catch-ups it leads, snapshot bytes it sent).
+type shapeCollector struct{ n *Node }
+
+var (
+	underReplicatedDesc = prometheus.NewDesc("ferry_cluster_partitions_under_replicated",
+		"Partitions with fewer caught-up replicas than their queue asks for (the catalog as this node sees it).", nil, nil)
+	movesDesc = prometheus.NewDesc("ferry_cluster_moves_in_progress",
+		"Partitions with a replica move in progress (the catalog as this node sees it).", nil, nil)
+	nodeReplicasDesc = prometheus.NewDesc("ferry_cluster_node_replicas",
+		"Partition replicas placed on each node.", []string{"node"}, nil)
+	nodePreferredDesc = prometheus.NewDesc("ferry_cluster_node_preferred_leaders",
+		"Partitions whose preferred leader is each node.", []string{"node"}, nil)
+	nodeLeadingDesc = prometheus.NewDesc("ferry_cluster_node_leading",
+		"Raft groups each node leads now, by gossip's leader tables.", []string{"node"}, nil)
+	nodeDrainingDesc = prometheus.NewDesc("ferry_cluster_node_draining",
+		"1 while a node is draining.", []string{"node"}, nil)
+	catchUpsDesc = prometheus.NewDesc("ferry_replica_catch_ups",
+		"New replicas catching up in the partitions this node leads.", nil, nil)
+	snapshotBytesDesc = prometheus.NewDesc("ferry_raft_snapshot_bytes_sent_total",
+		"Snapshot bytes this node streamed to peers (rebuilding replicas).", nil, nil)
+)
+
+func (c shapeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{underReplicatedDesc, movesDesc, nodeReplicasDesc, nodePreferredDesc,
+		nodeLeadingDesc, nodeDrainingDesc, catchUpsDesc, snapshotBytesDesc} {
+		ch <- d
+	}
+}
+
+func (c shapeCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	if n.meta == nil || n.members == nil {
+		return
+	}
+	l := n.listNodes()
+	ch <- prometheus.MustNewConstMetric(underReplicatedDesc, prometheus.GaugeValue, float64(l.UnderReplicatedTotal))
+	ch <- prometheus.MustNewConstMetric(movesDesc, prometheus.GaugeValue, float64(l.MovesInFlight))
+	for _, s := range l.Nodes {
+		draining := 0.0
+		if s.Draining {
+			draining = 1
+		}
+		ch <- prometheus.MustNewConstMetric(nodeReplicasDesc, prometheus.GaugeValue, float64(s.Replicas), s.ID)
+		ch <- prometheus.MustNewConstMetric(nodePreferredDesc, prometheus.GaugeValue, float64(s.Leaders), s.ID)
+		ch <- prometheus.MustNewConstMetric(nodeLeadingDesc, prometheus.GaugeValue, float64(s.Leading), s.ID)
+		ch <- prometheus.MustNewConstMetric(nodeDrainingDesc, prometheus.GaugeValue, draining, s.ID)
+	}
+	if n.mover != nil {
+		ch <- prometheus.MustNewConstMetric(catchUpsDesc, prometheus.GaugeValue, float64(n.mover.CatchingUp()))
+	}
+	if n.raftNet != nil {
+		ch <- prometheus.MustNewConstMetric(snapshotBytesDesc, prometheus.CounterValue, float64(n.raftNet.Stats().SnapshotBytesSent))
+	}
+}
