@@ -35,7 +35,7 @@ const (
 
 // AllFaults lists every kind, in a fixed order.
 var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode,
-	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError}
+	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError, DrainNode, RollingRestart}
 
 func (k FaultKind) needsFirewall() bool {
 	return k == Isolate || k == Split || k == Bridge || k == SlowLink || k == SlowOneWay
@@ -57,8 +57,10 @@ func holdFor(rng *rand.Rand, k FaultKind) time.Duration {
 	switch k {
 	case CrashAll:
 		return time.Second + time.Duration(rng.Int64N(int64(time.Second)))
-	case WipeNode:
+	case WipeNode, RollingRestart:
 		return 500 * time.Millisecond
+	case DrainNode:
+		return 2 * time.Second // after the node is drained, before it is undrained
 	case PauseLeader, PauseFollower:
 		return 3*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError:
@@ -88,15 +90,15 @@ func BoundedSchedule(seed int64) []FaultSpec {
 
 // LongSchedule returns an endless stream of faults drawn from seed: first
 // every kind once (as BoundedSchedule), then kinds drawn at random, each
-// equally likely except the heavy ones (crash-all, wipe) at a third of the
-// weight.
+// equally likely except the heavy ones (crash-all, wipe, rolling restart)
+// at a third of the weight.
 func LongSchedule(seed int64) func() FaultSpec {
 	first := BoundedSchedule(seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x10e9))
 	var weighted []FaultKind
 	for _, k := range AllFaults {
 		n := 3
-		if k == CrashAll || k == WipeNode {
+		if k == CrashAll || k == WipeNode || k == RollingRestart {
 			n = 1
 		}
 		for range n {
@@ -225,6 +227,10 @@ func (in *Injector) inject(ctx context.Context, spec FaultSpec, rec *FaultRecord
 		rec.Targets, rec.Detail = []string{"all"}, "kill -9 of every node"
 		c.KillAll()
 		return c.StartAll, nil
+	case DrainNode:
+		return in.drainFault(ctx, rng, rec)
+	case RollingRestart:
+		return in.rollingRestart(ctx, rec)
 	case WipeNode:
 		n := pickNode(rng, c.Up())
 		if n == nil {

@@ -208,6 +208,7 @@ func (r *run) faultPhase(ctx context.Context, started time.Time) {
 		rec := inj.Inject(ctx, spec)
 		if rec.Skipped == "" {
 			rctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+			r.refreshPlacement(rctx)
 			if err := r.c.WaitHealthy(rctx, r.placement); err != nil {
 				rec.Problem = err.Error()
 			} else {
@@ -217,6 +218,22 @@ func (r *run) faultPhase(ctx context.Context, started time.Time) {
 		}
 		r.faults = append(r.faults, rec)
 		r.o.Logf("%s", rec.Line(started))
+	}
+}
+
+// refreshPlacement reads the partitions' placement again: moves (drains,
+// balancing, rebuilt replicas) change it under the workload. A placement
+// that cannot be read keeps the last one.
+func (r *run) refreshPlacement(ctx context.Context) {
+	for ctx.Err() == nil {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		p, err := Placement(qctx, r.admin)
+		cancel()
+		if err == nil && len(p) == len(r.placement) {
+			r.placement = p
+			return
+		}
+		sleep(ctx, 200*time.Millisecond)
 	}
 }
 
@@ -238,6 +255,7 @@ func (r *run) heal(ctx context.Context) {
 	}
 	hctx, cancel := context.WithTimeout(ctx, healTimeout)
 	defer cancel()
+	r.refreshPlacement(hctx)
 	if err := r.c.WaitHealthy(hctx, r.placement); err != nil {
 		r.note("after healing: %v", err)
 	}
@@ -259,6 +277,7 @@ func (r *run) finish(ctx context.Context) Final {
 	dead, listed := ListDeadLetters(lctx, r.admin)
 	cancel()
 	cctx, cancel := context.WithTimeout(ctx, convergeWait)
+	r.refreshPlacement(cctx)
 	conv := r.c.Converge(cctx, r.placement)
 	cancel()
 	r.o.Logf("drained=%v, %d dead letters, replicas compared", drained, len(dead))

@@ -1,0 +1,239 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/wire"
+)
+
+// shapeNodes starts count nodes that bootstrap together, with tweak
+// applied to each, in root.
+func shapeNodes(t *testing.T, root string, count int, tweak func(*Config)) []*Node {
+	t.Helper()
+	var nodes []*Node
+	var seeds []string
+	for i := range count {
+		nd := startTestNode(t, root, fmt.Sprintf("n%d", i+1), count, seeds, tweak)
+		nodes = append(nodes, nd)
+		seeds = append(seeds, nd.GossipAddr())
+	}
+	return nodes
+}
+
+// catalogQueue returns the catalog's copy of a queue as nd sees it.
+func catalogQueue(nd *Node, name string) meta.Queue {
+	var q meta.Queue
+	nd.meta.view(func(f *meta.FSM) { q, _ = f.Queue(name) })
+	return q
+}
+
+// waitPlacedAndCaughtUp waits until every partition of q is settled: no
+// move in progress, every placed replica on a node of live, a voter of its
+// group's leader and holding want ready messages.
+func waitPlacedAndCaughtUp(t *testing.T, live []*Node, name string, want int) meta.Queue {
+	t.Helper()
+	var q meta.Queue
+	waitFor(t, 60*time.Second, "every partition of "+name+" settled on live nodes with its data", func() bool {
+		q = catalogQueue(live[0], name)
+		for _, p := range q.Partitions {
+			if p.Moving() || len(p.Replicas) != q.Config.Replicas {
+				return false
+			}
+			group := q.GroupID(p.Index)
+			pl := partitionLeader(live, group)
+			if pl == nil {
+				return false
+			}
+			voters := slices.Sorted(slices.Values(pl.replicas.get(group).Status().Voters))
+			if !slices.Equal(voters, slices.Sorted(slices.Values(p.Replicas))) {
+				return false
+			}
+			for _, id := range p.Replicas {
+				nd := nodeByID(live, id)
+				if nd == nil {
+					return false
+				}
+				r := nd.replicas.get(group)
+				if r == nil || r.Abstaining() || r.Stats().Ready != int64(want) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return q
+}
+
+// A node dead for longer than the dead-node timeout has its replicas
+// rebuilt on the live nodes, learner first, with their data; the dead node
+// stays registered and, back, takes a share again.
+func TestShape_DeadNodeReplicasAreRebuilt(t *testing.T) {
+	root := t.TempDir()
+	nodes := shapeNodes(t, root, 4, func(c *Config) { c.Placement.DeadNodeTimeout = 2 * time.Second })
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "orders", 4)
+	q := catalogQueue(leader, "orders")
+	for i := range q.Partitions {
+		sendTo(t, nodes, q, i, 3)
+	}
+	var dead *Node
+	for _, nd := range nodes {
+		if nd != leader && len(nd.replicas.all()) > 0 {
+			dead = nd
+			break
+		}
+	}
+	dead.Close()
+	live := slices.DeleteFunc(slices.Clone(nodes), func(nd *Node) bool { return nd == dead })
+	start := time.Now()
+	q = waitPlacedAndCaughtUp(t, live, "orders", 3)
+	t.Logf("replicas of %s rebuilt %v after it died", dead.ID(), time.Since(start).Round(100*time.Millisecond))
+	for _, p := range q.Partitions {
+		if slices.Contains(p.Replicas, dead.ID()) {
+			t.Fatalf("partition %d still placed on the dead node: %v", p.Index, p.Replicas)
+		}
+	}
+	if !slices.Contains(catalogNodes(metaLeader(t, live)), dead.ID()) {
+		t.Fatal("the dead node was unregistered")
+	}
+	l := metaLeader(t, live).listNodes()
+	if l.UnderReplicatedTotal != 0 || l.MovesInFlight != 0 {
+		t.Fatalf("node ls after the rebuild: %+v", l)
+	}
+}
+
+// Two nodes joining three loaded ones receive their share of replicas and
+// preferred leaders (counts per node differ by at most one), learner
+// first, while the data stays whole.
+func TestShape_JoinedNodesGetTheirShare(t *testing.T) {
+	root := t.TempDir()
+	nodes := shapeNodes(t, root, 3, nil)
+	leader := metaLeader(t, nodes)
+	for i := range 4 {
+		createQueueOn(t, leader, fmt.Sprintf("q%d", i), 2)
+	}
+	for i := range 4 {
+		q := catalogQueue(leader, fmt.Sprintf("q%d", i))
+		for p := range q.Partitions {
+			sendTo(t, nodes, q, p, 2)
+		}
+	}
+	seeds := []string{nodes[0].GossipAddr()}
+	start := time.Now()
+	for _, id := range []string{"n4", "n5"} {
+		nodes = append(nodes, startTestNode(t, root, id, 0, seeds, nil))
+	}
+	waitFor(t, 90*time.Second, "replica and preferred-leader counts within one of each other", func() bool {
+		l := metaLeader(t, nodes).listNodes()
+		if len(l.Nodes) != 5 || l.MovesInFlight != 0 {
+			return false
+		}
+		lo, hi, llo, lhi := 1<<30, 0, 1<<30, 0
+		for _, s := range l.Nodes {
+			lo, hi = min(lo, s.Replicas), max(hi, s.Replicas)
+			llo, lhi = min(llo, s.Leaders), max(lhi, s.Leaders)
+		}
+		return hi-lo <= 1 && lhi-llo <= 1
+	})
+	t.Logf("balanced %v after two nodes joined", time.Since(start).Round(100*time.Millisecond))
+	for i := range 4 {
+		q := waitPlacedAndCaughtUp(t, nodes, fmt.Sprintf("q%d", i), 2)
+		for _, p := range q.Partitions {
+			if len(p.Replicas) != 3 {
+				t.Fatalf("%s partition %d: %v", q.Name, p.Index, p.Replicas)
+			}
+		}
+	}
+	for _, id := range []string{"n4", "n5"} {
+		if len(nodeByID(nodes, id).replicas.all()) == 0 {
+			t.Fatalf("%s received no replica", id)
+		}
+	}
+}
+
+// A drained node ends with no replica and no leadership while its data
+// moves learner first; undrained, it takes replicas again. Draining with
+// nowhere to go says why.
+func TestShape_DrainEmptiesANode(t *testing.T) {
+	root := t.TempDir()
+	nodes := shapeNodes(t, root, 4, nil)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "orders", 4)
+	q := catalogQueue(leader, "orders")
+	for i := range q.Partitions {
+		sendTo(t, nodes, q, i, 2)
+	}
+	victim := nodes[3]
+	c := dialRaw(t, leader.ClientAddr())
+	var resp wire.DrainNodeResponse
+	if err := c.call(wire.OpDrainNode, &wire.DrainNodeRequest{ID: victim.ID()}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Node.Draining {
+		t.Fatalf("drain answered %+v", resp.Node)
+	}
+	waitFor(t, 60*time.Second, victim.ID()+" hosting and leading nothing", func() bool {
+		st, ok := metaLeader(t, nodes).nodeStatus(victim.ID())
+		return ok && st.Replicas == 0 && st.Leaving == 0 && st.Leading == 0 && len(victim.replicas.all()) == 0
+	})
+	waitPlacedAndCaughtUp(t, nodes[:3], "orders", 2)
+	// Three nodes left for three replicas: draining a second one cannot
+	// finish, and node ls says why.
+	if err := c.call(wire.OpDrainNode, &wire.DrainNodeRequest{ID: nodes[2].ID()}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the stuck drain explained", func() bool {
+		st, _ := metaLeader(t, nodes).nodeStatus(nodes[2].ID())
+		return st.Stuck != ""
+	})
+	for _, id := range []string{nodes[2].ID(), victim.ID()} {
+		if err := c.call(wire.OpDrainNode, &wire.DrainNodeRequest{ID: id, Undrain: true}, &resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 60*time.Second, victim.ID()+" given replicas again by balancing", func() bool {
+		return len(victim.replicas.all()) > 0
+	})
+}
+
+// Three nodes with three replicas, one removed: every partition is
+// reported under-replicated with its reason, then placed again when a new
+// node joins.
+func TestShape_UnderReplicatedUntilANodeJoins(t *testing.T) {
+	root := t.TempDir()
+	nodes := shapeNodes(t, root, 3, nil)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "orders", 2)
+	var victim *Node
+	for _, nd := range nodes {
+		if nd != leader {
+			victim = nd
+			break
+		}
+	}
+	c := dialRaw(t, leader.ClientAddr())
+	if err := c.call(wire.OpRemoveNode, &wire.RemoveNodeRequest{ID: victim.ID()}, &wire.RemoveNodeResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	var list wire.ListNodesResponse
+	if err := c.call(wire.OpListNodes, &wire.ListNodesRequest{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.UnderReplicatedTotal != 2 || len(list.UnderReplicated) != 2 || list.UnderReplicated[0].CaughtUp != 2 ||
+		list.UnderReplicated[0].Reason == "" {
+		t.Fatalf("node ls after removing %s: %+v", victim.ID(), list)
+	}
+	live := slices.DeleteFunc(slices.Clone(nodes), func(nd *Node) bool { return nd == victim })
+	live = append(live, startTestNode(t, root, "n9", 0, []string{leader.GossipAddr()}, nil))
+	waitPlacedAndCaughtUp(t, live, "orders", 0)
+	if err := c.call(wire.OpListNodes, &wire.ListNodesRequest{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.UnderReplicatedTotal != 0 {
+		t.Fatalf("still under-replicated after n9 joined: %+v", list.UnderReplicated)
+	}
+}
