@@ -69,6 +69,7 @@ func (n *Node) runMetaDuties() {
 		if n.meta.leaderID() != "" {
 			n.members.markFormed()
 		}
+		n.meta.stopAbstaining()
 		if !n.meta.isLeader() {
 			continue
 		}

@@ -17,34 +17,34 @@ const incarnationFile = "incarnation"
 
 // loadIncarnation returns the incarnation of the data directory dir, drawing
 // and durably storing a fresh random one when the directory has none (it
-// is new, or was wiped). The catalog compares it with the one the node
-// registered last: a change means the node lost its data, and its replicas
-// must catch up again before they vote (meta.Node.Incarnation).
-func loadIncarnation(dir string) (uint64, error) {
+// is new, or was wiped; fresh is then true). The catalog compares it with
+// the one the node registered last: a change means the node lost its
+// data, and its replicas must catch up again before they vote
+// (meta.Node.Incarnation).
+func loadIncarnation(dir string) (inc uint64, fresh bool, err error) {
 	path := filepath.Join(dir, incarnationFile)
 	data, err := os.ReadFile(path)
 	if err == nil {
 		inc, perr := strconv.ParseUint(strings.TrimSpace(string(data)), 16, 64)
 		if perr != nil || inc == 0 {
-			return 0, fmt.Errorf("%s: not an incarnation (%q): remove the file only if the data directory is empty", path, data)
+			return 0, false, fmt.Errorf("%s: not an incarnation (%q): remove the file only if the data directory is empty", path, data)
 		}
-		return inc, nil
+		return inc, false, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return 0, fmt.Errorf("read incarnation: %w", err)
+		return 0, false, fmt.Errorf("read incarnation: %w", err)
 	}
 	var b [8]byte
-	inc := uint64(0)
 	for inc == 0 {
 		if _, err := rand.Read(b[:]); err != nil {
-			return 0, fmt.Errorf("draw incarnation: %w", err)
+			return 0, false, fmt.Errorf("draw incarnation: %w", err)
 		}
 		inc = binary.LittleEndian.Uint64(b[:])
 	}
 	if err := writeFileDurably(path, []byte(strconv.FormatUint(inc, 16)+"\n")); err != nil {
-		return 0, fmt.Errorf("store incarnation: %w", err)
+		return 0, false, fmt.Errorf("store incarnation: %w", err)
 	}
-	return inc, nil
+	return inc, true, nil
 }
 
 // writeFileDurably writes data to path through a synced temporary file and

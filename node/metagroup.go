@@ -72,7 +72,33 @@ func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, erro
 		g.trans.Close()
 		return nil, err
 	}
+	if n.freshDir && !g.hasState {
+		// A new or wiped data directory: this replica may have been a
+		// voter that acknowledged entries it no longer has. It votes
+		// again once it bootstraps the group itself, or once it has
+		// applied its own registration with this incarnation (which
+		// comes after everything it may have acknowledged before).
+		g.raft.SetAbstain(true)
+	}
 	return g, nil
+}
+
+// stopAbstaining lets a replica that started abstaining (see
+// openMetaGroup) vote once the catalog it applied holds this node's
+// registration with its current incarnation.
+func (g *metaGroup) stopAbstaining() {
+	if !g.raft.Abstaining() {
+		return
+	}
+	var registered bool
+	g.view(func(f *meta.FSM) {
+		nd, ok := f.Node(g.n.cfg.ID)
+		registered = ok && nd.Incarnation == g.n.incarnation
+	})
+	if registered {
+		g.raft.SetAbstain(false)
+		g.n.logger.Info("meta replica votes again: this node's registration is applied")
+	}
 }
 
 func (g *metaGroup) start(dir string, rc *raft.Config) error {
@@ -105,8 +131,10 @@ func (g *metaGroup) start(dir string, rc *raft.Config) error {
 }
 
 // bootstrap forms the meta group with the given voters (identical on every
-// bootstrapping node).
+// bootstrapping node). A node that forms the group has nothing to forget:
+// it stops abstaining.
 func (g *metaGroup) bootstrap(voters []raft.Server) error {
+	g.raft.SetAbstain(false)
 	err := g.raft.BootstrapCluster(raft.Configuration{Servers: voters}).Error()
 	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		return fmt.Errorf("meta: bootstrap: %w", err)

@@ -51,8 +51,10 @@ type Node struct {
 	tls       *tlsconf.Material // nil when Config.Insecure
 	auth      tokenStore        // client tokens; off when Config.Tokens is nil
 
-	// incarnation identifies this data directory (incarnation.go).
+	// incarnation identifies this data directory (incarnation.go);
+	// freshDir is set when this start drew it (a new or wiped directory).
 	incarnation uint64
+	freshDir    bool
 	// mover drives the membership of the partitions this node leads
 	// (moves.go).
 	mover *mover.Mover
@@ -100,7 +102,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := mkdir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if n.incarnation, err = loadIncarnation(cfg.DataDir); err != nil {
+	if n.incarnation, n.freshDir, err = loadIncarnation(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	if n.logs, err = openLogStore(cfg, n.logger); err != nil {

@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -236,4 +238,85 @@ func TestShape_UnderReplicatedUntilANodeJoins(t *testing.T) {
 	if list.UnderReplicatedTotal != 0 {
 		t.Fatalf("still under-replicated after n9 joined: %+v", list.UnderReplicated)
 	}
+}
+
+// restartTestNode starts node id again on its data directory and its
+// previous addresses.
+func restartTestNode(t *testing.T, root string, old *Node, seeds []string) *Node {
+	t.Helper()
+	return startTestNode(t, root, old.ID(), 0, seeds, func(c *Config) {
+		c.RaftAddr, c.ClientAddr, c.HTTPAddr, c.GossipAddr = old.RaftAddr(), old.ClientAddr(), old.HTTPAddr(), old.GossipAddr()
+	})
+}
+
+// The amnesia case with a catalog that keeps its quorum: a partition's
+// replica acknowledges entries another replica lacks, loses its disk and
+// comes back while the only other holder is down. Its node registers again
+// with a new incarnation, its replica starts empty and abstains, and the
+// stale replica cannot be elected; when the holder is back, every message
+// is there and the wiped replica rejoins as a learner and votes again.
+func TestShape_WipedVoterAbstainsWhileTheCatalogMoves(t *testing.T) {
+	root := t.TempDir()
+	nodes := shapeNodes(t, root, 5, nil)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "amnesia", 1)
+	q := catalogQueue(leader, "amnesia")
+	group := q.GroupID(0)
+	sendTo(t, nodes, q, 0, 2)
+	waitPlacedAndCaughtUp(t, nodes, "amnesia", 2)
+	holder := partitionLeader(nodes, group)
+	var stale, wiped *Node
+	for _, id := range q.Partitions[0].Replicas {
+		if nd := nodeByID(nodes, id); nd != holder && stale == nil {
+			stale = nd
+		} else if nd != holder {
+			wiped = nd
+		}
+	}
+	seeds := []string{}
+	for _, nd := range nodes {
+		if nd != holder && nd != stale && nd != wiped {
+			seeds = append(seeds, nd.GossipAddr())
+		}
+	}
+	stale.Close()
+	late := dialRaw(t, holder.ClientAddr())
+	var msgs []wire.Message
+	for i := range 10 {
+		msgs = append(msgs, wire.Message{ID: fmt.Sprintf("late-%d", i), Body: []byte("x")})
+	}
+	if err := late.call(wire.OpSend, &wire.SendRequest{Queue: "amnesia", Messages: msgs}, &wire.SendResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the late messages on the replica to be wiped", func() bool {
+		return wiped.replicas.get(group).Stats().Ready == 12
+	})
+	wiped.Close()
+	if err := os.RemoveAll(filepath.Join(root, wiped.ID())); err != nil {
+		t.Fatal(err)
+	}
+	holder.Close()
+	stale = restartTestNode(t, root, stale, seeds)
+	wiped = restartTestNode(t, root, wiped, seeds)
+	waitFor(t, 30*time.Second, "the wiped node's replica started, abstaining", func() bool {
+		r := wiped.replicas.get(group)
+		return r != nil && r.Abstaining()
+	})
+	deadline := time.Now().Add(3 * time.Second) // many election timeouts
+	for time.Now().Before(deadline) {
+		for _, nd := range []*Node{stale, wiped} {
+			if r := nd.replicas.get(group); r != nil && r.IsLeader() {
+				t.Fatalf("%s leads the partition without the acknowledged messages", nd.ID())
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	holder = restartTestNode(t, root, holder, seeds)
+	live := []*Node{holder, stale, wiped}
+	for _, nd := range nodes {
+		if nd.ID() != holder.ID() && nd.ID() != stale.ID() && nd.ID() != wiped.ID() {
+			live = append(live, nd)
+		}
+	}
+	waitPlacedAndCaughtUp(t, live, "amnesia", 12)
 }

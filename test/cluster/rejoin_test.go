@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -15,7 +14,10 @@ import (
 // and the acknowledged messages would be gone. Its replicas abstain
 // instead: the partition waits, leaderless, for the node that holds the
 // data; when it is back every message is there, and the wiped node
-// rejoins as a learner and votes again only once caught up.
+// rejoins as a learner and votes again only once caught up. (With three
+// nodes the wiped node's meta replica abstains too, so the catalog waits as
+// well; node's TestShape_WipedVoterAbstainsWhileTheCatalogMoves covers a
+// partition whose catalog keeps a quorum.)
 func TestCluster_WipedVoterCannotElectAStaleLeader(t *testing.T) {
 	c := startCluster(t, options{})
 	cl := c.dial("amnesia")
@@ -37,20 +39,6 @@ func TestCluster_WipedVoterCannotElectAStaleLeader(t *testing.T) {
 	// The stale node and the wiped one: no partition leader may appear.
 	c.start(stale)
 	c.start(wiped)
-	c.eventually(waitLong, "the wiped node's replica, abstaining", func() error {
-		rs, err := c.replicas(wiped, "amnesia")
-		if err != nil {
-			return err
-		}
-		r, ok := rs[0]
-		if ok && r.Leader != "" {
-			t.Fatalf("a leader (%s) was elected without the acknowledged messages: %+v", r.Leader, r)
-		}
-		if !ok || !r.Abstaining {
-			return fmt.Errorf("replica %+v", rs[0])
-		}
-		return nil
-	})
 	deadline := time.Now().Add(3 * time.Second) // thirty election timeouts
 	for time.Now().Before(deadline) {
 		for _, i := range []int{stale, wiped} {
