@@ -21,6 +21,8 @@ func TestAuthz_EveryOpNeedsItsPermission(t *testing.T) {
 		wire.OpNack: auth.NeedReceive, wire.OpReject: auth.NeedReceive, wire.OpPeek: auth.NeedReceiveOrAdmin,
 		wire.OpDeadList: auth.NeedAdmin, wire.OpDeadPeek: auth.NeedAdmin, wire.OpDeadRedrive: auth.NeedAdmin,
 		wire.OpDeadDelete: auth.NeedAdmin, wire.OpPurge: auth.NeedAdmin, wire.OpRemoveNode: auth.NeedCluster,
+		wire.OpListNodes: auth.NeedCluster, wire.OpDrainNode: auth.NeedCluster, wire.OpRebalance: auth.NeedCluster,
+		wire.OpSafeToStop: auth.NeedCluster,
 	}
 	for op := wire.Op(1); op.Valid(); op++ {
 		got, ok := want[op]

@@ -57,7 +57,7 @@ func TestCLI_EveryGroupRefusesAnUnknownSubcommand(t *testing.T) {
 	for _, c := range []struct {
 		args    []string
 		unknown string
-	}{{[]string{"node", "drain", "n2"}, "drain"}, {[]string{"queue", "nosuch"}, "nosuch"}, {[]string{"dlq", "frob"}, "frob"}, {[]string{"nosuch"}, "nosuch"}} {
+	}{{[]string{"node", "evacuate", "n2"}, "evacuate"}, {[]string{"queue", "nosuch"}, "nosuch"}, {[]string{"dlq", "frob"}, "frob"}, {[]string{"nosuch"}, "nosuch"}} {
 		r := ferry(t, []string{"127.0.0.1:1"}, c.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, `unknown command "`+c.unknown+`"`) || r.stdout != "" {
 			t.Errorf("ferry %v: exit %d, stdout %q, stderr %q, want a non-zero exit naming %s", c.args, r.code, r.stdout, r.stderr, c.unknown)
