@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrymq/ferry/dashboard"
@@ -63,8 +64,10 @@ type Node struct {
 	// table.
 	reports *moveReports
 	// shapePlanned is what the meta leader's last move plan saw (duty
-	// loop only).
+	// loop only); replanSoon asks the next duty round to plan anyway
+	// (a drain just changed the catalog).
 	shapePlanned shapePlanStamp
+	replanSoon   atomic.Bool
 
 	closing   chan struct{}
 	closeOnce sync.Once

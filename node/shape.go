@@ -24,8 +24,9 @@ func (n *Node) runShapeDuties() {
 	n.recordReports()
 	stamp := shapePlanStamp{applied: n.meta.raft.AppliedIndex(), changes: n.members.changes.Load(), at: time.Now()}
 	last := n.shapePlanned
-	if since := stamp.at.Sub(last.at); since < shapeReplanMin ||
-		(stamp.applied == last.applied && stamp.changes == last.changes && since < shapeReplanMax) {
+	soon := n.replanSoon.Swap(false)
+	if since := stamp.at.Sub(last.at); !soon && (since < shapeReplanMin ||
+		(stamp.applied == last.applied && stamp.changes == last.changes && since < shapeReplanMax)) {
 		return
 	}
 	n.shapePlanned = stamp

@@ -89,7 +89,7 @@ func (n *Node) drainNode(ctx context.Context, r *wire.DrainNodeRequest) (*wire.D
 		return nil, err
 	}
 	n.logger.Info("node drain changed", "target", r.ID, "draining", !r.Undrain)
-	n.shapePlanned = shapePlanStamp{} // plan at the next duty round
+	n.replanSoon.Store(true) // plan at the next duty round
 	st, _ := n.nodeStatus(r.ID)
 	return &wire.DrainNodeResponse{Node: st}, nil
 }
