@@ -178,9 +178,15 @@ func TestShape_DrainEmptiesANode(t *testing.T) {
 	if !resp.Node.Draining {
 		t.Fatalf("drain answered %+v", resp.Node)
 	}
-	waitFor(t, 60*time.Second, victim.ID()+" hosting and leading nothing", func() bool {
+	var seen string
+	waitForSaying(t, 60*time.Second, victim.ID()+" hosting and leading nothing", &seen, func() bool {
 		st, ok := metaLeader(t, nodes).nodeStatus(victim.ID())
-		return ok && st.Replicas == 0 && st.Leaving == 0 && st.Leading == 0 && len(victim.replicas.all()) == 0
+		var groups []string
+		for _, r := range victim.replicas.all() {
+			groups = append(groups, r.a.GroupID)
+		}
+		seen = fmt.Sprintf("status %+v, local replicas %v", st, groups)
+		return ok && st.Replicas == 0 && st.Leaving == 0 && st.Leading == 0 && len(groups) == 0
 	})
 	waitPlacedAndCaughtUp(t, nodes[:3], "orders", 2)
 	// Three nodes left for three replicas: draining a second one cannot
@@ -319,4 +325,17 @@ func TestShape_WipedVoterAbstainsWhileTheCatalogMoves(t *testing.T) {
 		}
 	}
 	waitPlacedAndCaughtUp(t, live, "amnesia", 12)
+}
+
+// waitForSaying is waitFor that, on timing out, also reports what the
+// condition last saw (*seen, which cond keeps up to date).
+func waitForSaying(t *testing.T, within time.Duration, what string, seen *string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last saw %s", what, *seen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

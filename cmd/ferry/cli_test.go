@@ -331,6 +331,7 @@ func TestCLI_NoQuorumFailsLoudly(t *testing.T) {
 	for _, n := range cl.nodes {
 		if n.ID() == leader {
 			survivor = n.ClientAddr()
+			t.Logf("survivor %s at %s", leader, survivor)
 			continue
 		}
 		n.Close()
@@ -338,6 +339,11 @@ func TestCLI_NoQuorumFailsLoudly(t *testing.T) {
 	if survivor == "" {
 		t.Fatalf("leader %q not among the nodes", leader)
 	}
+	// Leadership may have moved between the listing and the closing (the
+	// preferred replica takes it, or a loaded machine misses a heartbeat):
+	// wait until the survivor itself knows no leader (its raft has timed
+	// out, gossip has seen the others go), which is the state under test.
+	waitNoLeaderKnown(t, survivor, "orders")
 
 	// Only the survivor's address: the closed nodes' ports are free again,
 	// and another test process's node listening on one of them (with its
@@ -367,6 +373,30 @@ func TestCLI_NoQuorumFailsLoudly(t *testing.T) {
 			if strings.Count(line, "ferry:") > 1 {
 				t.Errorf("line %q names ferry more than once", line)
 			}
+		}
+	}
+}
+
+// waitNoLeaderKnown polls the node at addr until its own view of queue's
+// partition 0 names no leader.
+func waitNoLeaderKnown(t *testing.T, addr, queue string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{addr})
+	if err != nil {
+		t.Fatalf("dial the survivor: %v", err)
+	}
+	defer c.Close()
+	for {
+		qs, err := c.ListQueues(ctx, queue)
+		if err == nil && len(qs) == 1 && qs[0].Partitions[0].Leader == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the survivor still names a leader: %+v, %v", qs, err)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
