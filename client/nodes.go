@@ -30,6 +30,10 @@ type NodeStatus = wire.NodeStatus
 // queue asks for, and why.
 type UnderReplicated = wire.UnderReplicatedInfo
 
+// MovingInfo is a partition with a replica move in flight: the replicas
+// catching up to join it and those on their way out.
+type MovingInfo = wire.MovingInfo
+
 // NodeList is the answer of ListNodes.
 type NodeList = wire.ListNodesResponse
 

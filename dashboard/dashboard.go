@@ -56,6 +56,10 @@ type Cluster interface {
 	Replicas(ctx context.Context, node jsonview.Node, fwd http.Header) ([]jsonview.Replica, error)
 	// Queues returns a cluster client.
 	Queues(ctx context.Context) (Queues, error)
+	// Shape returns every node's part in placement (lifecycle, replica
+	// and leader counts), the moves in flight and the under-replicated
+	// partitions, as this node's catalog and gossip see them.
+	Shape(ctx context.Context) jsonview.Nodes
 }
 
 //go:embed web

@@ -89,6 +89,42 @@ func (c fakeCluster) Replicas(context.Context, jsonview.Node, http.Header) ([]js
 
 func (c fakeCluster) Queues(context.Context) (Queues, error) { return c.q, nil }
 
+func (c fakeCluster) Shape(context.Context) jsonview.Nodes {
+	return jsonview.Nodes{
+		Nodes: []jsonview.NodeStatus{{ID: "n1", State: "alive", Lifecycle: "draining", Replicas: 7, Leaders: 2, Leading: 3, Leaving: 1,
+			Stuck: "2 of its partitions have a replica on every other available node"}},
+		MovesInFlight: 1,
+		Moving:        []jsonview.Moving{{Queue: "jobs", Partition: 4, Joining: []string{"n5"}, Leaving: []string{"n1"}}},
+		UnderReplicated: []jsonview.UnderReplicated{{Queue: "<b>jobs</b>", Partition: 2, CaughtUp: 2, Want: 3,
+			Reason: "catching up on n5"}},
+		UnderReplicatedTotal: 1,
+	}
+}
+
+// The cluster page shows each node's placement lifecycle and counts, the
+// partitions moving and the under-replicated ones with their reason.
+func TestDashboard_ClusterPageShowsNodeStatesAndMoves(t *testing.T) {
+	srv, _ := newTestServer(t)
+	code, body := get(t, http.DefaultClient, srv.URL+"/")
+	if code != http.StatusOK {
+		t.Fatalf("cluster page: %d\n%s", code, body)
+	}
+	for _, want := range []string{
+		`<td class="lifecycle-draining">draining <span class="warn">(2 of its partitions`,
+		"<td>7</td><td>2</td><td>3</td><td>0</td><td>1</td>",
+		"1 partition moving; 1 under-replicated.",
+		`<td><a href="/queues/jobs">jobs</a></td><td>4</td><td>n5 </td><td>n1 </td>`,
+		`&lt;b&gt;jobs&lt;/b&gt;`, "<td>catching up on n5</td>",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("cluster page lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("page:\n%s", body)
+	}
+}
+
 func newTestServer(t *testing.T) (*httptest.Server, *fakeQueues) {
 	q := &fakeQueues{}
 	for i := 1; i <= 3; i++ {

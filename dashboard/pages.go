@@ -35,6 +35,8 @@ type partitionRow struct {
 
 type clusterData struct {
 	C          jsonview.Cluster
+	Shape      map[string]jsonview.NodeStatus // by node id
+	Moves      jsonview.Nodes
 	Partitions []partitionRow
 	Unreached  []string
 }
@@ -42,7 +44,11 @@ type clusterData struct {
 func (d *Dashboard) clusterPage(ctx context.Context, r *http.Request, v *view) (string, error) {
 	v.Title, v.Nav, v.Live = "Cluster", "cluster", true
 	c := d.cl.Cluster(ctx)
-	data := &clusterData{C: c}
+	shape := d.cl.Shape(ctx)
+	data := &clusterData{C: c, Moves: shape, Shape: map[string]jsonview.NodeStatus{}}
+	for _, st := range shape.Nodes {
+		data.Shape[st.ID] = st
+	}
 	v.Data = data
 	applied := map[string]map[string]uint64{} // group -> node -> applied index
 	var mu sync.Mutex

@@ -55,6 +55,13 @@ func TestMeta_MoveReplicaLifecycle(t *testing.T) {
 	if leave == nil || !leave.Leave || leave.Join || !slices.Equal(leave.Leaving, []string{from}) {
 		t.Fatalf("the leaving node's assignment: %+v", leave)
 	}
+	if got := h.f.MovingList(10); len(got) != 1 || got[0].Queue != "orders" || got[0].Index != 0 ||
+		!slices.Equal(got[0].Joining, []string{"n4"}) || !slices.Equal(got[0].Leaving, []string{from}) {
+		t.Fatalf("moving list %+v", got)
+	}
+	if got := h.f.MovingList(0); len(got) != 0 {
+		t.Fatalf("moving list past its bound: %+v", got)
+	}
 	wantErr(t, h.apply(moveCmdOf(q, 0, p.Replicas[0], from)).Err, ErrStalePlacement)
 	wantErr(t, h.apply(leftCmd(q, 0, "n4")).Err, ErrStalePlacement)
 	wantErr(t, h.apply(caughtUpCmd(q, 0, from, 0)).Err, ErrStalePlacement)

@@ -167,6 +167,33 @@ func (f *FSM) Unmovable(id string, unavailable map[string]bool) int {
 	return n
 }
 
+// Moving is a partition with a move in progress: the replicas catching
+// up to join it and those on their way out.
+type Moving struct {
+	Queue   string
+	Index   int
+	Joining []string
+	Leaving []string
+}
+
+// MovingList returns at most max partitions with a move in progress, in
+// queue name and partition order.
+func (f *FSM) MovingList(max int) []Moving {
+	var out []Moving
+	for _, q := range f.sortedQueues() {
+		for _, p := range q.Partitions {
+			if len(out) >= max {
+				return out
+			}
+			if p.Moving() {
+				out = append(out, Moving{Queue: q.Name, Index: p.Index,
+					Joining: slices.Clone(p.Joining), Leaving: slices.Clone(p.Leaving)})
+			}
+		}
+	}
+	return out
+}
+
 // movingPartitions counts the partitions with a move in progress.
 func (f *FSM) movingPartitions() int {
 	n := 0

@@ -69,6 +69,12 @@ func (s *dashboardSource) Cluster(ctx context.Context) jsonview.Cluster {
 	return out
 }
 
+// Shape implements dashboard.Cluster: the node listing `ferry node ls`
+// gives, from this node's catalog and gossip.
+func (s *dashboardSource) Shape(context.Context) jsonview.Nodes {
+	return jsonview.NodesOf(s.n.listNodes())
+}
+
 // Replicas implements dashboard.Cluster: this node's own replicas are
 // read directly, another node's through its /v1/replicas.
 func (s *dashboardSource) Replicas(ctx context.Context, nd jsonview.Node, fwd http.Header) ([]jsonview.Replica, error) {

@@ -68,6 +68,9 @@ type Node struct {
 	// (a drain just changed the catalog).
 	shapePlanned shapePlanStamp
 	replanSoon   atomic.Bool
+	// metaHandOverAt is when a draining meta leader last tried to hand
+	// its leadership over (duty loop only).
+	metaHandOverAt time.Time
 
 	closing   chan struct{}
 	closeOnce sync.Once

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +20,13 @@ func TestReplicas_ReconcileKeepsAReplicaOpenedAfterItsCatalogRead(t *testing.T) 
 	nd := nodes[0]
 
 	reading, proceed := make(chan struct{}), make(chan struct{})
+	var first sync.Once
 	nd.replicas.reconciling.Lock() // no reconcile of the loop's runs while the hook is set
+	// The loop's own reconcile may reach the hook before the one started
+	// below: whichever comes first holds the pass open; the other runs it
+	// again after proceed is closed.
 	nd.replicas.afterCatalogRead = func() {
-		close(reading)
+		first.Do(func() { close(reading) })
 		<-proceed
 	}
 	nd.replicas.reconciling.Unlock()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/wire"
+	"github.com/hashicorp/raft"
 )
 
 // reportsPerDutyMax bounds the move reports the meta leader records per
@@ -22,6 +24,7 @@ func (n *Node) runShapeDuties() {
 		return
 	}
 	n.recordReports()
+	n.handOverMetaIfDraining()
 	stamp := shapePlanStamp{applied: n.meta.raft.AppliedIndex(), changes: n.members.changes.Load(), at: time.Now()}
 	last := n.shapePlanned
 	soon := n.replanSoon.Swap(false)
@@ -31,6 +34,43 @@ func (n *Node) runShapeDuties() {
 	}
 	n.shapePlanned = stamp
 	n.startPlannedMoves()
+}
+
+// handOverMetaIfDraining hands the meta group's leadership to an alive
+// voter that is not draining when this node, its leader, is draining: a
+// drained node leads nothing. It tries at most every shapeReplanMin; with
+// no such voter the node keeps leading (node ls shows it leading).
+func (n *Node) handOverMetaIfDraining() {
+	var self meta.Node
+	var nodes map[string]meta.Node
+	n.meta.view(func(f *meta.FSM) {
+		self, _ = f.Node(n.cfg.ID)
+		nodes = map[string]meta.Node{}
+		for _, nd := range f.Nodes() {
+			nodes[nd.ID] = nd
+		}
+	})
+	if !self.Draining || time.Since(n.metaHandOverAt) < shapeReplanMin {
+		return
+	}
+	n.metaHandOverAt = time.Now()
+	servers, err := n.meta.servers()
+	if err != nil {
+		return
+	}
+	for _, s := range servers {
+		id := string(s.ID)
+		nd, ok := nodes[id]
+		if id == n.cfg.ID || s.Suffrage != raft.Voter || !ok || nd.Draining || n.members.state(id) != wire.NodeAlive {
+			continue
+		}
+		if err := n.meta.raft.LeadershipTransferToServer(s.ID, s.Address).Error(); err != nil {
+			n.logger.Warn("handing the draining node's meta leadership over failed", "to", id, "err", err)
+			return
+		}
+		n.logger.Info("meta leadership handed over: this node is draining", "to", id)
+		return
+	}
 }
 
 // shapePlanStamp is what the last plan saw: the catalog's applied index,

@@ -45,6 +45,9 @@ func (n *Node) listNodes() *wire.ListNodesResponse {
 			}
 		}
 		out.MovesInFlight = f.MovingPartitions()
+		for _, m := range f.MovingList(wire.MovingListMax) {
+			out.Moving = append(out.Moving, wire.MovingInfo{Queue: m.Queue, Partition: m.Index, Joining: m.Joining, Leaving: m.Leaving})
+		}
 		under := f.UnderReplicatedPartitions()
 		out.UnderReplicatedTotal = len(under)
 		for _, u := range under[:min(len(under), wire.UnderReplicatedListMax)] {

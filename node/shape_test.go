@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -179,7 +180,17 @@ func TestShape_DrainEmptiesANode(t *testing.T) {
 		t.Fatalf("drain answered %+v", resp.Node)
 	}
 	var seen string
+	movesSeen := 0
 	waitForSaying(t, 60*time.Second, victim.ID()+" hosting and leading nothing", &seen, func() bool {
+		l := metaLeader(t, nodes).listNodes()
+		if len(l.Moving) != min(l.MovesInFlight, wire.MovingListMax) {
+			t.Fatalf("%d moves in flight, %d listed: %+v", l.MovesInFlight, len(l.Moving), l.Moving)
+		}
+		for _, m := range l.Moving {
+			if slices.Contains(m.Leaving, victim.ID()) {
+				movesSeen++
+			}
+		}
 		st, ok := metaLeader(t, nodes).nodeStatus(victim.ID())
 		var groups []string
 		for _, r := range victim.replicas.all() {
@@ -188,20 +199,21 @@ func TestShape_DrainEmptiesANode(t *testing.T) {
 		seen = fmt.Sprintf("status %+v, local replicas %v", st, groups)
 		return ok && st.Replicas == 0 && st.Leaving == 0 && st.Leading == 0 && len(groups) == 0
 	})
+	if movesSeen == 0 {
+		t.Errorf("no listing showed a replica leaving %s", victim.ID())
+	}
 	waitPlacedAndCaughtUp(t, nodes[:3], "orders", 2)
 	// Three nodes left for three replicas: draining a second one cannot
-	// finish, and node ls says why.
-	if err := c.call(wire.OpDrainNode, &wire.DrainNodeRequest{ID: nodes[2].ID()}, &resp); err != nil {
-		t.Fatal(err)
-	}
+	// finish, and node ls says why. (The meta leader may have been a
+	// drained node and handed its leadership over: metaCall asks the
+	// current one.)
+	metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: nodes[2].ID()}, &resp)
 	waitFor(t, 10*time.Second, "the stuck drain explained", func() bool {
 		st, _ := metaLeader(t, nodes).nodeStatus(nodes[2].ID())
 		return st.Stuck != ""
 	})
 	for _, id := range []string{nodes[2].ID(), victim.ID()} {
-		if err := c.call(wire.OpDrainNode, &wire.DrainNodeRequest{ID: id, Undrain: true}, &resp); err != nil {
-			t.Fatal(err)
-		}
+		metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: id, Undrain: true}, &resp)
 	}
 	waitFor(t, 60*time.Second, victim.ID()+" given replicas again by balancing", func() bool {
 		return len(victim.replicas.all()) > 0
@@ -338,4 +350,39 @@ func waitForSaying(t *testing.T, within time.Duration, what string, seen *string
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// metaCall makes a catalog call on the meta leader, asking again for up
+// to 10 s when leadership moved meanwhile (a draining meta leader hands
+// it over).
+func metaCall(t *testing.T, nodes []*Node, op wire.Op, body, out any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := dialRaw(t, metaLeader(t, nodes).ClientAddr()).call(op, body, out)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, wire.ErrNotLeader) || time.Now().After(deadline) {
+			t.Fatalf("%v: %v", op, err)
+		}
+	}
+}
+
+// A draining meta leader hands the catalog's leadership to a voter that
+// is not draining: a drained node leads nothing, the meta group included.
+func TestShape_DrainingMetaLeaderHandsOver(t *testing.T) {
+	nodes := shapeNodes(t, t.TempDir(), 3, nil)
+	leader := metaLeader(t, nodes)
+	waitFor(t, 15*time.Second, "every node registered", func() bool {
+		return len(metaLeader(t, nodes).listNodes().Nodes) == len(nodes)
+	})
+	leader = metaLeader(t, nodes)
+	var resp wire.DrainNodeResponse
+	metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: leader.ID()}, &resp)
+	waitFor(t, 20*time.Second, "the meta leadership to leave "+leader.ID(), func() bool {
+		l := metaLeader(t, nodes)
+		return l != leader && !leader.meta.isLeader()
+	})
+	metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: leader.ID(), Undrain: true}, &resp)
 }

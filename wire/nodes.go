@@ -35,22 +35,36 @@ type UnderReplicatedInfo struct {
 	Reason    string `msgpack:"reason"`
 }
 
+// MovingInfo is a partition with a move in progress: Joining are the
+// replicas catching up to join it, Leaving those on their way out.
+type MovingInfo struct {
+	Queue     string   `msgpack:"queue"`
+	Partition int      `msgpack:"partition"`
+	Joining   []string `msgpack:"joining,omitempty"`
+	Leaving   []string `msgpack:"leaving,omitempty"`
+}
+
 // ListNodesRequest asks any node for every node's status.
 type ListNodesRequest struct{}
 
 // ListNodesResponse lists the registered nodes by id, the partitions
-// moving, and the under-replicated partitions (at most
-// UnderReplicatedListMax; UnderReplicatedTotal counts them all).
+// moving (at most MovingListMax; MovesInFlight counts them all), and the
+// under-replicated partitions (at most UnderReplicatedListMax;
+// UnderReplicatedTotal counts them all).
 type ListNodesResponse struct {
 	Nodes                []NodeStatus          `msgpack:"nodes,omitempty"`
 	MovesInFlight        int                   `msgpack:"moves_in_flight"`
+	Moving               []MovingInfo          `msgpack:"moving,omitempty"`
 	UnderReplicated      []UnderReplicatedInfo `msgpack:"under_replicated,omitempty"`
 	UnderReplicatedTotal int                   `msgpack:"under_replicated_total"`
 }
 
 // UnderReplicatedListMax bounds the under-replicated partitions a
-// ListNodesResponse names.
-const UnderReplicatedListMax = 100
+// ListNodesResponse names; MovingListMax the moving ones.
+const (
+	UnderReplicatedListMax = 100
+	MovingListMax          = 100
+)
 
 // DrainNodeRequest drains node ID (its leaderships, then its replicas,
 // move to other nodes, and it gets no new ones), or with Undrain takes it

@@ -55,6 +55,13 @@ func printNodes(v jsonview.Nodes) {
 	}
 	table([]string{"NODE", "STATE", "LIFECYCLE", "REPLICAS", "PREFERRED", "LEADING", "JOINING", "LEAVING", "NOTE"}, rows)
 	fmt.Printf("\n%d partitions moving\n", v.MovesInFlight)
+	if len(v.Moving) > 0 {
+		rows = nil
+		for _, m := range v.Moving {
+			rows = append(rows, []string{m.Queue, fmt.Sprint(m.Partition), strings.Join(m.Joining, ","), strings.Join(m.Leaving, ",")})
+		}
+		table([]string{"QUEUE", "PARTITION", "CATCHING UP", "LEAVING"}, rows)
+	}
 	if v.UnderReplicatedTotal == 0 {
 		return
 	}

@@ -48,18 +48,31 @@ type UnderReplicated struct {
 	Reason    string `json:"reason"`
 }
 
+// Moving is a partition with a move in progress.
+type Moving struct {
+	Queue     string   `json:"queue"`
+	Partition int      `json:"partition"`
+	Joining   []string `json:"joining"`
+	Leaving   []string `json:"leaving"`
+}
+
 // Nodes is the answer of `ferry node ls --json` and GET /v1/nodes.
 type Nodes struct {
 	Nodes                []NodeStatus      `json:"nodes"`
 	MovesInFlight        int               `json:"moves_in_flight"`
+	Moving               []Moving          `json:"moving"`
 	UnderReplicated      []UnderReplicated `json:"under_replicated"`
 	UnderReplicatedTotal int               `json:"under_replicated_total"`
 }
 
 // NodesOf renders a node listing.
 func NodesOf(l *wire.ListNodesResponse) Nodes {
-	out := Nodes{Nodes: []NodeStatus{}, UnderReplicated: []UnderReplicated{}, MovesInFlight: l.MovesInFlight,
+	out := Nodes{Nodes: []NodeStatus{}, UnderReplicated: []UnderReplicated{}, Moving: []Moving{}, MovesInFlight: l.MovesInFlight,
 		UnderReplicatedTotal: l.UnderReplicatedTotal}
+	for _, m := range l.Moving {
+		out.Moving = append(out.Moving, Moving{Queue: m.Queue, Partition: m.Partition,
+			Joining: append([]string{}, m.Joining...), Leaving: append([]string{}, m.Leaving...)})
+	}
 	for _, s := range l.Nodes {
 		out.Nodes = append(out.Nodes, NodeStatusOf(s))
 	}

@@ -99,10 +99,14 @@ func Check(h History, final Final) *Report {
 	return c.rep
 }
 
-func (c *checker) violate(v Violation) {
-	c.rep.ViolationCounts[v.Kind]++
-	if c.rep.ViolationCounts[v.Kind] <= maxListed {
-		c.rep.Violations = append(c.rep.Violations, v)
+func (c *checker) violate(v Violation) { c.rep.addViolation(v) }
+
+// addViolation counts v, and lists it while its kind has fewer than
+// maxListed listed.
+func (r *Report) addViolation(v Violation) {
+	r.ViolationCounts[v.Kind]++
+	if r.ViolationCounts[v.Kind] <= maxListed {
+		r.Violations = append(r.Violations, v)
 	}
 }
 

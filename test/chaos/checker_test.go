@@ -380,3 +380,28 @@ func TestErrorClass_FoldsNumbersIntoOneKey(t *testing.T) {
 		t.Fatalf("topKeys = %v", got)
 	}
 }
+
+// A fault's longest send stall runs from a message's first attempt to its
+// confirmation, over the messages whose sending started during the fault;
+// one never confirmed counts until its last attempt ended.
+func TestLongestSendStall(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	h := History{Sends: []*Send{
+		{ID: "before", Attempts: []SendAttempt{{Start: at(-5), End: at(20), Outcome: OK}}},
+		{ID: "retried", Attempts: []SendAttempt{{Start: at(1), End: at(2), Outcome: Unknown}, {Start: at(2.5), End: at(2.8), Outcome: OK}}},
+		{ID: "failed", Attempts: []SendAttempt{{Start: at(3), End: at(3.5), Outcome: Failed}}},
+		{ID: "after", Attempts: []SendAttempt{{Start: at(11), End: at(30), Outcome: OK}}},
+	}}
+	if got := longestSendStall(h, at(0), at(10)); got != 1800*time.Millisecond {
+		t.Fatalf("stall %v, want 1.8s (the retried message)", got)
+	}
+	faults := []FaultRecord{{Kind: RollingRestart, Start: at(0), Healed: at(4), Recovered: at(10)}, {Kind: DrainNode, Skipped: "no"}}
+	noteSendStalls(h, faults)
+	if faults[0].LongestSendStall != 1800*time.Millisecond || faults[1].LongestSendStall != 0 {
+		t.Fatalf("noted %v and %v", faults[0].LongestSendStall, faults[1].LongestSendStall)
+	}
+	if line := faults[0].Line(t0); !strings.Contains(line, "longest send stall 1.8s") {
+		t.Fatalf("line %q", line)
+	}
+}

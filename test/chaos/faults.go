@@ -35,7 +35,8 @@ const (
 
 // AllFaults lists every kind, in a fixed order.
 var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode,
-	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError, DrainNode, RollingRestart}
+	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError, DrainNode, RollingRestart,
+	KillMetaMidMove, KillLeaderMidMove}
 
 func (k FaultKind) needsFirewall() bool {
 	return k == Isolate || k == Split || k == Bridge || k == SlowLink || k == SlowOneWay
@@ -127,6 +128,14 @@ type FaultRecord struct {
 	// ClockOffset is the offset a clock fault gave its target.
 	ClockOffset time.Duration `json:"clock_offset,omitempty"`
 	Problem     string        `json:"problem,omitempty"`
+	// LongestSendStall is the longest wait for a confirmation of the
+	// messages whose sending started between Start and recovery.
+	LongestSendStall time.Duration `json:"longest_send_stall,omitempty"`
+	// MajoritySamples counts the samples a mid-move fault's sampler took
+	// of every partition's caught-up voters; MajorityDips lists (the
+	// first few) partitions it saw below a majority of their target set.
+	MajoritySamples int      `json:"majority_samples,omitempty"`
+	MajorityDips    []string `json:"majority_dips,omitempty"`
 }
 
 // Line formats the record for the summary, with times relative to t0.
@@ -146,6 +155,12 @@ func (f FaultRecord) Line(t0 time.Time) string {
 	}
 	s := fmt.Sprintf("%-6s %-22s %-12s healed %-6s recovered %-6s (%-5s after heal) %s", rel(f.Start), f.Kind,
 		strings.Join(f.Targets, ","), rel(f.Healed), rel(f.Recovered), took, f.Detail)
+	if f.MajoritySamples > 0 {
+		s += fmt.Sprintf("  %d samples of caught-up voters, %d below a majority", f.MajoritySamples, len(f.MajorityDips))
+	}
+	if f.LongestSendStall > 0 {
+		s += fmt.Sprintf("  longest send stall %v", f.LongestSendStall.Round(time.Millisecond))
+	}
 	if f.Problem != "" {
 		s += "  PROBLEM: " + f.Problem
 	}
@@ -231,6 +246,8 @@ func (in *Injector) inject(ctx context.Context, spec FaultSpec, rec *FaultRecord
 		return in.drainFault(ctx, rng, rec)
 	case RollingRestart:
 		return in.rollingRestart(ctx, rec)
+	case KillMetaMidMove, KillLeaderMidMove:
+		return in.killMidMove(ctx, rng, spec.Kind, rec)
 	case WipeNode:
 		n := pickNode(rng, c.Up())
 		if n == nil {

@@ -19,6 +19,8 @@ type ReplicaStatus struct {
 	Leader       string `json:"leader"`
 	AppliedIndex uint64 `json:"applied_index"`
 	Digest       string `json:"digest"`
+	Suffrage     string `json:"suffrage"`
+	Abstaining   bool   `json:"abstaining"`
 }
 
 // PartRef names one queue partition.

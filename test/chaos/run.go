@@ -119,16 +119,23 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	stopSampling()
 	<-sampled
 	final.ClockSkews = skewWindows(r.faults)
-	rep := Check(r.w.Rec.Snapshot(), final)
+	hist := r.w.Rec.Snapshot()
+	rep := Check(hist, final)
 	rep.Seed, rep.Nodes, rep.Started, rep.Duration = o.Seed, o.Nodes, started, time.Since(started)
 	rep.DataDir, rep.Faults, rep.Resources = o.Root, r.faults, r.resources
 	rep.IdleBefore, rep.IdleAfter = r.idleBefore, r.idleAfter
 	annotateGaps(rep.Gaps, r.faults)
+	noteSendStalls(hist, rep.Faults)
+	for _, f := range rep.Faults {
+		for _, d := range f.MajorityDips {
+			rep.addViolation(Violation{Kind: VUnderMajority, Detail: fmt.Sprintf("during %s %v: %s", f.Kind, f.Targets, d)})
+		}
+	}
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
 	}
 	rep.Notes = r.notes
-	if err := writeHistory(filepath.Join(o.Root, "history.json"), r.w.Rec.Snapshot(), final); err != nil {
+	if err := writeHistory(filepath.Join(o.Root, "history.json"), hist, final); err != nil {
 		r.note("history not written: %v", err)
 	}
 	return rep, nil

@@ -118,3 +118,46 @@ func (c *checker) unknownSends() {
 		}
 	}
 }
+
+// longestSendStall is the longest a message waited, from its first send
+// attempt to its confirmation, among the messages whose first attempt
+// started within [from, to]; a message never confirmed counts until its
+// last attempt ended. It is what a producer feels of a fault: retries
+// hide failures, not the wait.
+func longestSendStall(h History, from, to time.Time) time.Duration {
+	var longest time.Duration
+	for _, s := range h.Sends {
+		if len(s.Attempts) == 0 {
+			continue
+		}
+		first := s.Attempts[0].Start
+		if first.Before(from) || first.After(to) {
+			continue
+		}
+		end := s.Attempts[len(s.Attempts)-1].End
+		for _, a := range s.Attempts {
+			if a.Outcome == OK {
+				end = a.End
+				break
+			}
+		}
+		longest = max(longest, end.Sub(first))
+	}
+	return longest
+}
+
+// noteSendStalls records, on every fault that ran, the longest send stall
+// of the messages whose sending started while it was in force.
+func noteSendStalls(h History, faults []FaultRecord) {
+	for i := range faults {
+		f := &faults[i]
+		if f.Skipped != "" || f.Start.IsZero() {
+			continue
+		}
+		end := f.Recovered
+		if end.IsZero() {
+			end = f.Healed
+		}
+		f.LongestSendStall = longestSendStall(h, f.Start, end)
+	}
+}
