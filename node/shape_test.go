@@ -373,11 +373,10 @@ func metaCall(t *testing.T, nodes []*Node, op wire.Op, body, out any) {
 // is not draining: a drained node leads nothing, the meta group included.
 func TestShape_DrainingMetaLeaderHandsOver(t *testing.T) {
 	nodes := shapeNodes(t, t.TempDir(), 3, nil)
-	leader := metaLeader(t, nodes)
 	waitFor(t, 15*time.Second, "every node registered", func() bool {
 		return len(metaLeader(t, nodes).listNodes().Nodes) == len(nodes)
 	})
-	leader = metaLeader(t, nodes)
+	leader := metaLeader(t, nodes)
 	var resp wire.DrainNodeResponse
 	metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: leader.ID()}, &resp)
 	waitFor(t, 20*time.Second, "the meta leadership to leave "+leader.ID(), func() bool {

@@ -46,7 +46,12 @@
 // way; a node's data directory (each node's is a tmpfs) filled to a
 // megabyte; a node's next three raft log fsyncs failing with EIO; and a
 // node's next three raft log writes failing with EIO, whole or after
-// writing half. Faults
+// writing half; a node drained and undrained; a rolling restart (each node
+// stopped with SIGTERM once safe-to-stop says so); and kill -9 of the meta
+// leader or of a moving partition's leader while a drain's replica move is
+// in flight, with a sampler that fails the run if any partition shows fewer
+// caught-up voters than a majority of its target set. Each fault's line
+// gives the longest send stall it caused. Faults
 // come one at a time; after each the harness waits until every partition
 // has a leader and every replica has caught up. While a clock fault runs a
 // node ahead, the checker takes the servers' stamps (lease deadlines,
