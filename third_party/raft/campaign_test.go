@@ -141,10 +141,35 @@ func TestCampaign_ManyGroupsShareFewSlots(t *testing.T) {
 	for _, c := range clusters {
 		waitFor(t, 5*time.Second, "leadership on node 0", func() bool { return c.nodes[0].raft.State() == Leader })
 	}
+	// The surviving nodes' slots are all taken when node 0 goes: every
+	// group's first try must be refused (the bound is exercised whatever
+	// the timing), and none may campaign until the slots come back.
+	for _, l := range limiters[1:] {
+		for range l.capacity {
+			if !l.TryAcquire(false) {
+				t.Fatal("a fresh limiter refused a slot")
+			}
+		}
+	}
 	for _, c := range clusters {
 		c.nodes[0].trans.DisconnectAll()
 		for _, node := range c.nodes[1:] {
 			node.trans.Disconnect(c.nodes[0].addr)
+		}
+	}
+	for _, l := range limiters[1:] {
+		waitFor(t, 10*time.Second, "a campaign refused for want of a slot", func() bool { _, _, r := l.state(); return r > 0 })
+	}
+	for _, c := range clusters {
+		for _, node := range c.nodes[1:] {
+			if node.raft.State() == Candidate || node.raft.State() == Leader {
+				t.Fatalf("a group campaigned with no slot free: %v", node.raft.State())
+			}
+		}
+	}
+	for _, l := range limiters[1:] {
+		for range l.capacity {
+			l.Release()
 		}
 	}
 	for _, c := range clusters {
