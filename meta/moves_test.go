@@ -386,23 +386,50 @@ func TestMeta_UnderReplicatedPartitionsAndWhy(t *testing.T) {
 	h := newHarness(t)
 	h.registerN(3)
 	q := h.create("orders", shape(2, 3))
-	if u := h.f.UnderReplicatedPartitions(); len(u) != 0 {
+	if u := h.f.UnderReplicatedPartitions(PlanInput{}); len(u) != 0 {
 		t.Fatalf("fresh queue under-replicated: %+v", u)
 	}
 	h.apply(removeCmd("n3"))
-	u := h.f.UnderReplicatedPartitions()
+	u := h.f.UnderReplicatedPartitions(PlanInput{})
 	if len(u) != 2 || u[0].CaughtUp != 2 || u[0].Want != 3 || !strings.Contains(u[0].Reason, "no node") {
 		t.Fatalf("after removing n3: %+v", u)
 	}
 	h.register("n4")
-	u = h.f.UnderReplicatedPartitions()
+	u = h.f.UnderReplicatedPartitions(PlanInput{})
 	if len(u) != 2 || !strings.Contains(u[0].Reason, "n4") {
 		t.Fatalf("after n4 joined: %+v", u)
 	}
 	for i := range 2 {
 		h.apply(caughtUpCmd(q, i, "n4", 0))
 	}
-	if u := h.f.UnderReplicatedPartitions(); len(u) != 0 {
+	if u := h.f.UnderReplicatedPartitions(PlanInput{}); len(u) != 0 {
 		t.Fatalf("after n4 caught up: %+v", u)
+	}
+}
+
+// A replica on a node that is down does not count as caught up, and the
+// reason says whether the node may come back, is being replaced, or has
+// nowhere to be replaced.
+func TestMeta_UnderReplicatedCountsReplicasOnDownNodes(t *testing.T) {
+	h := newHarness(t)
+	h.registerN(3)
+	h.create("orders", shape(1, 3))
+	down := PlanInput{Unavailable: map[string]bool{"n3": true}}
+	u := h.f.UnderReplicatedPartitions(down)
+	if len(u) != 1 || u[0].CaughtUp != 2 || !strings.Contains(u[0].Reason, "n3 is down") {
+		t.Fatalf("n3 down: %+v", u)
+	}
+	dead := PlanInput{Unavailable: map[string]bool{"n3": true}, Evacuate: map[string]bool{"n3": true}}
+	u = h.f.UnderReplicatedPartitions(dead)
+	if len(u) != 1 || !strings.Contains(u[0].Reason, "n3 is dead past the dead-node timeout and there is no node") {
+		t.Fatalf("n3 dead with nowhere to go: %+v", u)
+	}
+	h.register("n4")
+	u = h.f.UnderReplicatedPartitions(dead)
+	if len(u) != 1 || !strings.Contains(u[0].Reason, "being rebuilt elsewhere") {
+		t.Fatalf("n3 dead, n4 joined: %+v", u)
+	}
+	if u := h.f.UnderReplicatedPartitions(PlanInput{Unavailable: map[string]bool{"n4": true}}); len(u) != 0 {
+		t.Fatalf("a down node without a replica counted: %+v", u)
 	}
 }

@@ -221,26 +221,62 @@ type UnderReplicated struct {
 }
 
 // UnderReplicatedPartitions returns every partition with fewer caught-up
-// replicas than configured, sorted by queue name then index.
-func (f *FSM) UnderReplicatedPartitions() []UnderReplicated {
+// replicas than configured, sorted by queue name then index. A replica on
+// a node of in.Unavailable (down, as the cluster's liveness says) is not
+// counted as caught up: a partition one node short is one failure from
+// unavailability whether or not the catalog has moved yet.
+func (f *FSM) UnderReplicatedPartitions(in PlanInput) []UnderReplicated {
 	var out []UnderReplicated
+	var loads []*load // computed once, when a reason needs it
 	for _, q := range f.sortedQueues() {
 		for _, p := range q.Partitions {
-			caughtUp := len(p.Replicas) - len(p.Joining)
+			var down []string
+			for _, id := range p.Replicas {
+				if in.Unavailable[id] && !slices.Contains(p.Joining, id) {
+					down = append(down, id)
+				}
+			}
+			caughtUp := len(p.Replicas) - len(p.Joining) - len(down)
 			if caughtUp >= q.Config.Replicas {
 				continue
 			}
 			u := UnderReplicated{Queue: q.Name, Index: p.Index, GroupID: q.GroupID(p.Index), CaughtUp: caughtUp, Want: q.Config.Replicas}
-			switch {
-			case len(p.Joining) > 0:
-				u.Reason = "catching up on " + strings.Join(p.Joining, ", ")
-			default:
-				u.Reason = "no node to place a replica on: every registered node that is not draining holds one"
+			if loads == nil {
+				loads = f.scratchLoads(in.Unavailable)
 			}
+			u.Reason = underReason(p, down, in, leastLoaded(loads, p.Replicas) != nil)
 			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// underReason says why partition p is under-replicated: down lists its
+// replicas on nodes that are down; placeable reports whether an available
+// node without a replica of p could take one.
+func underReason(p Partition, down []string, in PlanInput, placeable bool) string {
+	const nowhere = "no node to place a replica on: every available node that is not draining holds one"
+	var reasons []string
+	if len(p.Joining) > 0 {
+		reasons = append(reasons, "catching up on "+strings.Join(p.Joining, ", "))
+	}
+	for _, id := range down {
+		switch {
+		case !in.Evacuate[id]:
+			reasons = append(reasons, id+" is down (its replica is rebuilt elsewhere if it stays dead past the dead-node timeout)")
+		case placeable:
+			reasons = append(reasons, id+" is dead past the dead-node timeout: its replica is being rebuilt elsewhere")
+		default:
+			reasons = append(reasons, id+" is dead past the dead-node timeout and there is "+nowhere)
+		}
+	}
+	if len(reasons) == 0 && !placeable {
+		reasons = append(reasons, nowhere)
+	}
+	if len(reasons) == 0 {
+		reasons = append(reasons, "a replica waits to be placed")
+	}
+	return strings.Join(reasons, "; ")
 }
 
 // PlanLeaders returns at most max preferred-leader changes that even out

@@ -77,6 +77,7 @@ func (n *Node) runMetaDuties() {
 			n.registerMember(m)
 		}
 		n.dropRemovedServers()
+		n.demoteDeadVoters()
 		n.promoteVoters()
 		n.runShapeDuties()
 	}

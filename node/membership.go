@@ -364,12 +364,21 @@ func (m memberMeta) incarnation() uint64 {
 	return inc
 }
 
-// deadFor returns how long gossip has seen member id dead or gone (zero
-// when it is alive or suspect, or unknown to this node).
+// deadFor returns how long gossip has seen member id dead or gone: zero
+// when it is alive or suspect, and since this node's gossip started when
+// gossip never saw it (a meta leader that started after the node died
+// must still see it dead; memberlist forgets dead members after a while).
 func (m *membership) deadFor(id string) time.Duration {
+	if id == m.n.cfg.ID {
+		return 0
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if st := m.states[id]; st != wire.NodeDead && st != wire.NodeLeft {
+	st, known := m.states[id]
+	if !known {
+		return time.Since(time.Unix(0, m.start))
+	}
+	if st != wire.NodeDead && st != wire.NodeLeft {
 		return 0
 	}
 	return time.Since(m.since[id])

@@ -78,3 +78,32 @@ func (n *Node) promoteVoters() {
 		n.logger.Info("meta member promoted to voter", "member", s.ID)
 	}
 }
+
+// demoteDeadVoters makes every meta voter that gossip has seen dead for
+// longer than the dead-node timeout a non-voter (meta leader only). A dead
+// voter counts against the catalog's quorum until somebody removes it: on
+// three nodes, one dead voter and one joined replacement make four voters
+// of which any second failure stops every catalog change. Demoted, it
+// leaves room for a live voter (promoteVoters, registerMember); when it
+// comes back alive promoteVoters makes it a voter again. Each change is
+// conditioned on the configuration it read, so a retry cannot apply twice.
+func (n *Node) demoteDeadVoters() {
+	if !n.meta.isLeader() {
+		return
+	}
+	f := n.meta.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter || string(s.ID) == n.cfg.ID || !n.deadPastTimeout(string(s.ID)) {
+			continue
+		}
+		if err := n.meta.raft.DemoteVoter(s.ID, f.Index(), 5*time.Second).Error(); err != nil {
+			n.logger.Warn("demoting a dead meta voter failed", "member", s.ID, "err", err)
+			return
+		}
+		n.logger.Info("dead meta voter demoted: it no longer counts in the catalog's quorum", "member", s.ID)
+		return // one change per duty round: the next reads the new configuration
+	}
+}

@@ -165,8 +165,10 @@ func (n *Node) startPlannedMoves() {
 
 // planInput gathers what the planner needs from gossip: nodes dead past
 // the dead-node timeout are evacuated; nodes not alive get nothing.
-// Balancing waits while any registered node is not alive: a node
-// restarting is not a reason to move its replicas.
+// Balancing waits while a registered node is down but not yet evacuated:
+// a node restarting is not a reason to move its replicas. A node
+// evacuated is treated as gone, so the live nodes balance among themselves
+// (with a joined replacement among them) without waiting for `node remove`.
 func (n *Node) planInput() meta.PlanInput {
 	pc := n.cfg.Placement
 	in := meta.PlanInput{Evacuate: map[string]bool{}, Unavailable: map[string]bool{}, InFlightMax: pc.movesMax(), Balance: pc.Balance}
@@ -177,12 +179,20 @@ func (n *Node) planInput() meta.PlanInput {
 			continue
 		}
 		in.Unavailable[nd.ID] = true
-		in.Balance = false
-		if pc.DeadNodeTimeout > 0 && n.members.deadFor(nd.ID) > pc.DeadNodeTimeout {
+		if n.deadPastTimeout(nd.ID) {
 			in.Evacuate[nd.ID] = true
+			continue
 		}
+		in.Balance = false
 	}
 	return in
+}
+
+// deadPastTimeout reports whether gossip has seen node id dead for longer
+// than the dead-node timeout (never, when replacement is off).
+func (n *Node) deadPastTimeout(id string) bool {
+	timeout := n.cfg.Placement.DeadNodeTimeout
+	return timeout > 0 && n.members.deadFor(id) > timeout
 }
 
 // proposeShape proposes one shape command on the meta leader; a command

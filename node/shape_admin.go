@@ -33,7 +33,8 @@ func (n *Node) dispatchShape(ctx context.Context, in any) (out any, err error, o
 // under-replicated partitions. Gossip is read outside the catalog's lock.
 func (n *Node) listNodes() *wire.ListNodesResponse {
 	out := &wire.ListNodesResponse{}
-	unavailable := n.planInput().Unavailable
+	in := n.planInput()
+	unavailable := in.Unavailable
 	var nodes []meta.Node
 	var shape map[string]*nodeShape
 	stuck := map[string]int{}
@@ -48,7 +49,7 @@ func (n *Node) listNodes() *wire.ListNodesResponse {
 		for _, m := range f.MovingList(wire.MovingListMax) {
 			out.Moving = append(out.Moving, wire.MovingInfo{Queue: m.Queue, Partition: m.Index, Joining: m.Joining, Leaving: m.Leaving})
 		}
-		under := f.UnderReplicatedPartitions()
+		under := f.UnderReplicatedPartitions(in)
 		out.UnderReplicatedTotal = len(under)
 		for _, u := range under[:min(len(under), wire.UnderReplicatedListMax)] {
 			out.UnderReplicated = append(out.UnderReplicated, wire.UnderReplicatedInfo{Queue: u.Queue, Partition: u.Index,

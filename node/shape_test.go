@@ -73,7 +73,7 @@ func waitPlacedAndCaughtUp(t *testing.T, live []*Node, name string, want int) me
 
 // A node dead for longer than the dead-node timeout has its replicas
 // rebuilt on the live nodes, learner first, with their data; the dead node
-// stays registered and, back, takes a share again.
+// stays registered, and a node that joins then gets its share.
 func TestShape_DeadNodeReplicasAreRebuilt(t *testing.T) {
 	root := t.TempDir()
 	nodes := shapeNodes(t, root, 4, func(c *Config) { c.Placement.DeadNodeTimeout = 2 * time.Second })
@@ -107,6 +107,24 @@ func TestShape_DeadNodeReplicasAreRebuilt(t *testing.T) {
 	if l.UnderReplicatedTotal != 0 || l.MovesInFlight != 0 {
 		t.Fatalf("node ls after the rebuild: %+v", l)
 	}
+	// A node joining gets its share although the dead one is still
+	// registered: a node past the dead-node timeout does not hold
+	// balancing back.
+	live = append(live, startTestNode(t, root, "n9", 0, []string{live[0].GossipAddr()}, nil))
+	var seen string
+	waitForSaying(t, 60*time.Second, "the live nodes' replica counts within one of each other", &seen, func() bool {
+		l := metaLeader(t, live).listNodes()
+		lo, hi := 1<<30, 0
+		seen = ""
+		for _, s := range l.Nodes {
+			seen += fmt.Sprintf("%s:%d ", s.ID, s.Replicas)
+			if s.ID != dead.ID() {
+				lo, hi = min(lo, s.Replicas), max(hi, s.Replicas)
+			}
+		}
+		return len(l.Nodes) == 5 && l.MovesInFlight == 0 && l.UnderReplicatedTotal == 0 && hi-lo <= 1
+	})
+	waitPlacedAndCaughtUp(t, live, "orders", 3)
 }
 
 // Two nodes joining three loaded ones receive their share of replicas and

@@ -33,7 +33,7 @@ func TestChaos_Bounded(t *testing.T) {
 	t.Run("3-nodes", func(t *testing.T) { runBounded(t, seed, 3, AllFaults) })
 	t.Run("5-nodes", func(t *testing.T) {
 		runBounded(t, seed, 5, []FaultKind{Bridge, Split, Isolate, KillMeta, PauseLeader, DrainNode, RollingRestart,
-			KillMetaMidMove, KillLeaderMidMove})
+			KillMetaMidMove, KillLeaderMidMove, ReplaceNode})
 	})
 }
 

@@ -34,7 +34,7 @@ func (c *Cluster) mountDataDirs(size string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("not running as root")
 	}
-	for _, n := range c.Nodes {
+	for _, n := range c.slots() {
 		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 			return err
 		}

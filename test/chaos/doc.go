@@ -50,8 +50,17 @@
 // stopped with SIGTERM once safe-to-stop says so); and kill -9 of the meta
 // leader or of a moving partition's leader while a drain's replica move is
 // in flight, with a sampler that fails the run if any partition shows fewer
-// caught-up voters than a majority of its target set. Each fault's line
-// gives the longest send stall it caused. Faults
+// caught-up voters than a majority of its target set; a node lost for good
+// (kill -9, data deleted), whose replicas the cluster rebuilds on the live
+// nodes after the dead-node timeout (DeadNodeTimeout; on three nodes with
+// three replicas it reports them under-replicated with the reason), then a
+// new node joining in its place, the cluster whole and balanced again, and
+// the lost node removed; and two new nodes joining at once until replica
+// and leader counts per node are within one, then drained and removed.
+// The nodes that join come from spare slots laid out with the cluster
+// (SpareSlots); the same sampler runs through both. Each fault's line
+// gives the longest send stall it caused and, for moves, the time taken
+// and the snapshot bytes streamed. Faults
 // come one at a time; after each the harness waits until every partition
 // has a leader and every replica has caught up. While a clock fault runs a
 // node ahead, the checker takes the servers' stamps (lease deadlines,

@@ -36,7 +36,7 @@ const (
 // AllFaults lists every kind, in a fixed order.
 var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode,
 	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError, DrainNode, RollingRestart,
-	KillMetaMidMove, KillLeaderMidMove}
+	KillMetaMidMove, KillLeaderMidMove, ReplaceNode, AddNodes}
 
 func (k FaultKind) needsFirewall() bool {
 	return k == Isolate || k == Split || k == Bridge || k == SlowLink || k == SlowOneWay
@@ -58,10 +58,10 @@ func holdFor(rng *rand.Rand, k FaultKind) time.Duration {
 	switch k {
 	case CrashAll:
 		return time.Second + time.Duration(rng.Int64N(int64(time.Second)))
-	case WipeNode, RollingRestart:
+	case WipeNode, RollingRestart, ReplaceNode:
 		return 500 * time.Millisecond
-	case DrainNode:
-		return 2 * time.Second // after the node is drained, before it is undrained
+	case DrainNode, AddNodes:
+		return 2 * time.Second // after the node is drained (the nodes are balanced), before it is undrained (they leave)
 	case PauseLeader, PauseFollower:
 		return 3*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
 	case ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError:
@@ -99,7 +99,7 @@ func LongSchedule(seed int64) func() FaultSpec {
 	var weighted []FaultKind
 	for _, k := range AllFaults {
 		n := 3
-		if k == CrashAll || k == WipeNode || k == RollingRestart {
+		if k == CrashAll || k == WipeNode || k == RollingRestart || k == ReplaceNode || k == AddNodes {
 			n = 1
 		}
 		for range n {
@@ -248,6 +248,10 @@ func (in *Injector) inject(ctx context.Context, spec FaultSpec, rec *FaultRecord
 		return in.rollingRestart(ctx, rec)
 	case KillMetaMidMove, KillLeaderMidMove:
 		return in.killMidMove(ctx, rng, spec.Kind, rec)
+	case ReplaceNode:
+		return in.replaceNode(ctx, rng, rec)
+	case AddNodes:
+		return in.addNodes(ctx, rec)
 	case WipeNode:
 		n := pickNode(rng, c.Up())
 		if n == nil {

@@ -51,10 +51,21 @@ type Node struct {
 
 // Cluster runs N ferryd processes.
 type Cluster struct {
+	// Nodes are the cluster's members: started at first, or added from
+	// Spares later. A fault that adds or retires a node replaces the slice
+	// (under nodesMu); code running beside the fault phase reads it through
+	// members.
 	Nodes []*Node
-	Root  string // holds data/ and logs/
-	bin   string
-	args  []string // extra ferryd flags
+	// Spares are node slots (addresses, certificates, data directories)
+	// not started yet, taken in order by AddSpare; Retired are nodes gone
+	// for good.
+	Spares, Retired []*Node
+	nodesMu         sync.Mutex
+	// bootstrapExpect is the number of nodes that form the cluster.
+	bootstrapExpect int
+	Root            string // holds data/ and logs/
+	bin             string
+	args            []string // extra ferryd flags
 	// extraArgs and maxFiles, when set, give one node's extra flags and
 	// its descriptor limit (ClusterOptions).
 	extraArgs func(*Node) []string
@@ -103,6 +114,9 @@ type ClusterOptions struct {
 	MaxFiles func(*Node) int
 	// SQS gives every node an SQS endpoint (Node.SQSAddr).
 	SQS bool
+	// Spares is the number of node slots laid out beside the Nodes but not
+	// started: faults that add a node take them (AddSpare).
+	Spares int
 }
 
 // BuildFerryd compiles the server binary into dir and returns its path,
@@ -131,7 +145,7 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{Root: o.Root, bin: o.Bin, args: o.Args, extraArgs: o.NodeArgs, maxFiles: o.MaxFiles, logf: o.Logf, scheme: "http",
-		gossipKey: base64.StdEncoding.EncodeToString(key)}
+		gossipKey: base64.StdEncoding.EncodeToString(key), bootstrapExpect: o.Nodes}
 	for _, d := range []string{"data", "logs"} {
 		if err := os.MkdirAll(filepath.Join(o.Root, d), 0o755); err != nil {
 			return nil, err
@@ -141,11 +155,11 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	if o.SQS {
 		stride = 5
 	}
-	base, err := pickPorts(o.Nodes, stride)
+	base, err := pickPorts(o.Nodes+o.Spares, stride)
 	if err != nil {
 		return nil, err
 	}
-	for i := range o.Nodes {
+	for i := range o.Nodes + o.Spares {
 		ip := fmt.Sprintf("127.0.1.%d", 11+i)
 		port := func(k int) string { return net.JoinHostPort(ip, strconv.Itoa(base+stride*i+k)) }
 		id := fmt.Sprintf("n%d", i+1)
@@ -157,7 +171,11 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		if o.SQS {
 			n.SQSAddr = port(4)
 		}
-		c.Nodes = append(c.Nodes, n)
+		if i < o.Nodes {
+			c.Nodes = append(c.Nodes, n)
+		} else {
+			c.Spares = append(c.Spares, n)
+		}
 	}
 	c.httpc = &http.Client{Timeout: time.Second}
 	if o.Tmpfs != "" {
@@ -229,7 +247,7 @@ func (c *Cluster) URL(n *Node, path string) string { return c.url(n, path) }
 func (c *Cluster) makePKI() error {
 	c.pki = filepath.Join(c.Root, "pki")
 	var ids, ips []string
-	for _, n := range c.Nodes {
+	for _, n := range c.slots() {
 		ids, ips = append(ids, n.ID), append(ips, n.IP)
 	}
 	if _, err := devpki.Init(c.pki, ids, ips); err != nil {
@@ -290,24 +308,72 @@ func portsFree(base, n, stride int) bool {
 	return true
 }
 
-// ClientAddrs returns every node's client address.
+// ClientAddrs returns every member's client address.
 func (c *Cluster) ClientAddrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		out[i] = n.ClientAddr
+	var out []string
+	for _, n := range c.members() {
+		out = append(out, n.ClientAddr)
 	}
 	return out
 }
 
+// members returns the cluster's current members (a copy).
+func (c *Cluster) members() []*Node {
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	return slices.Clone(c.Nodes)
+}
+
+// slots returns every node slot: members, spares and retired nodes.
+func (c *Cluster) slots() []*Node {
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	return slices.Concat(c.Nodes, c.Spares, c.Retired)
+}
+
+// AddSpare starts the next spare slot as a new member that joins the
+// running cluster, and returns it; nil when no spare is left.
+func (c *Cluster) AddSpare() (*Node, error) {
+	c.nodesMu.Lock()
+	if len(c.Spares) == 0 {
+		c.nodesMu.Unlock()
+		return nil, nil
+	}
+	n := c.Spares[0]
+	c.Spares = slices.Clone(c.Spares[1:])
+	c.Nodes = append(slices.Clone(c.Nodes), n)
+	c.nodesMu.Unlock()
+	n.marker("added to the cluster")
+	return n, c.Start(n)
+}
+
+// Retire takes a stopped member out of the cluster for good: the harness
+// no longer starts, probes or faults it.
+func (c *Cluster) Retire(n *Node) error {
+	if n.Running() {
+		return fmt.Errorf("%s is running", n.ID)
+	}
+	n.marker("retired from the cluster")
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	c.Nodes = slices.DeleteFunc(slices.Clone(c.Nodes), func(m *Node) bool { return m == n })
+	c.Retired = append(slices.Clone(c.Retired), n)
+	return nil
+}
+
 func (c *Cluster) nodeArgs(n *Node) []string {
 	var join []string
-	for _, m := range c.Nodes {
+	for _, m := range c.members() {
 		join = append(join, m.GossipAddr)
+	}
+	expect := c.bootstrapExpect
+	if n.Index >= c.bootstrapExpect {
+		expect = 0 // a node added later joins the formed cluster
 	}
 	args := []string{
 		"-id", n.ID, "-data-dir", n.DataDir, "-ip", n.IP,
 		"-raft-addr", n.RaftAddr, "-client-addr", n.ClientAddr, "-http-addr", n.HTTPAddr, "-gossip-addr", n.GossipAddr,
-		"-join", strings.Join(join, ","), "-bootstrap-expect", strconv.Itoa(len(c.Nodes)), "-fast-gossip",
+		"-join", strings.Join(join, ","), "-bootstrap-expect", strconv.Itoa(expect), "-fast-gossip",
 		"-gossip-key", c.gossipKey, "-tokens", c.TokensFile,
 	}
 	if n.SQSAddr != "" {
@@ -501,7 +567,7 @@ func (c *Cluster) Wipe(n *Node) error {
 // StartAll starts every node that is not running.
 func (c *Cluster) StartAll() error {
 	var errs []error
-	for _, n := range c.Nodes {
+	for _, n := range c.members() {
 		if !n.Running() {
 			errs = append(errs, c.Start(n))
 		}
@@ -512,7 +578,7 @@ func (c *Cluster) StartAll() error {
 // KillAll kills every running node at once.
 func (c *Cluster) KillAll() {
 	var dones []chan struct{}
-	for _, n := range c.Nodes {
+	for _, n := range c.members() {
 		n.marker("kill -9 (all nodes)")
 		if done, err := n.signal(syscall.SIGKILL, true); err == nil {
 			dones = append(dones, done)
@@ -525,7 +591,7 @@ func (c *Cluster) KillAll() {
 
 // ResumeAll continues every paused node.
 func (c *Cluster) ResumeAll() {
-	for _, n := range c.Nodes {
+	for _, n := range c.members() {
 		if n.Paused() {
 			c.Resume(n)
 		}
@@ -542,7 +608,7 @@ func (c *Cluster) Close(clean bool) {
 		return
 	}
 	var wg sync.WaitGroup
-	for _, n := range c.Nodes {
+	for _, n := range c.members() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -555,7 +621,7 @@ func (c *Cluster) Close(clean bool) {
 // Crashes lists every node exit the harness did not cause.
 func (c *Cluster) Crashes() []string {
 	var out []string
-	for _, n := range c.Nodes {
+	for _, n := range c.slots() {
 		out = append(out, n.Crashes()...)
 	}
 	return out
@@ -563,7 +629,7 @@ func (c *Cluster) Crashes() []string {
 
 // ByID returns the node with the given id, or nil.
 func (c *Cluster) ByID(id string) *Node {
-	for _, n := range c.Nodes {
+	for _, n := range c.members() {
 		if n.ID == id {
 			return n
 		}
@@ -574,7 +640,7 @@ func (c *Cluster) ByID(id string) *Node {
 // Up returns the nodes that are running and not paused.
 func (c *Cluster) Up() []*Node {
 	var out []*Node
-	for _, n := range c.Nodes {
+	for _, n := range c.members() {
 		if n.Running() && !n.Paused() {
 			out = append(out, n)
 		}

@@ -126,7 +126,7 @@ func (c *Cluster) PartitionLeader(ctx context.Context, p PartRef) *Node {
 
 // Ready reports whether every running node answers /readyz.
 func (c *Cluster) Ready(ctx context.Context) bool {
-	for _, n := range c.Nodes {
+	for _, n := range c.members() {
 		if !n.Running() || n.Paused() {
 			return false
 		}

@@ -237,3 +237,37 @@ func IdleLeaks(before, after []ResourceSample, b GrowthBound) []string {
 	}
 	return out
 }
+
+// snapshotBytesSent reads every running, unpaused member's count of
+// snapshot bytes streamed to peers (ferry_raft_snapshot_bytes_sent_total),
+// by node id; a node that does not answer is left out.
+func (c *Cluster) snapshotBytesSent(ctx context.Context) map[string]int64 {
+	out := map[string]int64{}
+	for _, n := range c.Up() {
+		if v, err := c.readMetric(ctx, n, "ferry_raft_snapshot_bytes_sent_total"); err == nil {
+			out[n.ID] = v
+		}
+	}
+	return out
+}
+
+// readMetric reads one unlabelled metric of node n.
+func (c *Cluster) readMetric(ctx context.Context, n *Node, name string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(n, "/metrics"), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.httpc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == name {
+			v, err := strconv.ParseFloat(f[1], 64)
+			return int64(v), err
+		}
+	}
+	return 0, fmt.Errorf("%s: no metric %s", n.ID, name)
+}

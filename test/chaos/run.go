@@ -73,9 +73,11 @@ type run struct {
 }
 
 // DefaultServerArgs make partitions snapshot often, so that restarted and
-// wiped replicas are rebuilt from snapshots rather than log replay.
+// wiped replicas are rebuilt from snapshots rather than log replay, and
+// replace a node lost for good after DeadNodeTimeout.
 var DefaultServerArgs = []string{
 	"-raft-snapshot-threshold", "256", "-raft-trailing-logs", "128", "-raft-snapshot-interval", "2s",
+	"-dead-node-timeout", DeadNodeTimeout.String(),
 }
 
 // Run starts a cluster, runs the workload under the fault schedule, heals,
@@ -155,7 +157,8 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	c, err := NewCluster(ClusterOptions{Nodes: r.o.Nodes, Root: r.o.Root, Bin: bin,
-		Args: append(append([]string(nil), DefaultServerArgs...), r.o.ServerArgs...), Logf: r.o.Logf, TLS: r.o.TLS, Tmpfs: r.o.Tmpfs})
+		Args: append(append([]string(nil), DefaultServerArgs...), r.o.ServerArgs...), Logf: r.o.Logf, TLS: r.o.TLS, Tmpfs: r.o.Tmpfs,
+		Spares: SpareSlots})
 	if err != nil {
 		return err
 	}
