@@ -49,6 +49,19 @@ type leaderTable struct {
 	// Reports are what the node's partition leaders ask the catalog to
 	// record (moves.go); at most reportsMax.
 	Reports []moveReport `json:"reports,omitempty"`
+	// Behind lists groups the node leads in which a replica trails the
+	// commit index by more than behindSlack entries (a restarted or slow
+	// follower catching up); at most behindMax, sorted.
+	Behind []string `json:"behind,omitempty"`
+	// Opening is set until the node has opened every replica the catalog
+	// assigns it, after a start.
+	Opening bool `json:"opening,omitempty"`
+}
+
+// sameContent reports whether t and o announce the same thing.
+func (t leaderTable) sameContent(o leaderTable) bool {
+	return maps.Equal(t.Groups, o.Groups) && slices.Equal(t.Reports, o.Reports) && slices.Equal(t.Behind, o.Behind) &&
+		t.Opening == o.Opening
 }
 
 func (t leaderTable) newerThan(o leaderTable) bool {
@@ -275,18 +288,18 @@ func (m *membership) state(id string) wire.NodeState {
 	return m.states[id]
 }
 
-// announce publishes the groups this node leads when the set changed.
-// announce publishes the groups this node leads when the set changed, and
-// again every leaderTableRefresh. The table goes out signed with this
-// node's key.
-func (m *membership) announce(groups map[string]uint64, reports []moveReport) {
+// announce publishes the groups this node leads (with its move reports,
+// the groups it leads that have a replica behind, and whether it is still
+// opening replicas) when any of it changed, and again every
+// leaderTableRefresh. The table goes out signed with this node's key.
+func (m *membership) announce(t leaderTable) {
 	m.mu.Lock()
-	if maps.Equal(groups, m.mine.Groups) && slices.Equal(reports, m.mine.Reports) && time.Since(m.sent) < leaderTableRefresh {
+	if t.sameContent(m.mine) && time.Since(m.sent) < leaderTableRefresh {
 		m.mu.Unlock()
 		return
 	}
 	m.mine.Seq++
-	m.mine.Groups, m.mine.Reports = groups, reports
+	m.mine.Groups, m.mine.Reports, m.mine.Behind, m.mine.Opening = t.Groups, t.Reports, t.Behind, t.Opening
 	st := m.sign(m.mine)
 	m.tables[m.n.cfg.ID], m.decoded[m.n.cfg.ID] = st, m.mine
 	m.sent = time.Now()
@@ -414,6 +427,25 @@ type memberReport struct {
 
 // leads returns how many groups member id leads by its latest leader
 // table (this node's own when id is this node).
+// catchUpState returns the groups that alive members (this node
+// included) announce with a replica behind, and the alive members that
+// announced, since their last start, that they opened all their replicas.
+func (m *membership) catchUpState() (behind, opened map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	behind, opened = map[string]bool{}, map[string]bool{}
+	for from, t := range m.decoded {
+		if _, alive := m.alive[from]; !alive && from != m.n.cfg.ID {
+			continue
+		}
+		for _, g := range t.Behind {
+			behind[g] = true
+		}
+		opened[from] = !t.Opening
+	}
+	return behind, opened
+}
+
 func (m *membership) leads(id string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -230,6 +230,7 @@ func (n *Node) retryJoin() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.closing)
+		n.handOverBeforeStopping()
 		n.clients.close()
 		n.http.Close()
 		n.dash.Close()
@@ -245,6 +246,34 @@ func (n *Node) Close() error {
 		n.logger.Info("node stopped")
 	})
 	return nil
+}
+
+// stopHandOverMax bounds how long a stopping node waits for the groups it
+// leads to take new leaders before it closes its client port.
+const stopHandOverMax = 5 * time.Second
+
+// handOverBeforeStopping hands the leadership of every group this node
+// leads (the meta group's too) to a caught-up follower while the client
+// port still answers: a client that asks this node meanwhile is told
+// where the new leader is, instead of losing its connection and finding
+// the other nodes still pointing here.
+func (n *Node) handOverBeforeStopping() {
+	start := time.Now()
+	metaDone := make(chan struct{})
+	go func() {
+		defer close(metaDone)
+		if servers, err := n.meta.servers(); err == nil && len(servers) > 1 && n.meta.isLeader() {
+			n.meta.raft.LeadershipTransfer().Error()
+		}
+	}()
+	led := n.replicas.giveUpAll(stopHandOverMax)
+	select {
+	case <-metaDone:
+	case <-time.After(max(0, stopHandOverMax-time.Since(start))):
+	}
+	if led > 0 {
+		n.logger.Info("leaderships handed over before stopping", "groups", led, "took", time.Since(start).Round(time.Millisecond))
+	}
 }
 
 // SetGossipKeys replaces the gossip keyring at run time, primary key

@@ -42,8 +42,14 @@ type replicaSet struct {
 	// table was built at.
 	leaderChanges atomic.Uint64
 	announced     leaderTableStamp
-	// announcedReports are the move reports the last table carried.
+	// announcedReports are the move reports the last table carried;
+	// announcedOpening whether it said the node was still opening.
 	announcedReports []moveReport
+	announcedOpening bool
+	// opened is set once a reconcile pass has opened every replica the
+	// catalog assigns this node (leader tables say so: safe-to-stop
+	// waits for it on the other replicas' nodes).
+	opened atomic.Bool
 	// pass is what the last reconcile saw (reconcilepass.go).
 	pass reconcilePass
 
@@ -176,21 +182,50 @@ func (n *Node) announceLeaders() {
 	}
 	last := n.replicas.announced
 	reports := n.reports.current()
+	opening := !n.replicas.opened.Load()
 	if stamp.changes == last.changes && stamp.metaTerm == last.metaTerm && stamp.at.Sub(last.at) < leaderTableRebuild &&
-		slices.Equal(reports, n.replicas.announcedReports) {
+		slices.Equal(reports, n.replicas.announcedReports) && opening == n.replicas.announcedOpening {
 		return
 	}
-	n.replicas.announced, n.replicas.announcedReports = stamp, reports
-	groups := map[string]uint64{}
+	n.replicas.announced, n.replicas.announcedReports, n.replicas.announcedOpening = stamp, reports, opening
+	t := leaderTable{Groups: map[string]uint64{}, Reports: reports, Opening: opening}
 	if stamp.metaTerm != 0 {
-		groups[meta.MetaGroupID] = stamp.metaTerm
+		t.Groups[meta.MetaGroupID] = stamp.metaTerm
 	}
 	for _, r := range n.replicas.all() {
 		if term, ok := r.p.LeaderTerm(); ok {
-			groups[r.a.GroupID] = term
+			t.Groups[r.a.GroupID] = term
+			if len(t.Behind) < behindMax && replicaBehind(r.p) {
+				t.Behind = append(t.Behind, r.a.GroupID)
+			}
 		}
 	}
-	n.members.announce(groups, reports)
+	slices.Sort(t.Behind)
+	n.members.announce(t)
+}
+
+// behindSlack is how many entries a replica may trail its leader's commit
+// index and still count as caught up for safe-to-stop (followers trail by
+// the appends in flight); behindMax bounds the groups a leader table
+// lists as behind.
+const (
+	behindSlack = 64
+	behindMax   = 64
+)
+
+// replicaBehind reports whether a replica of the group p leads trails the
+// commit index by more than behindSlack entries, by the leader's view.
+func replicaBehind(p *partition.Partition) bool {
+	prog, err := p.Progress()
+	if err != nil {
+		return false
+	}
+	for _, s := range prog.Servers {
+		if s.Match+behindSlack < prog.CommitIndex {
+			return true
+		}
+	}
+	return false
 }
 
 // reconcile starts replicas newly assigned to this node, stops those whose
@@ -245,6 +280,7 @@ func (rs *replicaSet) reconcile() {
 		}
 	}
 	rs.startAll(starts, nodes)
+	rs.opened.Store(true)
 	rs.passDone(stamp, settled && len(starts) == 0)
 }
 
@@ -492,6 +528,40 @@ func (rs *replicaSet) syncConfig(r *replica) bool {
 		return false
 	}
 	return true
+}
+
+// giveUpAll asks every replica this node leads, in a group with other
+// voters, to hand leadership to its most caught-up follower, at most
+// replicaOpenersMax at once, and waits for them for at most within (the
+// rest go on while the replicas close; Partition.Close tries again). It
+// returns how many replicas led.
+func (rs *replicaSet) giveUpAll(within time.Duration) int {
+	var led []*replica
+	for _, r := range rs.all() {
+		if r.p.IsLeader() && len(r.p.Status().Voters) > 1 {
+			led = append(led, r)
+		}
+	}
+	if len(led) == 0 {
+		return 0
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inParallel(len(led), func(i int) {
+			if err := led[i].p.GiveUpLeadership(); err != nil {
+				rs.n.logger.Debug("handing leadership over before stopping failed", "group", led[i].a.GroupID, "err", err)
+			}
+		})
+	}()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		rs.n.logger.Warn("leaderships still being handed over when the node stops", "after", within)
+	}
+	return len(led)
 }
 
 func (rs *replicaSet) closeAll() {

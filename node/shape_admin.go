@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/ferrymq/ferry/meta"
@@ -157,6 +158,8 @@ func (n *Node) safeToStop(r *wire.SafeToStopRequest) (*wire.SafeToStopResponse, 
 		}
 	}
 	registered := false
+	behind, opened := n.members.catchUpState()
+	opening := map[string]bool{} // alive nodes sharing a partition that still open replicas
 	n.meta.view(func(f *meta.FSM) {
 		_, registered = f.Node(r.ID)
 		for _, q := range f.Queues() {
@@ -167,9 +170,20 @@ func (n *Node) safeToStop(r *wire.SafeToStopRequest) (*wire.SafeToStopResponse, 
 				if up := caughtUpWithout(p, r.ID, alive); up < len(p.Replicas)/2+1 {
 					reason("queue %q partition %d: %d caught-up replicas on alive nodes without it, %d needed", q.Name, p.Index, up, len(p.Replicas)/2+1)
 				}
+				if behind[q.GroupID(p.Index)] {
+					reason("queue %q partition %d: a replica is catching up with its leader", q.Name, p.Index)
+				}
+				for _, id := range p.Replicas {
+					if id != r.ID && alive[id] && !opened[id] {
+						opening[id] = true
+					}
+				}
 			}
 		}
 	})
+	for _, id := range slices.Sorted(maps.Keys(opening)) {
+		reason("node %s has not opened all its replicas yet (it is starting)", id)
+	}
 	if !registered {
 		return nil, fmt.Errorf("%w: %q", meta.ErrNodeNotFound, r.ID)
 	}

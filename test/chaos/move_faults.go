@@ -39,6 +39,9 @@ const (
 	caughtUpSlack = 2048
 	// dipsListed bounds the dips a fault record keeps.
 	dipsListed = 8
+	// leaderWaitMax bounds the wait for a moving partition's leader to be
+	// agreed on (its replicas may be electing one).
+	leaderWaitMax = 3 * time.Second
 )
 
 // VUnderMajority: a sampler saw a partition with fewer caught-up voters
@@ -84,6 +87,10 @@ func (in *Injector) killMidMove(ctx context.Context, rng *rand.Rand, kind FaultK
 	what := "meta leader"
 	if kind == KillLeaderMidMove {
 		victim = c.PartitionLeader(ctx, PartRef{moving.Queue, moving.Partition})
+		for deadline := now().Add(leaderWaitMax); victim == nil && now().Before(deadline); {
+			sleep(ctx, 100*time.Millisecond) // an election of that partition is settling
+			victim = c.PartitionLeader(ctx, PartRef{moving.Queue, moving.Partition})
+		}
 		what = fmt.Sprintf("leader of %s/%d (joining %v, leaving %v)", moving.Queue, moving.Partition, moving.Joining, moving.Leaving)
 	} else if m := c.MetaLeader(ctx); m != nil {
 		victim = m
