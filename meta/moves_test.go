@@ -2,6 +2,7 @@ package meta
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -431,5 +432,53 @@ func TestMeta_UnderReplicatedCountsReplicasOnDownNodes(t *testing.T) {
 	}
 	if u := h.f.UnderReplicatedPartitions(PlanInput{Unavailable: map[string]bool{"n4": true}}); len(u) != 0 {
 		t.Fatalf("a down node without a replica counted: %+v", u)
+	}
+}
+
+// Preferred leaders even out (counts per node within one) whatever the
+// placement, also when the node with the most shares no partition with
+// the one with the fewest: the role then passes along a chain of nodes.
+func TestMeta_PlanLeadersEvensOutThroughChains(t *testing.T) {
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		h := newHarness(t)
+		nodes := 3 + rng.IntN(3)
+		h.registerN(nodes)
+		for i := range 3 + rng.IntN(6) {
+			h.create(fmt.Sprintf("q%02d", i), shape(1+rng.IntN(4), 3))
+		}
+		added := 1 + rng.IntN(3)
+		for i := range added {
+			h.register(fmt.Sprintf("n%d", nodes+i+1))
+		}
+		h.planAndRun(PlanInput{InFlightMax: 3, Balance: true})
+		for round := 0; ; round++ {
+			plan := h.f.PlanLeaders(PlanInput{}, 3)
+			if len(plan) == 0 {
+				break
+			}
+			if len(plan) > 3 || round > 200 {
+				t.Fatalf("seed %d: plan of %d hand-overs in round %d", seed, len(plan), round)
+			}
+			for _, c := range plan {
+				if r := h.apply(Command{Type: CmdPreferLeader, PreferLeader: &c}); r.Err != nil {
+					t.Fatalf("seed %d: %v", seed, r.Err)
+				}
+			}
+		}
+		leaders := map[string]int{}
+		for _, q := range h.f.Queues() {
+			for _, p := range q.Partitions {
+				leaders[p.Replicas[0]]++
+			}
+		}
+		lo, hi := 1<<30, 0
+		for i := range nodes + added {
+			c := leaders[fmt.Sprintf("n%d", i+1)]
+			lo, hi = min(lo, c), max(hi, c)
+		}
+		if hi-lo > 1 {
+			t.Errorf("seed %d (%d+%d nodes): preferred leaders %v", seed, nodes, added, leaders)
+		}
 	}
 }

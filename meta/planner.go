@@ -281,43 +281,133 @@ func underReason(p Partition, down []string, in PlanInput, placeable bool) strin
 
 // PlanLeaders returns at most max preferred-leader changes that even out
 // preferred-leader counts across placeable nodes (see PlanInput) until
-// they differ by at most one: each hands the role of a partition led by
-// the node with the most to a caught-up replica on the node with the
-// fewest. A partition moving is left alone.
+// they differ by at most one. Each step finds, for a node with the
+// fewest, the nearest node with at least two more along a chain of hand-
+// overs (each passes a partition's role from its preferred leader to a
+// caught-up replica on the next node of the chain): the ends change by
+// one, the nodes between keep their counts. A partition moving is left
+// alone, and no partition is handed over twice in one plan.
 func (f *FSM) PlanLeaders(in PlanInput, max int) []ReplicaCmd {
 	loads := f.scratchLoads(in.Unavailable)
 	var plan []ReplicaCmd
 	planned := map[string]bool{}
+	var edges leaderEdges // built when first needed
 	for len(plan) < max && len(loads) > 1 {
 		slices.SortFunc(loads, byLeadersThenID)
-		least, most := loads[0], loads[len(loads)-1]
-		if most.leaders-least.leaders <= 1 {
+		if loads[len(loads)-1].leaders-loads[0].leaders <= 1 {
 			break
 		}
-		q, index := f.ledBy(most.id, least.id, planned)
-		if q == nil {
+		if edges == nil {
+			edges = f.leaderEdges()
+		}
+		var chain []ReplicaCmd
+		for _, to := range loads {
+			if chain = edges.chainTo(to, loads, planned); chain != nil {
+				break
+			}
+		}
+		if chain == nil || len(plan)+len(chain) > max {
 			break
 		}
-		most.leaders--
-		least.leaders++
-		planned[q.GroupID(index)] = true
-		plan = append(plan, ReplicaCmd{Queue: q.Name, QueueID: q.ID, Index: index, Node: least.id})
+		for _, c := range chain {
+			planned[GroupID(c.QueueID, c.Index)] = true
+		}
+		plan = append(plan, chain...)
 	}
 	return plan
 }
 
-// ledBy returns a partition, not moving and not planned, whose preferred
-// leader is from and which has a caught-up replica on to.
-func (f *FSM) ledBy(from, to string, planned map[string]bool) (*Queue, int) {
+// leaderEdges indexes the partitions whose preferred role may pass from
+// one node to another: [from][to] lists, in queue-name and index order,
+// the partitions not moving whose preferred leader is from and which have
+// a caught-up replica on to.
+type leaderEdges map[string]map[string][]handOver
+
+// leaderEdges builds the index of the catalog's partitions.
+func (f *FSM) leaderEdges() leaderEdges {
+	out := leaderEdges{}
 	for _, q := range f.sortedQueues() {
 		for _, p := range q.Partitions {
-			if p.Replicas[0] != from || p.Moving() || planned[q.GroupID(p.Index)] || !slices.Contains(p.Replicas, to) {
+			if p.Moving() {
 				continue
 			}
-			return q, p.Index
+			from := p.Replicas[0]
+			if out[from] == nil {
+				out[from] = map[string][]handOver{}
+			}
+			for _, to := range p.Replicas[1:] {
+				out[from][to] = append(out[from][to], handOver{q: q, index: p.Index})
+			}
 		}
 	}
-	return nil, 0
+	return out
+}
+
+// first returns the first partition of [from][to] not planned.
+func (e leaderEdges) first(from, to string, planned map[string]bool) (handOver, bool) {
+	for _, h := range e[from][to] {
+		if !planned[h.q.GroupID(h.index)] {
+			return h, true
+		}
+	}
+	return handOver{}, false
+}
+
+// chainTo returns the shortest chain of preferred-leader changes
+// that ends at to and starts at a node with at least two preferred
+// leaderships more than to (and adjusts both counts), or nil. The search
+// runs backwards from to: a node can pass the role to another when it is
+// the preferred leader of a partition, not moving and not planned, that
+// has a caught-up replica on the other.
+func (e leaderEdges) chainTo(to *load, loads []*load, planned map[string]bool) []ReplicaCmd {
+	via := map[string]handOver{to.id: {}}
+	frontier := []*load{to}
+	for len(frontier) > 0 {
+		var nextFrontier []*load
+		for _, x := range frontier {
+			for _, y := range loads {
+				if _, seen := via[y.id]; seen {
+					continue
+				}
+				h, ok := e.first(y.id, x.id, planned)
+				if !ok {
+					continue
+				}
+				h.next = x
+				via[y.id] = h
+				if y.leaders >= to.leaders+2 {
+					return chainFrom(y, via)
+				}
+				nextFrontier = append(nextFrontier, y)
+			}
+		}
+		frontier = nextFrontier
+	}
+	return nil
+}
+
+// handOver is one link of a chain of preferred-leader changes: the role
+// of partition index of q passes to next.
+type handOver struct {
+	next  *load
+	q     *Queue
+	index int
+}
+
+// chainFrom follows the links recorded in via from start to the chain's
+// end (the node whose link is empty), returning the hand-overs, and moves
+// one preferred leadership from start to the end in the scratch loads.
+func chainFrom(start *load, via map[string]handOver) []ReplicaCmd {
+	var out []ReplicaCmd
+	at := start
+	for via[at.id].next != nil {
+		h := via[at.id]
+		out = append(out, ReplicaCmd{Queue: h.q.Name, QueueID: h.q.ID, Index: h.index, Node: h.next.id})
+		at = h.next
+	}
+	start.leaders--
+	at.leaders++
+	return out
 }
 
 // byLeadersThenID orders loads by preferred-leader count, then id.
