@@ -49,9 +49,11 @@ type leaderTable struct {
 	// Reports are what the node's partition leaders ask the catalog to
 	// record (moves.go); at most reportsMax.
 	Reports []moveReport `json:"reports,omitempty"`
-	// Behind lists groups the node leads in which a replica trails the
-	// commit index by more than behindSlack entries (a restarted or slow
-	// follower catching up); at most behindMax, sorted.
+	// Behind lists the nodes (sorted) holding a replica, in a group this
+	// node leads, that trails the commit index by more than behindSlack
+	// entries: a restarted or slow follower catching up. Nodes, not
+	// groups: the list stays short and steady (a dead node is in it for
+	// as long as it is dead), so it costs gossip nothing while it holds.
 	Behind []string `json:"behind,omitempty"`
 	// Opening is set until the node has opened every replica the catalog
 	// assigns it, after a start.
@@ -427,9 +429,10 @@ type memberReport struct {
 
 // leads returns how many groups member id leads by its latest leader
 // table (this node's own when id is this node).
-// catchUpState returns the groups that alive members (this node
-// included) announce with a replica behind, and the alive members that
-// announced, since their last start, that they opened all their replicas.
+// catchUpState returns the nodes that alive members (this node included)
+// announce with a replica behind in a group they lead, and the alive
+// members that announced, since their last start, that they opened all
+// their replicas.
 func (m *membership) catchUpState() (behind, opened map[string]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -438,8 +441,8 @@ func (m *membership) catchUpState() (behind, opened map[string]bool) {
 		if _, alive := m.alive[from]; !alive && from != m.n.cfg.ID {
 			continue
 		}
-		for _, g := range t.Behind {
-			behind[g] = true
+		for _, id := range t.Behind {
+			behind[id] = true
 		}
 		opened[from] = !t.Opening
 	}

@@ -45,6 +45,9 @@ func (c shapeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(underReplicatedDesc, prometheus.GaugeValue, float64(l.UnderReplicatedTotal))
 	ch <- prometheus.MustNewConstMetric(movesDesc, prometheus.GaugeValue, float64(l.MovesInFlight))
 	for _, s := range l.Nodes {
+		if s.Removed {
+			continue // gone for good: no series of its own
+		}
 		draining := 0.0
 		if s.Draining {
 			draining = 1

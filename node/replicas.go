@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,6 +47,10 @@ type replicaSet struct {
 	// announcedOpening whether it said the node was still opening.
 	announcedReports []moveReport
 	announcedOpening bool
+	// behind is the last behindNodes answer, found at behindAt (the
+	// announcing loop's own).
+	behind   []string
+	behindAt time.Time
 	// opened is set once a reconcile pass has opened every replica the
 	// catalog assigns this node (leader tables say so: safe-to-stop
 	// waits for it on the other replicas' nodes).
@@ -192,40 +197,54 @@ func (n *Node) announceLeaders() {
 	if stamp.metaTerm != 0 {
 		t.Groups[meta.MetaGroupID] = stamp.metaTerm
 	}
+	var led []*replica
 	for _, r := range n.replicas.all() {
 		if term, ok := r.p.LeaderTerm(); ok {
 			t.Groups[r.a.GroupID] = term
-			if len(t.Behind) < behindMax && replicaBehind(r.p) {
-				t.Behind = append(t.Behind, r.a.GroupID)
-			}
+			led = append(led, r)
 		}
 	}
-	slices.Sort(t.Behind)
+	t.Behind = n.replicas.behindNodes(led, stamp.at)
 	n.members.announce(t)
+}
+
+// behindNodes returns the nodes (sorted) with a replica behind in one of
+// the groups of led, found again at most every leaderTableRebuild (in
+// between, during a failover's many rebuilds, the last answer stands).
+func (rs *replicaSet) behindNodes(led []*replica, now time.Time) []string {
+	if now.Sub(rs.behindAt) < leaderTableRebuild {
+		return rs.behind
+	}
+	found := map[string]bool{}
+	for _, r := range led {
+		for _, id := range replicaBehind(r.p) {
+			found[id] = true
+		}
+	}
+	rs.behind, rs.behindAt = slices.Sorted(maps.Keys(found)), now
+	return rs.behind
 }
 
 // behindSlack is how many entries a replica may trail its leader's commit
 // index and still count as caught up for safe-to-stop (followers trail by
-// the appends in flight); behindMax bounds the groups a leader table
-// lists as behind.
-const (
-	behindSlack = 64
-	behindMax   = 64
-)
+// the appends in flight).
+const behindSlack = 64
 
-// replicaBehind reports whether a replica of the group p leads trails the
-// commit index by more than behindSlack entries, by the leader's view.
-func replicaBehind(p *partition.Partition) bool {
+// replicaBehind returns the nodes whose replica of the group p leads
+// trails the commit index by more than behindSlack entries, by the
+// leader's view (none when p does not lead).
+func replicaBehind(p *partition.Partition) []string {
 	prog, err := p.Progress()
 	if err != nil {
-		return false
+		return nil
 	}
+	var out []string
 	for _, s := range prog.Servers {
 		if s.Match+behindSlack < prog.CommitIndex {
-			return true
+			out = append(out, string(s.ID))
 		}
 	}
-	return false
+	return out
 }
 
 // reconcile starts replicas newly assigned to this node, stops those whose

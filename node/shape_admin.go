@@ -30,7 +30,8 @@ func (n *Node) dispatchShape(ctx context.Context, in any) (out any, err error, o
 	return nil, nil, false
 }
 
-// listNodes describes every registered node, the moves in flight and the
+// listNodes describes every registered node (then the nodes removed for
+// good that the catalog remembers), the moves in flight and the
 // under-replicated partitions. Gossip is read outside the catalog's lock.
 func (n *Node) listNodes() *wire.ListNodesResponse {
 	out := &wire.ListNodesResponse{}
@@ -39,8 +40,9 @@ func (n *Node) listNodes() *wire.ListNodesResponse {
 	var nodes []meta.Node
 	var shape map[string]*nodeShape
 	stuck := map[string]int{}
+	var removed []string
 	n.meta.view(func(f *meta.FSM) {
-		nodes, shape = f.Nodes(), shapeByNode(f)
+		nodes, shape, removed = f.Nodes(), shapeByNode(f), f.RemovedNodes()
 		for _, nd := range nodes {
 			if nd.Draining && shape[nd.ID].Replicas > 0 {
 				stuck[nd.ID] = f.Unmovable(nd.ID, unavailable)
@@ -66,6 +68,9 @@ func (n *Node) listNodes() *wire.ListNodesResponse {
 			st.Stuck = fmt.Sprintf("%d of its partitions have a replica on every other available node: add a node or undrain", k)
 		}
 		out.Nodes = append(out.Nodes, st)
+	}
+	for _, id := range removed {
+		out.Nodes = append(out.Nodes, wire.NodeStatus{ID: id, State: n.nodeState(id), Removed: true})
 	}
 	return out
 }
@@ -159,7 +164,8 @@ func (n *Node) safeToStop(r *wire.SafeToStopRequest) (*wire.SafeToStopResponse, 
 	}
 	registered := false
 	behind, opened := n.members.catchUpState()
-	opening := map[string]bool{} // alive nodes sharing a partition that still open replicas
+	opening := map[string]bool{}  // alive nodes sharing a partition that still open replicas
+	catching := map[string]bool{} // alive nodes sharing a partition with replicas behind
 	n.meta.view(func(f *meta.FSM) {
 		_, registered = f.Node(r.ID)
 		for _, q := range f.Queues() {
@@ -170,12 +176,12 @@ func (n *Node) safeToStop(r *wire.SafeToStopRequest) (*wire.SafeToStopResponse, 
 				if up := caughtUpWithout(p, r.ID, alive); up < len(p.Replicas)/2+1 {
 					reason("queue %q partition %d: %d caught-up replicas on alive nodes without it, %d needed", q.Name, p.Index, up, len(p.Replicas)/2+1)
 				}
-				if behind[q.GroupID(p.Index)] {
-					reason("queue %q partition %d: a replica is catching up with its leader", q.Name, p.Index)
-				}
 				for _, id := range p.Replicas {
 					if id != r.ID && alive[id] && !opened[id] {
 						opening[id] = true
+					}
+					if id != r.ID && alive[id] && behind[id] {
+						catching[id] = true
 					}
 				}
 			}
@@ -183,6 +189,9 @@ func (n *Node) safeToStop(r *wire.SafeToStopRequest) (*wire.SafeToStopResponse, 
 	})
 	for _, id := range slices.Sorted(maps.Keys(opening)) {
 		reason("node %s has not opened all its replicas yet (it is starting)", id)
+	}
+	for _, id := range slices.Sorted(maps.Keys(catching)) {
+		reason("node %s has replicas catching up with their leaders", id)
 	}
 	if !registered {
 		return nil, fmt.Errorf("%w: %q", meta.ErrNodeNotFound, r.ID)

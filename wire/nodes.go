@@ -23,6 +23,10 @@ type NodeStatus struct {
 	// Stuck explains a drain that cannot finish (nowhere to move a
 	// replica to); empty otherwise.
 	Stuck string `msgpack:"stuck,omitempty"`
+	// Removed is set for a node removed for good (`node remove`): it is
+	// no longer registered, and its id may not join again. The catalog
+	// remembers the last meta.RemovedMax removed ids.
+	Removed bool `msgpack:"removed,omitempty"`
 }
 
 // UnderReplicatedInfo is a partition with fewer caught-up replicas than
@@ -47,7 +51,9 @@ type MovingInfo struct {
 // ListNodesRequest asks any node for every node's status.
 type ListNodesRequest struct{}
 
-// ListNodesResponse lists the registered nodes by id, the partitions
+// ListNodesResponse lists the registered nodes by id, then the nodes
+// removed for good that the catalog remembers (NodeStatus.Removed), the
+// partitions
 // moving (at most MovingListMax; MovesInFlight counts them all), and the
 // under-replicated partitions (at most UnderReplicatedListMax;
 // UnderReplicatedTotal counts them all).

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +40,16 @@ func TestCLI_NodeRemove(t *testing.T) {
 	}
 	if r := ferry(t, cl.addrs[:2], "node", "remove", "n3", "--yes"); r.code == 0 || !strings.Contains(r.stderr, "node not found") {
 		t.Fatalf("second removal: exit %d, %q", r.code, r.stderr)
+	}
+	// node ls still names it, as removed for good.
+	ls := ferry(t, cl.addrs[:2], "node", "ls", "--json")
+	var v struct {
+		Nodes []struct{ ID, Lifecycle string }
+	}
+	if ls.code != 0 || json.Unmarshal([]byte(ls.stdout), &v) != nil {
+		t.Fatalf("node ls --json: exit %d, %q", ls.code, ls.stdout)
+	}
+	if !slices.ContainsFunc(v.Nodes, func(n struct{ ID, Lifecycle string }) bool { return n.ID == "n3" && n.Lifecycle == "removed" }) {
+		t.Fatalf("node ls lists no removed n3: %q", ls.stdout)
 	}
 }

@@ -5,7 +5,8 @@ import "github.com/ferrymq/ferry/wire"
 // NodeStatus is one node's part in the cluster's shape, as `ferry node ls
 // --json` and GET /v1/nodes give it. state is "alive", "suspect", "dead",
 // "left" or "unknown"; lifecycle adds what placement does with it:
-// "active", "draining", "drained" or "dead" (gossip sees it dead).
+// "active", "draining", "drained", "dead" (gossip sees it dead) or
+// "removed" (removed for good; it may not join again).
 type NodeStatus struct {
 	ID        string `json:"id"`
 	State     string `json:"state"`
@@ -22,6 +23,8 @@ type NodeStatus struct {
 // Lifecycle names what placement does with a node.
 func Lifecycle(s wire.NodeStatus) string {
 	switch {
+	case s.Removed:
+		return "removed"
 	case s.Draining && s.Replicas == 0 && s.Leaving == 0 && s.Leading == 0:
 		return "drained"
 	case s.Draining:
