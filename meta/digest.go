@@ -41,7 +41,7 @@ func (d *digester) queue(q *Queue) {
 		int64(pc.DeadRetention), pc.DedupMaxIDs)
 	d.Ints(int64(len(q.Partitions)))
 	for _, p := range q.Partitions {
-		d.Ints(int64(p.Index), int64(len(p.Replicas)))
+		d.Ints(int64(p.Index), int64(len(p.Replicas)), int64(p.MoveEpoch))
 		for _, ids := range [][]string{p.Replicas, p.Joining, p.Leaving} {
 			d.Ints(int64(len(ids)))
 			for _, id := range ids {

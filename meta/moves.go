@@ -10,13 +10,17 @@ import (
 // for the old one never touches the new), partition Index, node Node.
 // Incarnation, for CmdReplicaCaughtUp, is the node's incarnation the
 // leader saw catching up: a node that lost its data again since must
-// catch up again.
+// catch up again. MoveEpoch, for CmdReplicaCaughtUp and CmdReplicaLeft,
+// is the partition's Partition.MoveEpoch the leader saw: the command
+// applies only in that epoch. Zero (commands logged before epochs
+// existed) skips that check.
 type ReplicaCmd struct {
 	Queue       string `msgpack:"queue"`
 	QueueID     uint64 `msgpack:"queue_id"`
 	Index       int    `msgpack:"index"`
 	Node        string `msgpack:"node"`
 	Incarnation uint64 `msgpack:"incarnation,omitempty"`
+	MoveEpoch   uint64 `msgpack:"move_epoch,omitempty"`
 }
 
 // MoveReplicaCmd moves partition Index of queue Queue (id QueueID) from
@@ -61,11 +65,24 @@ func (f *FSM) replicaCaughtUp(c *ReplicaCmd) error {
 	if !slices.Contains(p.Joining, c.Node) {
 		return fmt.Errorf("%w: node %s is not joining queue %q partition %d", ErrStalePlacement, c.Node, q.Name, p.Index)
 	}
+	if err := checkMoveEpoch(c, q, p); err != nil {
+		return err
+	}
 	if n, ok := f.nodes[c.Node]; ok && n.Incarnation != c.Incarnation {
 		return fmt.Errorf("%w: node %s is at incarnation %d, caught up at %d", ErrStalePlacement, c.Node, n.Incarnation, c.Incarnation)
 	}
 	p.Joining = deleteID(p.Joining, c.Node)
 	f.touch(q)
+	return nil
+}
+
+// checkMoveEpoch refuses a report made under another move epoch than p's
+// (see Partition.MoveEpoch).
+func checkMoveEpoch(c *ReplicaCmd, q *Queue, p *Partition) error {
+	if c.MoveEpoch != 0 && c.MoveEpoch != p.MoveEpoch {
+		return fmt.Errorf("%w: report on node %s of queue %q partition %d made in move epoch %d, the partition is at %d",
+			ErrStalePlacement, c.Node, q.Name, p.Index, c.MoveEpoch, p.MoveEpoch)
+	}
 	return nil
 }
 
@@ -77,6 +94,9 @@ func (f *FSM) replicaLeft(c *ReplicaCmd) error {
 	}
 	if !slices.Contains(p.Leaving, c.Node) {
 		return fmt.Errorf("%w: node %s is not leaving queue %q partition %d", ErrStalePlacement, c.Node, q.Name, p.Index)
+	}
+	if err := checkMoveEpoch(c, q, p); err != nil {
+		return err
 	}
 	p.Leaving = deleteID(p.Leaving, c.Node)
 	f.touch(q)
@@ -117,6 +137,7 @@ func (f *FSM) moveReplica(c *MoveReplicaCmd) error {
 	}
 	p.Joining = append(p.Joining, c.To)
 	p.Leaving = append(p.Leaving, c.From)
+	p.newMoveEpoch()
 	f.touch(q)
 	return nil
 }
@@ -166,6 +187,7 @@ func (f *FSM) markRejoining(id string) {
 				continue
 			}
 			p.Joining = append(p.Joining, id)
+			p.newMoveEpoch()
 			changed = true
 		}
 		if changed {

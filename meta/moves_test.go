@@ -84,6 +84,68 @@ func TestMeta_MoveReplicaLifecycle(t *testing.T) {
 	wantErr(t, h.apply(moveCmdOf(q, 0, from, "n4")).Err, ErrStalePlacement)
 }
 
+// epochCmd returns c with its replica command stamped with move epoch e.
+func epochCmd(c Command, e uint64) Command {
+	if c.ReplicaLeft != nil {
+		c.ReplicaLeft.MoveEpoch = e
+	}
+	if c.ReplicaCaughtUp != nil {
+		c.ReplicaCaughtUp.MoveEpoch = e
+	}
+	return c
+}
+
+// A report outlives its move (the leader gossips it for a while): a node
+// that left, came back and leaves again must not be recorded as gone by
+// the first move's report while it is still a voter, nor a node joining
+// again be recorded as caught up by its earlier catch-up's report.
+func TestMeta_ReportsOfAnEarlierMoveAreStale(t *testing.T) {
+	h := newHarness(t)
+	h.registerN(5)
+	q := h.create("jobs", shape(1, 3))
+	p := h.partition("jobs", 0)
+	a := p.Replicas[1]
+	run := func(c Command) {
+		t.Helper()
+		if r := h.apply(c); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	// Move 1: a -> n4, finished; its reports are made in epoch 1.
+	run(moveCmdOf(q, 0, a, "n4"))
+	e1 := h.partition("jobs", 0).MoveEpoch
+	run(epochCmd(caughtUpCmd(q, 0, "n4", 0), e1))
+	run(epochCmd(leftCmd(q, 0, a), e1))
+	// Move 2: n4 -> a, finished in epoch 2.
+	run(moveCmdOf(q, 0, "n4", a))
+	e2 := h.partition("jobs", 0).MoveEpoch
+	if e2 == e1 {
+		t.Fatalf("a new move kept epoch %d", e1)
+	}
+	wantErr(t, h.apply(epochCmd(caughtUpCmd(q, 0, a, 0), e1)).Err, ErrStalePlacement)
+	run(epochCmd(caughtUpCmd(q, 0, a, 0), e2))
+	run(epochCmd(leftCmd(q, 0, "n4"), e2))
+	// Move 3: a -> n5. Move 1's "a left" report arrives late.
+	run(moveCmdOf(q, 0, a, "n5"))
+	e3 := h.partition("jobs", 0).MoveEpoch
+	wantErr(t, h.apply(epochCmd(leftCmd(q, 0, a), e1)).Err, ErrStalePlacement)
+	wantErr(t, h.apply(epochCmd(leftCmd(q, 0, a), e2)).Err, ErrStalePlacement)
+	if p := h.partition("jobs", 0); !slices.Equal(p.Leaving, []string{a}) || !slices.Equal(p.Joining, []string{"n5"}) {
+		t.Fatalf("a stale report changed the move: %+v", p)
+	}
+	run(epochCmd(caughtUpCmd(q, 0, "n5", 0), e3))
+	run(epochCmd(leftCmd(q, 0, a), e3))
+	if p := h.partition("jobs", 0); p.Moving() || p.MoveEpoch != e3 {
+		t.Fatalf("after move 3: %+v", p)
+	}
+	// The assignment hands the epoch to the leader's reports.
+	for _, as := range h.f.Assignments("n5") {
+		if as.MoveEpoch != e3 {
+			t.Fatalf("assignment epoch %d, want %d", as.MoveEpoch, e3)
+		}
+	}
+}
+
 // Moving the preferred leader's replica hands the role to the next replica
 // and appends the newcomer, which cannot lead before it caught up.
 func TestMeta_MovingThePreferredLeaderPassesTheRole(t *testing.T) {

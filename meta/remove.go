@@ -56,6 +56,7 @@ func (f *FSM) removeNode(id string) (int, error) {
 			if to := f.leastLoadedOutside(slices.Concat(p.Replicas, p.Leaving), id); to != nil {
 				p.Replicas = slices.Insert(p.Replicas, slot, to.id)
 				p.Joining = append(p.Joining, to.id)
+				p.newMoveEpoch()
 				to.replicas++
 				moved++
 			}
@@ -130,6 +131,7 @@ func (f *FSM) fillUnderReplicated(id string) {
 			}
 			p.Replicas = append(p.Replicas, id)
 			p.Joining = append(p.Joining, id)
+			p.newMoveEpoch()
 			l.replicas++
 			changed = true
 		}

@@ -58,7 +58,16 @@ type Partition struct {
 	// group, once every Joining replica caught up, and recorded so with
 	// CmdReplicaLeft.
 	Leaving []string `msgpack:"leaving,omitempty"`
+	// MoveEpoch counts the changes that added a replica to Joining or
+	// Leaving. A move report names the epoch it was made under, and the
+	// catalog records it only in that epoch: a report outliving its move
+	// (a node that left, came back, and leaves again) never finishes a
+	// later one.
+	MoveEpoch uint64 `msgpack:"move_epoch,omitempty"`
 }
+
+// newMoveEpoch records that a change added to p's Joining or Leaving.
+func (p *Partition) newMoveEpoch() { p.MoveEpoch++ }
 
 // Moving reports whether a move of the partition is in progress.
 func (p Partition) Moving() bool { return len(p.Joining) > 0 || len(p.Leaving) > 0 }
@@ -155,6 +164,9 @@ type Assignment struct {
 	// Joining and Leaving are the partition's (see Partition); its
 	// leader drives the raft group from them.
 	Joining, Leaving []string
+	// MoveEpoch is the partition's (see Partition.MoveEpoch): the leader's
+	// move reports carry it.
+	MoveEpoch uint64
 	// Config is the partition configuration in force.
 	Config fsm.QueueConfig
 	// Version is the queue's version, bumped by every config update.

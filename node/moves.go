@@ -45,10 +45,10 @@ func (rs *replicaSet) stepMembers(r *replica, nodes map[string]meta.Node) bool {
 			return false
 		case mover.CaughtUp:
 			rs.n.reports.add(moveReport{Kind: reportCaughtUp, Queue: r.a.Queue, QueueID: r.a.QueueID, Index: r.a.Index,
-				Node: step.Node, Inc: nodes[step.Node].Incarnation})
+				Node: step.Node, Inc: nodes[step.Node].Incarnation, Epoch: r.a.MoveEpoch})
 			return false
 		case mover.Left:
-			rs.n.reports.add(moveReport{Kind: reportLeft, Queue: r.a.Queue, QueueID: r.a.QueueID, Index: r.a.Index, Node: step.Node})
+			rs.n.reports.add(moveReport{Kind: reportLeft, Queue: r.a.Queue, QueueID: r.a.QueueID, Index: r.a.Index, Node: step.Node, Epoch: r.a.MoveEpoch})
 			return false
 		}
 		rs.n.logger.Info("partition membership changed", "group", r.a.GroupID, "step", step.Action.String(), "replica", step.Node)
@@ -136,6 +136,9 @@ type moveReport struct {
 	Index   int        `json:"index"`
 	Node    string     `json:"node"`
 	Inc     uint64     `json:"inc,omitempty"`
+	// Epoch is the partition's move epoch the leader acted under (see
+	// meta.Partition.MoveEpoch).
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // group returns the report's raft group id.

@@ -121,7 +121,10 @@ func (n *Node) reportCommand(r moveReport) (meta.Command, bool) {
 			return
 		}
 		p := q.Partitions[r.Index]
-		rc := &meta.ReplicaCmd{Queue: r.Queue, QueueID: r.QueueID, Index: r.Index, Node: r.Node, Incarnation: r.Inc}
+		if r.Epoch != p.MoveEpoch {
+			return // made in an earlier move of the partition
+		}
+		rc := &meta.ReplicaCmd{Queue: r.Queue, QueueID: r.QueueID, Index: r.Index, Node: r.Node, Incarnation: r.Inc, MoveEpoch: r.Epoch}
 		switch r.Kind {
 		case reportCaughtUp:
 			nd, _ := f.Node(r.Node)
