@@ -27,11 +27,13 @@ type consumerTracker struct {
 	seen map[partitionKey]map[string]time.Time
 }
 
+// partitionKey names one partition of a queue.
 type partitionKey struct {
 	queue string
 	index int
 }
 
+// newConsumerTracker returns an empty tracker.
 func newConsumerTracker() *consumerTracker {
 	return &consumerTracker{seen: map[partitionKey]map[string]time.Time{}}
 }
@@ -77,6 +79,8 @@ func (t *consumerTracker) count(queue string, index int, now time.Time) int {
 	return len(m)
 }
 
+// pruneLocked forgets the consumers seen longer than consumerWindow ago,
+// and the partitions left with none. t.mu is held.
 func (t *consumerTracker) pruneLocked(now time.Time) {
 	for k, m := range t.seen {
 		for id, at := range m {

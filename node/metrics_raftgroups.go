@@ -90,6 +90,8 @@ func collectGroup(ch chan<- prometheus.Metric, st map[string]string, dir string,
 	}
 }
 
+// statUint reads a number from raft's Stats map; 0 when absent or
+// malformed.
 func statUint(st map[string]string, key string) uint64 {
 	v, _ := strconv.ParseUint(st[key], 10, 64)
 	return v
