@@ -60,6 +60,8 @@ func ParseGossipKeyring(text string) ([][]byte, error) {
 	return keys, nil
 }
 
+// checkGossipKey validates one gossip key: memberlist takes AES-128, -192
+// or -256 keys only.
 func checkGossipKey(key []byte) error {
 	switch len(key) {
 	case 16, 24, 32:

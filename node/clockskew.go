@@ -60,6 +60,8 @@ type clockMonitor struct {
 	transfers uint64
 }
 
+// newClockMonitor returns a monitor with no samples, judging against
+// Config.MaxClockOffset.
 func newClockMonitor(n *Node) *clockMonitor {
 	return &clockMonitor{n: n, maxOffset: n.cfg.MaxClockOffset, samples: map[string][]clockSample{}}
 }
@@ -86,6 +88,8 @@ func (p *clockPing) NotifyPingComplete(other *memberlist.Node, rtt time.Duration
 	(*clockMonitor)(p).record(other.Name, clockSample{offset: time.Duration(remote - mid), rtt: rtt, at: time.Now()})
 }
 
+// record keeps a sample of peer's clock, the newest clockSamplesKept per
+// peer.
 func (m *clockMonitor) record(peer string, s clockSample) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -153,6 +157,7 @@ func towardZero(d, by time.Duration) time.Duration {
 	return 0
 }
 
+// abs returns the magnitude of d.
 func abs(d time.Duration) time.Duration {
 	if d < 0 {
 		return -d

@@ -111,13 +111,21 @@ func (n *Node) clientAddrOf(id string) string {
 	return ""
 }
 
+// receiptOf converts a client's receipt to the state machine's (the
+// partition it names is checked by the caller).
 func receiptOf(r wire.Receipt) fsm.Receipt { return fsm.Receipt{Seq: r.Seq, Attempt: r.Attempt} }
 
+// deadFilterOf converts a dead-letter filter from the wire to the state
+// machine, field for field; reasons keep their numbers (the two enums are
+// pinned by convert_dead_test.go). The state machine validates it.
 func deadFilterOf(f wire.DeadFilter) fsm.DeadFilter {
 	return fsm.DeadFilter{Seqs: f.Seqs, Reason: fsm.DeadReason(f.Reason), Group: f.Group,
 		FromAt: f.FromAt, ToAt: f.ToAt, AfterSeq: f.AfterSeq, Limit: f.Limit, Text: f.Text}
 }
 
+// deadLetterOf converts a dead letter of partition partitionIndex from the
+// state machine to the wire, field for field; reasons and event kinds
+// keep their numbers (pinned by convert_dead_test.go).
 func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {
 	out := wire.DeadLetter{
 		Partition: partitionIndex, Seq: d.Seq, ID: d.ID, Group: d.Group, Headers: d.Headers, Body: d.Body,
@@ -131,6 +139,8 @@ func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {
 	return out
 }
 
+// statsOf renders a partition's state-machine stats and its replica status
+// (leader, applied index) for the wire.
 func statsOf(index int, st fsm.Stats, s partition.Status) wire.PartitionStats {
 	c := st.Counters
 	return wire.PartitionStats{
@@ -165,4 +175,5 @@ func catalogConfigOf(w wire.QueueConfig) meta.QueueConfig {
 	}}
 }
 
+// itoa formats i in decimal (metric labels, partition indexes).
 func itoa(i int) string { return strconv.Itoa(i) }

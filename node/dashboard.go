@@ -53,6 +53,10 @@ func withViewerToken(ctx context.Context, secret string) context.Context {
 	return context.WithValue(ctx, viewerTokenKey{}, secret)
 }
 
+// newDashboardSource returns the dashboard's view of the cluster through
+// this node: an HTTP client for the other nodes' admin ports (trusting
+// the cluster CA) and, opened on demand, Go clients of this node's client
+// port.
 func newDashboardSource(n *Node) *dashboardSource {
 	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 5 * time.Second}
 	if n.tls != nil {
@@ -146,6 +150,7 @@ func (s *dashboardSource) Queues(ctx context.Context) (dashboard.Queues, error) 
 	return c, nil
 }
 
+// close closes the source's clients; Queues refuses from then on.
 func (s *dashboardSource) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

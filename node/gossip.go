@@ -86,6 +86,10 @@ func (e *gossipEvents) NotifyLeave(n *memberlist.Node) {
 	(*membership)(e).update(n, state)
 }
 
+// update records a member's new gossip state. A member that has not
+// proven it holds the cluster secret counts as dead; one that left or
+// restarted with a new signing key loses its leader table. Waiters on
+// events are woken.
 func (m *membership) update(n *memberlist.Node, state wire.NodeState) {
 	var mm memberMeta
 	if err := json.Unmarshal(n.Meta, &mm); err != nil || mm.ID == "" {
@@ -125,6 +129,8 @@ func (m *membership) update(n *memberlist.Node, state wire.NodeState) {
 // slog records at a matching level.
 type slogWriter struct{ l *slog.Logger }
 
+// Write logs one memberlist line at the level its prefix names (debug
+// when it names none).
 func (w slogWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	level := slog.LevelDebug

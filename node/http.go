@@ -194,6 +194,8 @@ func (n *Node) handleQueuesJSON(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, jsonview.QueuesOf(md.Queues))
 }
 
+// handleReplicasJSON serves the replicas this node hosts, with role,
+// applied index, digest and counts (GET /v1/replicas).
 func (n *Node) handleReplicasJSON(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, n.replicaViews())
 }
@@ -248,6 +250,8 @@ func (n *Node) handleSafeToStopJSON(w http.ResponseWriter, r *http.Request) {
 	}{id, ans.Safe, ans.Leads, append([]string{}, ans.Reasons...)})
 }
 
+// writeJSON writes v as indented JSON; a failed write is the client's
+// loss and is not reported.
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

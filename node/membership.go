@@ -40,7 +40,8 @@ type memberMeta struct {
 }
 
 // leaderTable is the set of raft groups one node leads, as it announced it.
-// Gen orders announcements of one node: (process start, counter).
+// Start and Seq order the announcements of one node: (process start,
+// counter).
 type leaderTable struct {
 	Node   string            `json:"node"`
 	Start  int64             `json:"start"`
@@ -66,6 +67,8 @@ func (t leaderTable) sameContent(o leaderTable) bool {
 		t.Opening == o.Opening
 }
 
+// newerThan reports whether t was announced after o by the same node: a
+// later process start, or a later announcement of the same process.
 func (t leaderTable) newerThan(o leaderTable) bool {
 	return t.Start > o.Start || (t.Start == o.Start && t.Seq > o.Seq)
 }
@@ -104,6 +107,10 @@ type membership struct {
 	signKey ed25519.PrivateKey
 }
 
+// newMembership starts gossip for n: a fresh key to sign its leader
+// tables, the keyring from Config.GossipKeys (first key primary), and
+// this node's metadata with its addresses and incarnation. It joins no
+// one yet.
 func newMembership(n *Node) (*membership, error) {
 	m := &membership{
 		n: n, start: time.Now().UnixNano(),
@@ -141,6 +148,10 @@ func newMembership(n *Node) (*membership, error) {
 	return m, nil
 }
 
+// config builds the memberlist configuration: LAN timings (local ones
+// under GossipFast), bound to and advertising GossipAddr, the cluster name
+// as label, the keyring (when set) with encryption required both ways, the
+// gossip, event and clock delegates, and logs through slog.
 func (m *membership) config() (*memberlist.Config, error) {
 	host, portStr, err := net.SplitHostPort(m.n.cfg.GossipAddr)
 	if err != nil {
@@ -267,6 +278,8 @@ func (m *membership) join(addrs []string) error {
 // metadata update, so reading it later races with those updates.
 func (m *membership) gossipAddr() string { return m.addr }
 
+// leave announces this node's departure (waiting up to a second) and
+// stops gossip.
 func (m *membership) leave() {
 	m.ml.Leave(time.Second)
 	m.ml.Shutdown()
@@ -284,6 +297,8 @@ func (m *membership) members() []memberMeta {
 	return out
 }
 
+// state returns a member's last gossip state as this node saw it; the
+// zero state for a member never seen.
 func (m *membership) state(id string) wire.NodeState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -345,6 +360,8 @@ func (m *membership) mergeTable(st signedTable) error {
 	return nil
 }
 
+// notify wakes the one waiter on events without blocking; a wake-up
+// already pending covers this one.
 func (m *membership) notify() {
 	select {
 	case m.events <- struct{}{}:
@@ -352,6 +369,7 @@ func (m *membership) notify() {
 	}
 }
 
+// cmpString orders two strings as slices.SortFunc wants.
 func cmpString(a, b string) int {
 	switch {
 	case a < b:
@@ -365,9 +383,15 @@ func cmpString(a, b string) int {
 // broadcast is a memberlist.Broadcast of one leader-table message.
 type broadcast []byte
 
+// Invalidates implements memberlist.Broadcast: a leader table never
+// replaces another in the queue (receivers keep the newest).
 func (b broadcast) Invalidates(memberlist.Broadcast) bool { return false }
-func (b broadcast) Message() []byte                       { return b }
-func (b broadcast) Finished()                             {}
+
+// Message implements memberlist.Broadcast.
+func (b broadcast) Message() []byte { return b }
+
+// Finished implements memberlist.Broadcast.
+func (b broadcast) Finished() {}
 
 // incarnation returns the member's incarnation, 0 when it sent none or one
 // that does not parse.
@@ -449,6 +473,8 @@ func (m *membership) catchUpState() (behind, opened map[string]bool) {
 	return behind, opened
 }
 
+// leads returns how many raft groups node id leads, by its last leader
+// table (this node's own, for itself).
 func (m *membership) leads(id string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -45,6 +45,10 @@ type metaGroup struct {
 // the commit index to followers when no new entry does.
 const metaCommitTimeout = 50 * time.Millisecond
 
+// openMetaGroup opens this node's replica of the meta group in
+// DataDir/meta, with the partitions' timings but raft's 50 ms
+// CommitTimeout. A replica in a new or wiped data directory starts
+// abstaining from elections (see stopAbstaining).
 func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, error) {
 	g := &metaGroup{n: n, fsm: meta.New(), changed: make(chan struct{}, 1), applied: make(chan struct{})}
 	dir := filepath.Join(n.cfg.DataDir, "meta")
@@ -101,6 +105,8 @@ func (g *metaGroup) stopAbstaining() {
 	}
 }
 
+// start opens the group's bolt log and stable store and its snapshot store
+// in dir, notes whether it has state, and starts raft.
 func (g *metaGroup) start(dir string, rc *raft.Config) error {
 	if err := mkdir(dir); err != nil {
 		return err
@@ -143,6 +149,7 @@ func (g *metaGroup) bootstrap(voters []raft.Server) error {
 	return nil
 }
 
+// isLeader reports whether this node's replica leads the meta group.
 func (g *metaGroup) isLeader() bool { return g.raft.State() == raft.Leader }
 
 // leaderID returns the meta leader's node id, or "".
@@ -288,6 +295,8 @@ func (g *metaGroup) servers() ([]raft.Server, error) {
 	return f.Configuration().Servers, nil
 }
 
+// close stops the replica: a leader with peers hands leadership over
+// first; then the transport, raft and the store close, in that order.
 func (g *metaGroup) close() {
 	if g.isLeader() {
 		if cfg, err := g.servers(); err == nil && len(cfg) > 1 {
@@ -345,8 +354,11 @@ func (m *metaFSM) Restore(rc io.ReadCloser) error {
 	return err
 }
 
+// metaSnapshot is a frozen catalog that raft persists.
 type metaSnapshot struct{ s *meta.Snapshot }
 
+// Persist writes the catalog snapshot to sink, cancelling the sink on
+// failure.
 func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err := s.s.Persist(sink); err != nil {
 		sink.Cancel()
@@ -355,4 +367,5 @@ func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
+// Release frees the frozen catalog.
 func (s metaSnapshot) Release() { s.s.Release() }

@@ -42,6 +42,10 @@ type opSeries struct {
 	latency prometheus.Observer
 }
 
+// newMetrics builds the node's registry: request counts and latencies,
+// client connection counters, the HTTP, raft connection, raft group,
+// cluster shape, clock and partition collectors, and Go's runtime and
+// process collectors.
 func newMetrics(n *Node) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
@@ -80,6 +84,9 @@ func newMetrics(n *Node) *metrics {
 	return m
 }
 
+// observe counts one answered request and its latency. Successful
+// requests go through the op's cached series; failures look their labels
+// up each time.
 func (m *metrics) observe(op wire.Op, code wire.Code, elapsed time.Duration) {
 	if code != wire.CodeOK {
 		m.requests.WithLabelValues(opLabel(op), codeLabel(code)).Inc()
@@ -103,6 +110,7 @@ var (
 	codeLabels [64]string
 )
 
+// init fills opLabels and codeLabels.
 func init() {
 	for i := range opLabels {
 		opLabels[i] = snakeLabel(wire.Op(i).String())
@@ -112,8 +120,10 @@ func init() {
 	}
 }
 
+// opLabel returns op's metric label.
 func opLabel(op wire.Op) string { return opLabels[uint8(op)] }
 
+// codeLabel returns c's metric label; a code beyond the table is computed.
 func codeLabel(c wire.Code) string {
 	if int(c) < len(codeLabels) {
 		return codeLabels[c]
@@ -126,6 +136,7 @@ func snakeLabel(s string) string {
 	return strings.ReplaceAll(labelValue(s), "-", "_")
 }
 
+// handler serves the registry in Prometheus' text format (/metrics).
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
@@ -152,6 +163,7 @@ var (
 	}
 )
 
+// init builds the descriptors of the partition gauges.
 func init() {
 	for _, name := range gaugeNames {
 		gaugeDescs[name] = prometheus.NewDesc("ferry_partition_"+name, gaugeHelp[name]+" Reported by the partition leader.", partLabels, nil)
@@ -161,6 +173,7 @@ func init() {
 // partitionCollector reports the partitions this node leads.
 type partitionCollector struct{ n *Node }
 
+// Describe implements prometheus.Collector.
 func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range gaugeDescs {
 		ch <- d
@@ -171,6 +184,10 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- consumersDesc
 }
 
+// Collect implements prometheus.Collector: the gauges, ages, consumer
+// count and event counters of every partition this node leads, read from
+// the leader's state at scrape time. Followers report nothing, so each
+// partition has one series set.
 func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, r := range c.n.replicas.all() {

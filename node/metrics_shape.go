@@ -29,6 +29,7 @@ var (
 		"Snapshot bytes this node streamed to peers (rebuilding replicas).", nil, nil)
 )
 
+// Describe implements prometheus.Collector.
 func (c shapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{underReplicatedDesc, movesDesc, nodeReplicasDesc, nodePreferredDesc,
 		nodeLeadingDesc, nodeDrainingDesc, catchUpsDesc, snapshotBytesDesc} {
@@ -36,6 +37,8 @@ func (c shapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// Collect implements prometheus.Collector, from this node's catalog and
+// gossip; nothing before the meta group and gossip run.
 func (c shapeCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	if n.meta == nil || n.members == nil {

@@ -79,6 +79,7 @@ func (rs *replicaSet) claimStep(group string) bool {
 	return true
 }
 
+// releaseStep ends the step claimed by claimStep.
 func (rs *replicaSet) releaseStep(group string) {
 	rs.mu.Lock()
 	delete(rs.stepping, group)
@@ -157,6 +158,7 @@ type moveReports struct {
 	held map[moveReport]time.Time // report -> when last made
 }
 
+// newMoveReports returns an empty set of reports.
 func newMoveReports() *moveReports { return &moveReports{held: map[moveReport]time.Time{}} }
 
 // add makes a report (again); past reportsMax it is dropped, and made

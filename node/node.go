@@ -189,6 +189,9 @@ func Start(cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
+// startLoops starts the node's servers (client port, HTTP) and its
+// background loops (moves, clock monitor, bootstrap, meta duties,
+// reconcile); Close waits for the loops counted in n.loops.
 func (n *Node) startLoops(httpLn net.Listener) {
 	n.clients.wg.Add(1)
 	go n.clients.serve()
@@ -324,6 +327,7 @@ func openLogStore(cfg Config, logger *slog.Logger) (*raftlog.Store, error) {
 	return store, nil
 }
 
+// mkdir creates dir and its parents, naming dir in the error.
 func mkdir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)

@@ -113,6 +113,8 @@ func processRaftSink() *raftSink {
 	return raftSinkShared
 }
 
+// newRaftSink builds the Prometheus series of every metric in
+// raftMetricDefs; series of peer metrics are resolved on first sample.
 func newRaftSink() *raftSink {
 	s := &raftSink{series: map[string]*raftSeries{}}
 	for i := range raftMetricDefs {
@@ -208,6 +210,9 @@ func (s *raftSink) Collect(ch chan<- prometheus.Metric) {
 // raft's are far shorter.
 const raftKeyBytesMax = 128
 
+// observe records a sample of the metric at key, scaled to its unit;
+// keys not in raftMetricDefs are dropped. It allocates nothing for keys
+// up to raftKeyBytesMax.
 func (s *raftSink) observe(key []string, val float32, labels []gometrics.Label) {
 	var buf [raftKeyBytesMax]byte
 	k := buf[:0]

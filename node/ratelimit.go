@@ -16,6 +16,8 @@ type tokenBucket struct {
 	now    func() time.Time
 }
 
+// newTokenBucket returns a full bucket of burst tokens that refills at
+// rate tokens a second by the clock now.
 func newTokenBucket(rate float64, burst int, now func() time.Time) *tokenBucket {
 	return &tokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst), last: now(), now: now}
 }

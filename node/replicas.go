@@ -90,6 +90,8 @@ func sameAssignment(a, b meta.Assignment) bool {
 		slices.Equal(a.Joining, b.Joining) && slices.Equal(a.Leaving, b.Leaving)
 }
 
+// newReplicaSet returns an empty set of replicas for n, with the node's
+// bound on replicas campaigning at once.
 func newReplicaSet(n *Node) *replicaSet {
 	campaigns, err := partition.NewCampaigns(partition.DefaultCampaignsMax)
 	if err != nil {
@@ -127,6 +129,10 @@ func (rs *replicaSet) all() []*replica {
 // this gap.
 const reconcileGapMin = 100 * time.Millisecond
 
+// runReconcile brings the replicas in line with the catalog: after each
+// catalog change (at most one pass per reconcileGapMin), and every
+// ReconcileInterval when a pass is needed. It also announces the groups
+// this node leads every leaderAnnounceInterval.
 func (n *Node) runReconcile() {
 	defer n.loops.Done()
 	reconcile := time.NewTicker(n.cfg.ReconcileInterval)
@@ -420,6 +426,7 @@ func inParallel(n int, fn func(i int)) {
 	wg.Wait()
 }
 
+// dir is the data directory of group's replica: DataDir/partitions/group.
 func (rs *replicaSet) dir(group string) string {
 	return filepath.Join(rs.n.cfg.DataDir, "partitions", group)
 }
@@ -583,6 +590,8 @@ func (rs *replicaSet) giveUpAll(within time.Duration) int {
 	return len(led)
 }
 
+// closeAll waits for leadership hand-overs in progress, then closes every
+// replica, in parallel, and empties the set.
 func (rs *replicaSet) closeAll() {
 	rs.handing.Wait()
 	all := rs.all()

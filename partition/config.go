@@ -18,17 +18,20 @@ type Config struct {
 	GroupID string
 	// NodeID is this node's raft server id.
 	NodeID string
-	// Dir holds the raft log, snapshots and the message WAL.
+	// Dir is the replica's own directory: its snapshots, and its body
+	// records (payloads in no local entry, a wal.Log in Dir/wal). The raft
+	// log is not there unless Logs is nil.
 	Dir string
-	// Logs is the node's shared raft log store; the replica's entries go
-	// to its group GroupID there. Nil makes the replica open a store of its
-	// own under Dir (tests, single replicas).
+	// Logs is the node's shared raft log store; the replica's entries, term
+	// and vote go to its group GroupID there, and the payloads with them.
+	// Nil makes the replica open a store of its own in Dir/log (tests,
+	// single replicas).
 	Logs *raftlog.Store
-	// WALFiles bounds the open segment files of the replica's message WAL
-	// together with every other WAL given the same cache, and closes them
-	// while the replica is idle (wal.FileCache). Nil means the process's
-	// shared cache (SharedWALFiles), which every replica of every node in
-	// the process then uses.
+	// WALFiles bounds the open segment files of the replica's body records
+	// together with every other wal.Log given the same cache, and closes
+	// them while the replica is idle (wal.FileCache). Nil means the
+	// process's shared cache (SharedWALFiles), which every replica of every
+	// node in the process then uses.
 	WALFiles *wal.FileCache
 	// Transport carries the group's raft traffic.
 	Transport raft.Transport
@@ -102,8 +105,9 @@ type Config struct {
 	// FSM's next deadline comes (see tickTimer): a follower, or a leader
 	// with nothing pending, proposes none.
 	TickIntervalMax time.Duration
-	// CompactInterval is how often the WAL is compacted, on every replica,
-	// by the process's shared scheduler (to within its 250 ms sweep).
+	// CompactInterval is how often every replica copies payloads out of
+	// old entries and compacts its body records, run by the process's
+	// shared scheduler (to within its 250 ms sweep).
 	CompactInterval time.Duration
 
 	// DiskReserveBytes is the free space below which the leader refuses

@@ -1,7 +1,8 @@
 package wire
 
 // DeadReason says why a message was dead-lettered. The numbers are those of
-// the partition state machine; the enum is append-only.
+// the partition state machine (the server converts them by number, and its
+// tests check that both definitions agree); the enum is append-only.
 type DeadReason uint8
 
 // Dead-letter reasons.
@@ -32,7 +33,8 @@ func (r DeadReason) String() string {
 }
 
 // EventKind names an entry of a message's failure history. The numbers are
-// those of the partition state machine; the enum is append-only.
+// those of the partition state machine (checked like DeadReason's); the
+// enum is append-only.
 type EventKind uint8
 
 // Event kinds.

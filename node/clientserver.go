@@ -62,6 +62,8 @@ type clientServer struct {
 	acceptFailedAt atomic.Int64
 }
 
+// newClientServer returns the server of the client port on ln; tlsCfg
+// nil serves plaintext.
 func newClientServer(n *Node, ln net.Listener, tlsCfg *tls.Config) *clientServer {
 	return &clientServer{n: n, ln: ln, tls: tlsCfg, conns: map[net.Conn]string{}, perIP: map[string]int{}, refusing: map[net.Conn]struct{}{}}
 }
@@ -109,6 +111,7 @@ func (s *clientServer) acceptTrouble() bool {
 	return at != 0 && time.Since(time.Unix(0, at)) < acceptTroubleWindow
 }
 
+// closed reports whether close has run (it drops the connection table).
 func (s *clientServer) closed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -241,6 +244,11 @@ type serverConn struct {
 	writers atomic.Int32  // responses waiting for or holding wmu
 }
 
+// serveConn serves one admitted connection until it fails or the node
+// closes: the hello exchange under handshakeTimeout, then a reader loop
+// that hands every request, with the connection's token as it stands and
+// a deadline of at most requestTimeoutMax, to the connection's workers.
+// Answers may go back in any order; each carries its request's id.
 func (s *clientServer) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	defer s.forget(nc)

@@ -21,6 +21,8 @@ type requestWorkers struct {
 	wg      sync.WaitGroup
 }
 
+// newRequestWorkers returns an idle pool that runs handle for each
+// request; workers start on demand.
 func newRequestWorkers(handle func(connRequest)) *requestWorkers {
 	return &requestWorkers{handle: handle, reqs: make(chan connRequest)}
 }

@@ -83,6 +83,13 @@ func (n *Node) runMetaDuties() {
 	}
 }
 
+// registerMember, on the meta leader, brings one alive member into the
+// cluster: it records (or updates) the member in the catalog when its
+// addresses or incarnation changed, then adds it to the meta group if it
+// is not in it yet: as a voter while there are fewer than metaVotersMax,
+// else as a non-voter. A member not admitted (no proof of the cluster
+// secret) or removed for good is left out. Every step is idempotent: the
+// duty loop calls it for every member every dutyInterval.
 func (n *Node) registerMember(m memberMeta) {
 	if !n.members.admitted(m) {
 		n.members.warnUnadmitted(m.ID)
