@@ -111,13 +111,50 @@ func (n *Node) clientAddrOf(id string) string {
 	return ""
 }
 
+// receiptOf is the FSM's form of a receipt (its partition is the caller's
+// to check).
 func receiptOf(r wire.Receipt) fsm.Receipt { return fsm.Receipt{Seq: r.Seq, Attempt: r.Attempt} }
 
+// extendItemOf is the FSM's form of an extend item.
+func extendItemOf(it wire.ExtendItem) fsm.ExtendItem {
+	return fsm.ExtendItem{Receipt: receiptOf(it.Receipt), Visibility: it.Visibility}
+}
+
+// nackItemOf is the FSM's form of a nack item.
+func nackItemOf(it wire.NackItem) fsm.NackItem {
+	return fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay, Reason: it.Reason, Release: it.Release}
+}
+
+// rejectItemOf is the FSM's form of a reject item.
+func rejectItemOf(it wire.RejectItem) fsm.RejectItem {
+	return fsm.RejectItem{Receipt: receiptOf(it.Receipt), Reason: it.Reason}
+}
+
+// pick converts the items at the given indexes (all items when indexes is
+// nil), keeping their order.
+func pick[T, U any](items []T, indexes []int, conv func(T) U) []U {
+	if indexes == nil {
+		out := make([]U, len(items))
+		for i, it := range items {
+			out[i] = conv(it)
+		}
+		return out
+	}
+	out := make([]U, len(indexes))
+	for k, i := range indexes {
+		out[k] = conv(items[i])
+	}
+	return out
+}
+
+// deadFilterOf is the FSM's form of a dead-letter filter.
 func deadFilterOf(f wire.DeadFilter) fsm.DeadFilter {
 	return fsm.DeadFilter{Seqs: f.Seqs, Reason: fsm.DeadReason(f.Reason), Group: f.Group,
 		FromAt: f.FromAt, ToAt: f.ToAt, AfterSeq: f.AfterSeq, Limit: f.Limit, Text: f.Text}
 }
 
+// deadLetterOf renders a dead letter of partition partitionIndex for the
+// wire.
 func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {
 	out := wire.DeadLetter{
 		Partition: partitionIndex, Seq: d.Seq, ID: d.ID, Group: d.Group, Headers: d.Headers, Body: d.Body,
@@ -131,6 +168,7 @@ func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {
 	return out
 }
 
+// statsOf renders a partition's stats and raft status for the wire.
 func statsOf(index int, st fsm.Stats, s partition.Status) wire.PartitionStats {
 	c := st.Counters
 	return wire.PartitionStats{
@@ -165,4 +203,5 @@ func catalogConfigOf(w wire.QueueConfig) meta.QueueConfig {
 	}}
 }
 
+// itoa formats i in decimal.
 func itoa(i int) string { return strconv.Itoa(i) }
