@@ -53,19 +53,6 @@ type DeadLetter struct {
 	History          []Event
 }
 
-func (d DeadFilter) validate() error {
-	if d.Limit < 0 || d.Limit > DeadListMax || len(d.Seqs) > DeadListMax {
-		return fmt.Errorf("%w: dead-letter limit %d, %d seqs (at most %d)", ErrInvalidArgument, d.Limit, len(d.Seqs), DeadListMax)
-	}
-	if len(d.Text) > ReasonBytesMax {
-		return fmt.Errorf("%w: dead-letter text filter of %d bytes (at most %d)", ErrInvalidArgument, len(d.Text), ReasonBytesMax)
-	}
-	if d.FromAt != 0 && d.ToAt != 0 && d.ToAt < d.FromAt {
-		return fmt.Errorf("%w: dead-letter time range ends before it starts", ErrInvalidArgument)
-	}
-	return nil
-}
-
 func (d DeadFilter) limit() int {
 	if d.Limit == 0 {
 		return DeadListMax
@@ -119,7 +106,7 @@ func (f *FSM) selectDead(d DeadFilter) []*message {
 
 // ListDead returns the dead letters the filter selects, without bodies.
 func (f *FSM) ListDead(d DeadFilter) ([]DeadLetter, error) {
-	if err := d.validate(); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	ms := f.selectDead(d)
@@ -132,7 +119,7 @@ func (f *FSM) ListDead(d DeadFilter) ([]DeadLetter, error) {
 
 // PeekDead is ListDead with headers and bodies.
 func (f *FSM) PeekDead(d DeadFilter) ([]DeadLetter, error) {
-	if err := d.validate(); err != nil {
+	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	ms := f.selectDead(d)
@@ -179,7 +166,7 @@ func deadView(m *message) DeadLetter {
 // full disk, on any replica. The store keeps the payload under the dead
 // letter's seq; f.keys maps that key to the new message for compaction.
 func (f *FSM) applyRedrive(d DeadFilter) (int, error) {
-	if err := d.validate(); err != nil {
+	if err := d.Validate(); err != nil {
 		return 0, err
 	}
 	victims := f.selectDead(d)
@@ -215,7 +202,7 @@ func (f *FSM) redriveOne(old *message) {
 
 // applyDeleteDead discards selected dead letters for good.
 func (f *FSM) applyDeleteDead(d DeadFilter) (int, error) {
-	if err := d.validate(); err != nil {
+	if err := d.Validate(); err != nil {
 		return 0, err
 	}
 	victims := f.selectDead(d)

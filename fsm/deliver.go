@@ -11,10 +11,7 @@ import (
 // applyReceiveAck checks the whole command, then acks each receipt and
 // leases. A refused command changes nothing.
 func (f *FSM) applyReceiveAck(c *ReceiveAckCmd) ([]error, []Delivery, error) {
-	if len(c.Receipts) > BatchMax {
-		return nil, nil, fmt.Errorf("%w: receive carries %d acks (want 0..%d)", ErrInvalidArgument, len(c.Receipts), BatchMax)
-	}
-	if err := checkReceive(&c.Receive); err != nil {
+	if err := ValidateReceive(&c.Receive, len(c.Receipts)); err != nil {
 		return nil, nil, err
 	}
 	var settled []error
@@ -28,23 +25,8 @@ func (f *FSM) applyReceiveAck(c *ReceiveAckCmd) ([]error, []Delivery, error) {
 	return settled, ds, err
 }
 
-// checkReceive range-checks a receive's fields.
-func checkReceive(c *ReceiveCmd) error {
-	switch {
-	case len(c.Consumer) > ConsumerBytesMax || !utf8.ValidString(c.Consumer):
-		return fmt.Errorf("%w: consumer id must be at most %d bytes of UTF-8", ErrInvalidArgument, ConsumerBytesMax)
-	case c.Max < 1 || c.Max > ReceiveMax:
-		return fmt.Errorf("%w: receive max %d (want 1..%d)", ErrInvalidArgument, c.Max, ReceiveMax)
-	case c.Visibility < 0 || c.Visibility > VisibilityTimeoutMax:
-		return fmt.Errorf("%w: visibility %v (want 0..%v)", ErrInvalidArgument, c.Visibility, VisibilityTimeoutMax)
-	case c.MaxBytes < 0:
-		return fmt.Errorf("%w: receive byte budget %d is negative", ErrInvalidArgument, c.MaxBytes)
-	}
-	return nil
-}
-
 func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
-	if err := checkReceive(c); err != nil {
+	if err := ValidateReceive(c, 0); err != nil {
 		return nil, err
 	}
 	visibility := c.Visibility
@@ -164,8 +146,8 @@ func (f *FSM) ackOne(r Receipt) error {
 }
 
 func (f *FSM) extendOne(it ExtendItem) error {
-	if it.Visibility <= 0 || it.Visibility > VisibilityTimeoutMax {
-		return fmt.Errorf("%w: visibility %v (want >0..%v)", ErrInvalidArgument, it.Visibility, VisibilityTimeoutMax)
+	if err := it.Validate(); err != nil {
+		return err
 	}
 	m, err := f.leased(it.Receipt)
 	if err != nil {
@@ -178,11 +160,8 @@ func (f *FSM) extendOne(it ExtendItem) error {
 }
 
 func (f *FSM) nackOne(it NackItem) error {
-	if it.ExplicitDelay && (it.Delay < 0 || it.Delay > DelayMax) {
-		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, it.Delay, DelayMax)
-	}
-	if it.Release && it.ExplicitDelay {
-		return fmt.Errorf("%w: a release takes no delay", ErrInvalidArgument)
+	if err := it.Validate(); err != nil {
+		return err
 	}
 	m, err := f.leased(it.Receipt)
 	if err != nil {

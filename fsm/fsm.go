@@ -207,8 +207,8 @@ func (f *FSM) MaxClockStep() time.Duration { return time.Duration(f.maxStep) }
 // settleBatch runs one per-item operation over a batch after checking its
 // size.
 func settleBatch(n int, one func(i int) error) ([]error, error) {
-	if n == 0 || n > BatchMax {
-		return nil, fmt.Errorf("%w: batch of %d items (want 1..%d)", ErrInvalidArgument, n, BatchMax)
+	if err := CheckBatch(n); err != nil {
+		return nil, err
 	}
 	out := make([]error, n)
 	for i := range n {

@@ -57,8 +57,8 @@ type PeekResult struct {
 // first, without leasing them: it changes nothing. Delayed, leased and
 // dead-lettered messages are not shown.
 func (f *FSM) Peek(pf PeekFilter) (PeekResult, error) {
-	if pf.Max < 1 || pf.Max > PeekMax || pf.MaxBytes < 0 {
-		return PeekResult{}, fmt.Errorf("%w: peek max %d (want 1..%d), max bytes %d", ErrInvalidArgument, pf.Max, PeekMax, pf.MaxBytes)
+	if err := pf.Validate(); err != nil {
+		return PeekResult{}, err
 	}
 	var out PeekResult
 	var readErr error

@@ -9,8 +9,8 @@ import (
 // applySend enqueues a batch. index is the log entry being applied, 0 when
 // unknown: with it, an entry store keeps accepted payloads in place.
 func (f *FSM) applySend(c *SendCmd, index uint64) ([]SendOutcome, error) {
-	if len(c.Messages) == 0 || len(c.Messages) > BatchMax {
-		return nil, fmt.Errorf("%w: send of %d messages (want 1..%d)", ErrInvalidArgument, len(c.Messages), BatchMax)
+	if err := CheckBatch(len(c.Messages)); err != nil {
+		return nil, err
 	}
 	out := make([]SendOutcome, len(c.Messages))
 	for i := range c.Messages {

@@ -433,7 +433,10 @@ func TestNode_InvalidRequestsNeverProposed(t *testing.T) {
 		{"extend by 0", wire.OpExtend, &wire.ExtendRequest{Queue: "orders", Items: []wire.ExtendItem{{Receipt: receipt}}}, &wire.ExtendResponse{}},
 		{"release with a delay", wire.OpNack, &wire.NackRequest{Queue: "orders", Items: []wire.NackItem{{Receipt: receipt, Release: true, ExplicitDelay: true}}}, &wire.NackResponse{}},
 		{"empty reject", wire.OpReject, &wire.RejectRequest{Queue: "orders"}, &wire.RejectResponse{}},
+		{"receive wait -1s", wire.OpReceive, &wire.ReceiveRequest{Queue: "orders", Max: 1, Wait: -time.Second}, &wire.ReceiveResponse{}},
+		{"nack delay over the longest", wire.OpNack, &wire.NackRequest{Queue: "orders", Items: []wire.NackItem{{Receipt: receipt, ExplicitDelay: true, Delay: 13 * time.Hour}}}, &wire.NackResponse{}},
 		{"redrive limit -1", wire.OpDeadRedrive, &wire.DeadRedriveRequest{Queue: "orders", Filter: wire.DeadFilter{Limit: -1}}, &wire.DeadRedriveResponse{}},
+		{"delete dead in a backwards time range", wire.OpDeadDelete, &wire.DeadDeleteRequest{Queue: "orders", Filter: wire.DeadFilter{FromAt: 2, ToAt: 1}}, &wire.DeadDeleteResponse{}},
 	}
 	for _, k := range calls {
 		err := c.call(k.op, k.body, k.out)

@@ -111,9 +111,41 @@ func (n *Node) clientAddrOf(id string) string {
 	return ""
 }
 
-// receiptOf converts a client's receipt to the state machine's (the
-// partition it names is checked by the caller).
+// receiptOf is the FSM's form of a receipt (its partition is the caller's
+// to check).
 func receiptOf(r wire.Receipt) fsm.Receipt { return fsm.Receipt{Seq: r.Seq, Attempt: r.Attempt} }
+
+// extendItemOf is the FSM's form of an extend item.
+func extendItemOf(it wire.ExtendItem) fsm.ExtendItem {
+	return fsm.ExtendItem{Receipt: receiptOf(it.Receipt), Visibility: it.Visibility}
+}
+
+// nackItemOf is the FSM's form of a nack item.
+func nackItemOf(it wire.NackItem) fsm.NackItem {
+	return fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay, Reason: it.Reason, Release: it.Release}
+}
+
+// rejectItemOf is the FSM's form of a reject item.
+func rejectItemOf(it wire.RejectItem) fsm.RejectItem {
+	return fsm.RejectItem{Receipt: receiptOf(it.Receipt), Reason: it.Reason}
+}
+
+// pick converts the items at the given indexes (all items when indexes is
+// nil), keeping their order.
+func pick[T, U any](items []T, indexes []int, conv func(T) U) []U {
+	if indexes == nil {
+		out := make([]U, len(items))
+		for i, it := range items {
+			out[i] = conv(it)
+		}
+		return out
+	}
+	out := make([]U, len(indexes))
+	for k, i := range indexes {
+		out[k] = conv(items[i])
+	}
+	return out
+}
 
 // deadFilterOf converts a dead-letter filter from the wire to the state
 // machine, field for field; reasons keep their numbers (the two enums are

@@ -53,6 +53,8 @@ func (n *Node) dispatch(ctx context.Context, req wire.Request, tok *auth.Token) 
 	return out, err
 }
 
+// dispatchDecoded decodes req's body, checks it against tok and hands it
+// to the handler of its kind (dispatchAdmin for the admin kinds).
 func (n *Node) dispatchDecoded(ctx context.Context, req wire.Request, tok *auth.Token) (any, error) {
 	in := wire.NewRequestBody(req.Op)
 	if in == nil {
@@ -88,9 +90,9 @@ func (n *Node) dispatchDecoded(ctx context.Context, req wire.Request, tok *auth.
 		letters, err := n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, true)
 		return (*wire.DeadPeekResponse)(letters), err
 	case *wire.DeadRedriveRequest:
-		return n.handleDeadChange(ctx, r.Queue, r.Partition, fsm.CmdRedrive, r.Filter)
+		return n.handleDeadChange(ctx, r.Queue, r.Partition, (*partition.Partition).RedriveDead, r.Filter)
 	case *wire.DeadDeleteRequest:
-		res, err := n.handleDeadChange(ctx, r.Queue, r.Partition, fsm.CmdDeleteDead, r.Filter)
+		res, err := n.handleDeadChange(ctx, r.Queue, r.Partition, (*partition.Partition).DeleteDead, r.Filter)
 		return (*wire.DeadDeleteResponse)(res), err
 	case *wire.PurgeRequest:
 		return n.handlePurge(ctx, r)
@@ -151,6 +153,9 @@ func (n *Node) leaderHint(q meta.Queue, index int) string {
 	return ""
 }
 
+// handleSend proposes a send to the partition leader. A message whose
+// group belongs to another partition refuses the whole request; each
+// other message is answered on its own (sent, duplicate or refused).
 func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendResponse, error) {
 	p, q, err := n.leaderOf(ctx, r.Queue, r.Partition)
 	if err != nil {
@@ -182,8 +187,20 @@ func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendR
 // so every granted lease reaches the consumer in the answer.
 const receiveAnswerBytesMax = wire.MaxFrameBytes - 64<<10
 
+// handleReceive acks the receipts a receive carries and leases messages,
+// long-polling up to its Wait (see partition.ReceiveAck). A request the
+// FSM would refuse (fsm.ValidateReceive) or with a negative Wait is
+// refused before the partition is looked up.
 func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire.ReceiveResponse, error) {
-	if err := checkReceive(r); err != nil {
+	maxCount := r.Max
+	if maxCount == 0 {
+		maxCount = 1
+	}
+	rc := fsm.ReceiveCmd{Consumer: r.Consumer, Max: maxCount, Visibility: r.Visibility, MaxBytes: receiveAnswerBytesMax}
+	if err := fsm.ValidateReceive(&rc, len(r.Acks)); err != nil {
+		return nil, err
+	}
+	if err := r.CheckWait(); err != nil {
 		return nil, err
 	}
 	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
@@ -191,11 +208,6 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 		return nil, err
 	}
 	n.consumers.saw(r.Queue, r.Partition, r.Consumer, time.Now()) // a partition this node leads: the key is real
-	maxCount := r.Max
-	if maxCount == 0 {
-		maxCount = 1
-	}
-	rc := fsm.ReceiveCmd{Consumer: r.Consumer, Max: maxCount, Visibility: r.Visibility, MaxBytes: receiveAnswerBytesMax}
 	acks, valid := receiveAcksOf(r)
 	settled, ds, err := p.ReceiveAck(ctx, pick(r.Acks, valid, receiptOf), rc, min(r.Wait, wire.ReceiveWaitMax))
 	if err != nil {
@@ -228,56 +240,4 @@ func receiveAcksOf(r *wire.ReceiveRequest) ([]wire.ItemResult, []int) {
 		valid = append(valid, i)
 	}
 	return out, valid
-}
-
-// settle runs a per-item operation on the valid items and maps the FSM's
-// per-item errors back; items naming another partition, or failing check
-// (when given), fail alone and are not proposed.
-func (n *Node) settle(ctx context.Context, queue string, index int, receipts []wire.Receipt, check func(i int) error,
-	run func(p *partition.Partition, valid []int) ([]error, error)) ([]wire.ItemResult, error) {
-	if err := checkBatch("settle", len(receipts)); err != nil {
-		return nil, err
-	}
-	p, _, err := n.leaderOf(ctx, queue, index)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]wire.ItemResult, len(receipts))
-	var valid []int
-	for i, rc := range receipts {
-		if rc.Partition != index {
-			out[i] = wire.ItemResult{Code: wire.CodeInvalidArgument, Error: fmt.Sprintf("receipt of partition %d sent to partition %d", rc.Partition, index)}
-			continue
-		}
-		if check != nil {
-			if err := check(i); err != nil {
-				out[i] = itemResult(err)
-				continue
-			}
-		}
-		valid = append(valid, i)
-	}
-	if len(valid) == 0 {
-		return out, nil
-	}
-	errs, err := run(p, valid)
-	if err != nil {
-		return nil, err
-	}
-	for k, i := range valid {
-		out[i] = itemResult(errs[k])
-	}
-	return out, nil
-}
-
-// proposeSettle builds the per-item command for the valid items and
-// proposes it.
-func proposeSettle(ctx context.Context, build func(valid []int) fsm.Command) func(*partition.Partition, []int) ([]error, error) {
-	return func(p *partition.Partition, valid []int) ([]error, error) {
-		res, err := p.Propose(ctx, build(valid))
-		if err == nil {
-			err = res.Err
-		}
-		return res.Settled, err
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/ferrymq/ferry/wire"
 )
 
+// dispatchAdmin serves the admin and cluster request kinds (metadata,
+// queue and node changes); an unknown kind is malformed.
 func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
 	if out, err, ok := n.dispatchShape(ctx, in); ok {
 		return out, err
@@ -132,6 +134,8 @@ func (n *Node) metaLeaderHere() error {
 	return ErrNoMetaLeader
 }
 
+// handleMetadata describes the cluster's nodes and its queues (one queue
+// when the request names it) as this node's catalog knows them.
 func (n *Node) handleMetadata(ctx context.Context, r *wire.MetadataRequest) (*wire.MetadataResponse, error) {
 	var nodes []meta.Node
 	var queues []meta.Queue
@@ -160,6 +164,7 @@ func (n *Node) handleMetadata(ctx context.Context, r *wire.MetadataRequest) (*wi
 	return out, nil
 }
 
+// nodeState is a node's liveness as gossip sees it (this node is alive).
 func (n *Node) nodeState(id string) wire.NodeState {
 	if id == n.cfg.ID {
 		return wire.NodeAlive

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -113,5 +114,14 @@ func TestNode_ConfigValidatesLimits(t *testing.T) {
 		if err := cfg.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%+v: %v, want invalid config", cfg, err)
 		}
+	}
+}
+
+// PeekMax has two definitions that cannot share one (client may import
+// only wire, fsm must not import wire): the bound a request is checked
+// against on the wire must be the one the FSM enforces.
+func TestLimits_PeekMaxIsTheFSMs(t *testing.T) {
+	if wire.PeekMax != fsm.PeekMax {
+		t.Fatalf("wire.PeekMax %d, fsm.PeekMax %d: a peek the wire check lets through would be refused by the FSM, or the reverse", wire.PeekMax, fsm.PeekMax)
 	}
 }

@@ -152,8 +152,8 @@ func (b *batcher[I, O]) submit(ctx context.Context, items []I) ([]O, error) {
 	if err := b.p.checkLeader(); err != nil {
 		return nil, err
 	}
-	if len(items) == 0 || len(items) > fsm.BatchMax {
-		return nil, fmt.Errorf("%w: batch of %d items (want 1..%d)", fsm.ErrInvalidArgument, len(items), fsm.BatchMax)
+	if err := fsm.CheckBatch(len(items)); err != nil {
+		return nil, err
 	}
 	req := &batchRequest[I, O]{ctx: ctx, items: items, done: make(chan batchReply[O], 1)}
 	b.mu.Lock()
@@ -485,8 +485,8 @@ func (b *batcher[I, O]) failQueued(err error) {
 // bad id, ...) are answered at once and never proposed, so an oversized
 // message costs no raft entry on any replica.
 func (p *Partition) Send(ctx context.Context, msgs []fsm.NewMessage) ([]fsm.SendOutcome, error) {
-	if len(msgs) == 0 || len(msgs) > fsm.BatchMax {
-		return nil, fmt.Errorf("%w: batch of %d items (want 1..%d)", fsm.ErrInvalidArgument, len(msgs), fsm.BatchMax)
+	if err := fsm.CheckBatch(len(msgs)); err != nil {
+		return nil, err
 	}
 	if err := p.checkLeader(); err != nil {
 		return nil, err

@@ -12,11 +12,16 @@
 //
 // It owns the single proposal path of the partition (Propose): commands are
 // stamped with the leader's clock, replicated, applied, and their FSM result
-// unpacked; raft errors are mapped to this package's errors. Concurrent
-// sends and acks are merged into few entries (Send, Ack). On the leader it
-// also proposes Tick at the FSM's next deadline, so leases expire and delayed
-// messages become ready without any client activity, and it wakes long-poll
-// receivers when messages become eligible.
+// unpacked; raft errors are mapped to this package's errors. Callers use
+// the typed request methods built on it (Send, Ack, ReceiveAck, Receive,
+// Extend, Nack, Reject, RedriveDead, DeleteDead, Purge), which check their
+// arguments with the FSM's own exported rules (fsm.CheckBatch,
+// fsm.ValidateReceive, fsm.DeadFilter.Validate, ...) first, so that a
+// request the FSM would refuse takes no place in the raft log.
+//
+// On the leader it also proposes Tick at the FSM's next deadline, so leases
+// expire and delayed messages become ready without any client activity,
+// and it wakes long-poll receivers when messages become eligible.
 //
 // An idle replica, leader or follower, runs no goroutine or timer of its
 // own and proposes nothing: the process's shared scheduler (scheduler.go)

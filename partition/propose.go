@@ -146,7 +146,13 @@ const receiveLeaderCheck = 250 * time.Millisecond
 // leader's commits only CommitTimeout later, and until then nothing
 // would wake the poll to answer not-leader (the client then goes on with
 // its wait at the new leader).
+//
+// A receive the FSM would refuse (fsm.ValidateReceive) is answered with
+// that error at once, never proposed.
 func (p *Partition) Receive(ctx context.Context, rc fsm.ReceiveCmd, wait time.Duration) ([]fsm.Delivery, error) {
+	if err := fsm.ValidateReceive(&rc, 0); err != nil {
+		return nil, err
+	}
 	wait = min(max(wait, 0), ReceiveWaitMax)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -188,14 +194,16 @@ func (p *Partition) Receive(ctx context.Context, rc fsm.ReceiveCmd, wait time.Du
 // one error (or nil) per receipt and the deliveries. When that entry
 // leased nothing and wait allows, it long-polls as Receive; the acks'
 // outcomes stand whatever the long-poll meets (its failure is answered as
-// no deliveries). Without receipts it is Receive.
+// no deliveries). Without receipts it is Receive. A command the FSM
+// would refuse as a whole (fsm.ValidateReceive) is answered with that
+// error, never proposed.
 func (p *Partition) ReceiveAck(ctx context.Context, receipts []fsm.Receipt, rc fsm.ReceiveCmd, wait time.Duration) ([]error, []fsm.Delivery, error) {
 	if len(receipts) == 0 {
 		ds, err := p.Receive(ctx, rc, wait)
 		return nil, ds, err
 	}
-	if len(receipts) > fsm.BatchMax {
-		return nil, nil, fmt.Errorf("%w: receive carries %d acks (want 0..%d)", fsm.ErrInvalidArgument, len(receipts), fsm.BatchMax)
+	if err := fsm.ValidateReceive(&rc, len(receipts)); err != nil {
+		return nil, nil, err
 	}
 	res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdReceiveAck, ReceiveAck: &fsm.ReceiveAckCmd{Receipts: receipts, Receive: rc}})
 	if err == nil {

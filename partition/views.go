@@ -130,8 +130,12 @@ func (p *Partition) PeekDead(f fsm.DeadFilter) ([]fsm.DeadLetter, error) {
 // leasing them. It serves only on the leader, once its state holds every
 // entry committed before its term (ReadBarrier), and first confirms with a
 // quorum that this replica still leads (a heartbeat round), so a deposed
-// leader cannot answer from stale state.
+// leader cannot answer from stale state. A filter the FSM would refuse
+// (fsm.PeekFilter.Validate) is answered with that error at once.
 func (p *Partition) Peek(ctx context.Context, f fsm.PeekFilter) (fsm.PeekResult, error) {
+	if err := f.Validate(); err != nil {
+		return fsm.PeekResult{}, err
+	}
 	if err := p.ReadBarrier(ctx); err != nil {
 		return fsm.PeekResult{}, err
 	}

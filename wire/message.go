@@ -98,6 +98,16 @@ type ReceiveRequest struct {
 	Acks []Receipt `msgpack:"acks,omitempty"`
 }
 
+// CheckWait refuses a negative Wait with CodeInvalidArgument (a Wait over
+// ReceiveWaitMax is served as ReceiveWaitMax). The server checks it before
+// it looks for the partition.
+func (r *ReceiveRequest) CheckWait() error {
+	if r.Wait < 0 {
+		return Errorf(CodeInvalidArgument, "wait %v is negative", r.Wait)
+	}
+	return nil
+}
+
 // Delivery is one leased message.
 type Delivery struct {
 	Partition int    `msgpack:"partition"`

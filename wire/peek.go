@@ -28,6 +28,17 @@ type PeekRequest struct {
 	AfterSeq uint64 `msgpack:"after,omitempty"`
 }
 
+// CheckBounds refuses, with CodeInvalidArgument, a Max outside 1..PeekMax
+// or a MaxBytes outside 0..PeekBytesMax. The server checks it before it
+// looks for the partition.
+func (r *PeekRequest) CheckBounds() error {
+	if r.Max < 1 || r.Max > PeekMax || r.MaxBytes < 0 || r.MaxBytes > PeekBytesMax {
+		return Errorf(CodeInvalidArgument, "peek max %d (want 1..%d), max bytes %d (want 0..%d)",
+			r.Max, PeekMax, r.MaxBytes, PeekBytesMax)
+	}
+	return nil
+}
+
 // PeekedMessage is one ready message as a peek shows it.
 type PeekedMessage struct {
 	Partition int               `msgpack:"partition"`

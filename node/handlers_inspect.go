@@ -1,0 +1,82 @@
+package node
+
+import (
+	"context"
+
+	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/wire"
+)
+
+// handlePeek reads ready messages from the partition leader, which
+// confirms its leadership first. Bounds out of range
+// (wire.PeekRequest.CheckBounds) are refused before the partition is
+// looked up.
+func (n *Node) handlePeek(ctx context.Context, r *wire.PeekRequest) (*wire.PeekResponse, error) {
+	if err := r.CheckBounds(); err != nil {
+		return nil, err
+	}
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	budget := r.MaxBytes
+	if budget == 0 {
+		budget = wire.PeekBytesMax
+	}
+	res, err := p.Peek(ctx, fsm.PeekFilter{Max: r.Max, MaxBytes: budget, AfterSeq: r.AfterSeq})
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.PeekResponse{Messages: make([]wire.PeekedMessage, len(res.Messages)), Next: res.Next}
+	for i, m := range res.Messages {
+		out.Messages[i] = wire.PeekedMessage{Partition: r.Partition, Seq: m.Seq, ID: m.ID, Group: m.Group,
+			Headers: m.Headers, Body: m.Body, EnqueuedAt: m.EnqueuedAt, Attempts: m.Attempts, Blocked: m.Blocked}
+	}
+	return out, nil
+}
+
+// handleStats reports each requested partition from its local leader, once
+// the leader's state holds every write confirmed before (ReadBarrier); a
+// partition led elsewhere carries a not-leader code and the leader's
+// address in Error, so the client can ask there.
+func (n *Node) handleStats(ctx context.Context, r *wire.QueueStatsRequest) (*wire.QueueStatsResponse, error) {
+	_, q, err := n.leaderOf(ctx, r.Queue, 0)
+	if q.Name == "" {
+		return nil, err
+	}
+	indexes := r.Partitions
+	if len(indexes) == 0 {
+		for i := range q.Partitions {
+			indexes = append(indexes, i)
+		}
+	}
+	out := &wire.QueueStatsResponse{Queue: q.Name}
+	for _, i := range indexes {
+		var st fsm.Stats
+		p, _, err := n.leaderOf(ctx, r.Queue, i)
+		if err == nil {
+			st, err = p.LeaderStats(ctx)
+		}
+		if err != nil {
+			we := n.wireError(err)
+			out.Partitions = append(out.Partitions, wire.PartitionStats{Partition: i, Code: we.Code, Error: we.Message})
+			continue
+		}
+		out.Partitions = append(out.Partitions, statsOf(i, st, p.Status()))
+	}
+	return out, nil
+}
+
+// handlePurge deletes the ready and delayed messages of a partition on
+// its leader.
+func (n *Node) handlePurge(ctx context.Context, r *wire.PurgeRequest) (*wire.PurgeResponse, error) {
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	count, err := p.Purge(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.PurgeResponse{Count: count}, nil
+}
