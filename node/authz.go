@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -162,14 +163,20 @@ func (c *connAuth) token() (*auth.Token, error) {
 	return c.tok, nil
 }
 
-// authorize checks a decoded request against the connection's token before
-// anything is done for it; tok nil means auth is off. Listings (metadata
+// authorize checks a decoded request against the connection's token (see
+// authorizeAction); the queue and op come from the request table.
+func authorize(tok *auth.Token, in any) error {
+	queue, op := requiredAction(in)
+	return authorizeAction(tok, queue, op)
+}
+
+// authorizeAction checks that tok may do op on queue before anything is
+// done for the request; tok nil means auth is off. Listings (metadata
 // without a queue, list queues) pass here and are filtered by
 // visibleQueues. The permission each op needs is auth's table (OpNeed),
 // the one the SQS endpoint checks its actions against too; the reserved
 // queues are refused to every token but the cluster's own identity.
-func authorize(tok *auth.Token, in any) error {
-	queue, op := requiredAction(in)
+func authorizeAction(tok *auth.Token, queue string, op wire.Op) error {
 	if tok.Allows(op, queue) {
 		return nil
 	}
@@ -186,60 +193,13 @@ func authorize(tok *auth.Token, in any) error {
 }
 
 // requiredAction names the queue a request touches and the op whose
-// permission it needs (auth.OpNeed): its own, but a metadata request
-// without a queue is a listing. Anything unknown is OpRemoveNode's
-// cluster admin.
+// permission it needs, from the request table's entry for its type.
+// Anything without an entry is OpRemoveNode's cluster admin (deny by
+// default).
 func requiredAction(in any) (string, wire.Op) {
-	switch r := in.(type) {
-	case *wire.SendRequest:
-		return r.Queue, wire.OpSend
-	case *wire.ReceiveRequest:
-		return r.Queue, wire.OpReceive
-	case *wire.AckRequest:
-		return r.Queue, wire.OpAck
-	case *wire.ExtendRequest:
-		return r.Queue, wire.OpExtend
-	case *wire.NackRequest:
-		return r.Queue, wire.OpNack
-	case *wire.RejectRequest:
-		return r.Queue, wire.OpReject
-	case *wire.PeekRequest:
-		return r.Queue, wire.OpPeek
-	case *wire.DeadListRequest:
-		return r.Queue, wire.OpDeadList
-	case *wire.DeadPeekRequest:
-		return r.Queue, wire.OpDeadPeek
-	case *wire.DeadRedriveRequest:
-		return r.Queue, wire.OpDeadRedrive
-	case *wire.DeadDeleteRequest:
-		return r.Queue, wire.OpDeadDelete
-	case *wire.PurgeRequest:
-		return r.Queue, wire.OpPurge
-	case *wire.CreateQueueRequest:
-		return r.Name, wire.OpCreateQueue
-	case *wire.UpdateQueueRequest:
-		return r.Name, wire.OpUpdateQueue
-	case *wire.DeleteQueueRequest:
-		return r.Name, wire.OpDeleteQueue
-	case *wire.QueueStatsRequest:
-		return r.Queue, wire.OpQueueStats
-	case *wire.MetadataRequest:
-		if r.Queue != "" {
-			return r.Queue, wire.OpMetadata
-		}
-		return "", wire.OpListQueues
-	case *wire.ListQueuesRequest:
-		return "", wire.OpListQueues
-	case *wire.ListNodesRequest:
-		return "", wire.OpListNodes
-	case *wire.DrainNodeRequest:
-		return "", wire.OpDrainNode
-	case *wire.RebalanceRequest:
-		return "", wire.OpRebalance
-	case *wire.SafeToStopRequest:
-		return "", wire.OpSafeToStop
+	if rt, ok := routesByBody[reflect.TypeOf(in)]; ok {
+		return rt.action(in)
 	}
-	// Cluster operations (remove node) and anything added later.
 	return "", wire.OpRemoveNode
 }
 

@@ -54,10 +54,11 @@ func (n *Node) dispatch(ctx context.Context, req wire.Request, tok *auth.Token) 
 }
 
 // dispatchDecoded decodes req's body, checks it against tok and hands it
-// to the handler of its kind (dispatchAdmin for the admin kinds).
+// to the handler its op's entry of the request table names (routes.go).
 func (n *Node) dispatchDecoded(ctx context.Context, req wire.Request, tok *auth.Token) (any, error) {
+	rt, ok := routes[req.Op]
 	in := wire.NewRequestBody(req.Op)
-	if in == nil {
+	if !ok || in == nil {
 		return nil, wire.Errorf(wire.CodeMalformed, "unknown op %d", req.Op)
 	}
 	if err := req.Decode(in); err != nil {
@@ -68,40 +69,11 @@ func (n *Node) dispatchDecoded(ctx context.Context, req wire.Request, tok *auth.
 		}
 		return nil, wire.Errorf(wire.CodeMalformed, "%s request: %v", req.Op, err)
 	}
-	if err := authorize(tok, in); err != nil {
+	queue, op := rt.action(in)
+	if err := authorizeAction(tok, queue, op); err != nil {
 		return nil, err
 	}
-	switch r := in.(type) {
-	case *wire.SendRequest:
-		return n.handleSend(ctx, r)
-	case *wire.ReceiveRequest:
-		return n.handleReceive(ctx, r)
-	case *wire.AckRequest:
-		return n.handleAck(ctx, r)
-	case *wire.ExtendRequest:
-		return n.handleExtend(ctx, r)
-	case *wire.NackRequest:
-		return n.handleNack(ctx, r)
-	case *wire.RejectRequest:
-		return n.handleReject(ctx, r)
-	case *wire.DeadListRequest:
-		return n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, false)
-	case *wire.DeadPeekRequest:
-		letters, err := n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, true)
-		return (*wire.DeadPeekResponse)(letters), err
-	case *wire.DeadRedriveRequest:
-		return n.handleDeadChange(ctx, r.Queue, r.Partition, (*partition.Partition).RedriveDead, r.Filter)
-	case *wire.DeadDeleteRequest:
-		res, err := n.handleDeadChange(ctx, r.Queue, r.Partition, (*partition.Partition).DeleteDead, r.Filter)
-		return (*wire.DeadDeleteResponse)(res), err
-	case *wire.PurgeRequest:
-		return n.handlePurge(ctx, r)
-	case *wire.QueueStatsRequest:
-		return n.handleStats(ctx, r)
-	case *wire.PeekRequest:
-		return n.handlePeek(ctx, r)
-	}
-	return n.dispatchAdmin(ctx, in)
+	return rt.serve(n, ctx, in)
 }
 
 // leaderOf returns the local leader replica of a queue partition, or a

@@ -9,55 +9,57 @@ import (
 	"github.com/ferrymq/ferry/wire"
 )
 
-// dispatchAdmin serves the admin and cluster request kinds (metadata,
-// queue and node changes); an unknown kind is malformed.
-func (n *Node) dispatchAdmin(ctx context.Context, in any) (any, error) {
-	if out, err, ok := n.dispatchShape(ctx, in); ok {
+// handleListQueues lists the queues whose names start with the prefix.
+func (n *Node) handleListQueues(ctx context.Context, r *wire.ListQueuesRequest) (*wire.ListQueuesResponse, error) {
+	md, err := n.handleMetadata(ctx, &wire.MetadataRequest{})
+	out := &wire.ListQueuesResponse{}
+	if md == nil {
 		return out, err
 	}
-	switch r := in.(type) {
-	case *wire.MetadataRequest:
-		return n.handleMetadata(ctx, r)
-	case *wire.ListQueuesRequest:
-		md, err := n.handleMetadata(ctx, &wire.MetadataRequest{})
-		out := &wire.ListQueuesResponse{}
-		for _, q := range md.Queues {
-			if strings.HasPrefix(q.Name, r.Prefix) {
-				out.Queues = append(out.Queues, q)
-			}
+	for _, q := range md.Queues {
+		if strings.HasPrefix(q.Name, r.Prefix) {
+			out.Queues = append(out.Queues, q)
 		}
-		return out, err
-	case *wire.CreateQueueRequest:
-		if err := n.registrationSettled(); err != nil {
-			return nil, err
-		}
-		if r.Set.Has(wire.FieldReplicas) && r.Config.Replicas < 1 {
-			// 0 would ask the catalog for its default: a request that
-			// wants the default leaves the field out of Set.
-			return nil, wire.Errorf(wire.CodeInvalidConfig, "replicas %d: must be between 1 and %d", r.Config.Replicas, meta.ReplicasMax)
-		}
-		return n.createQueue(ctx, r)
-	case *wire.UpdateQueueRequest:
-		if err := n.metaLeaderHere(); err != nil {
-			return nil, err
-		}
-		var cur meta.Queue
-		var ok bool
-		n.meta.view(func(f *meta.FSM) { cur, ok = f.Queue(r.Name) })
-		if !ok {
-			return nil, meta.ErrQueueNotFound
-		}
-		cfg := queueConfigOf(cur.Config)
-		r.Set.Apply(&cfg, r.Config)
-		res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdUpdateQueue, UpdateQueue: &meta.UpdateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg)}})
-		return &wire.UpdateQueueResponse{Queue: n.queueInfo(res.Queue)}, err
-	case *wire.RemoveNodeRequest:
-		return n.removeNode(ctx, r)
-	case *wire.DeleteQueueRequest:
-		_, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdDeleteQueue, DeleteQueue: &meta.DeleteQueueCmd{Name: r.Name}})
-		return &wire.DeleteQueueResponse{}, err
 	}
-	return nil, wire.Errorf(wire.CodeMalformed, "unsupported request %T", in)
+	return out, err
+}
+
+// handleCreateQueue creates a queue once every alive member is registered
+// (so that its placement sees them all).
+func (n *Node) handleCreateQueue(ctx context.Context, r *wire.CreateQueueRequest) (*wire.CreateQueueResponse, error) {
+	if err := n.registrationSettled(); err != nil {
+		return nil, err
+	}
+	if r.Set.Has(wire.FieldReplicas) && r.Config.Replicas < 1 {
+		// 0 would ask the catalog for its default: a request that wants
+		// the default leaves the field out of Set.
+		return nil, wire.Errorf(wire.CodeInvalidConfig, "replicas %d: must be between 1 and %d", r.Config.Replicas, meta.ReplicasMax)
+	}
+	return n.createQueue(ctx, r)
+}
+
+// handleUpdateQueue changes the settings a request names, on the meta
+// leader, from the queue's current ones.
+func (n *Node) handleUpdateQueue(ctx context.Context, r *wire.UpdateQueueRequest) (*wire.UpdateQueueResponse, error) {
+	if err := n.metaLeaderHere(); err != nil {
+		return nil, err
+	}
+	var cur meta.Queue
+	var ok bool
+	n.meta.view(func(f *meta.FSM) { cur, ok = f.Queue(r.Name) })
+	if !ok {
+		return nil, meta.ErrQueueNotFound
+	}
+	cfg := queueConfigOf(cur.Config)
+	r.Set.Apply(&cfg, r.Config)
+	res, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdUpdateQueue, UpdateQueue: &meta.UpdateQueueCmd{Name: r.Name, Config: catalogConfigOf(cfg)}})
+	return &wire.UpdateQueueResponse{Queue: n.queueInfo(res.Queue)}, err
+}
+
+// handleDeleteQueue deletes a queue (on the meta leader).
+func (n *Node) handleDeleteQueue(ctx context.Context, r *wire.DeleteQueueRequest) (*wire.DeleteQueueResponse, error) {
+	_, err := n.proposeMeta(ctx, meta.Command{Type: meta.CmdDeleteQueue, DeleteQueue: &meta.DeleteQueueCmd{Name: r.Name}})
+	return &wire.DeleteQueueResponse{}, err
 }
 
 // createQueue creates a queue within the cluster's limits: the node's

@@ -11,23 +11,19 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// dispatchShape serves the requests that change or describe the cluster's
-// shape; ok is false for any other request.
-func (n *Node) dispatchShape(ctx context.Context, in any) (out any, err error, ok bool) {
-	switch r := in.(type) {
-	case *wire.ListNodesRequest:
-		return n.listNodes(), nil, true
-	case *wire.DrainNodeRequest:
-		out, err := n.drainNode(ctx, r)
-		return out, err, true
-	case *wire.RebalanceRequest:
-		out, err := n.rebalance(r)
-		return out, err, true
-	case *wire.SafeToStopRequest:
-		out, err := n.safeToStop(r)
-		return out, err, true
-	}
-	return nil, nil, false
+// handleListNodes answers ListNodes (see listNodes).
+func (n *Node) handleListNodes(context.Context, *wire.ListNodesRequest) (*wire.ListNodesResponse, error) {
+	return n.listNodes(), nil
+}
+
+// handleRebalance answers Rebalance (see rebalance).
+func (n *Node) handleRebalance(_ context.Context, r *wire.RebalanceRequest) (*wire.RebalanceResponse, error) {
+	return n.rebalance(r)
+}
+
+// handleSafeToStop answers SafeToStop (see safeToStop).
+func (n *Node) handleSafeToStop(_ context.Context, r *wire.SafeToStopRequest) (*wire.SafeToStopResponse, error) {
+	return n.safeToStop(r)
 }
 
 // listNodes describes every registered node (then the nodes removed for
