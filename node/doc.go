@@ -4,7 +4,10 @@
 // memberlist gossip), the meta raft group holding the queue catalog, and the
 // partition replicas the catalog assigns to this node. It serves the wire
 // protocol by handing each request to the local partition leader, or by
-// answering "not leader" with the leader's client address.
+// answering "not leader" with the leader's client address. Every request
+// kind has one entry in the request table (routes.go): the permission it
+// needs and its handler; the handlers convert between wire and the
+// partition's typed methods and check nothing the state machine owns.
 //
 // The web dashboard (package dashboard) reads the cluster through the Go
 // client dialled at this node's own client port, with the viewer's token,
