@@ -85,96 +85,27 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	n = &Node{cfg: cfg, logger: cfg.Logger, closing: make(chan struct{}),
-		creates: newTokenBucket(cfg.QueueCreateRate, cfg.QueueCreateBurst, time.Now)}
-	if n.logger == nil {
-		n.logger = slog.Default()
-	}
-	if cfg.Tokens != nil {
-		n.auth.store(cfg.Tokens)
-	}
-	n.logger = n.logger.With("node", cfg.ID)
-	var cleanup []func()
+	n = newNode(cfg)
+	var undo cleanups
 	defer func() {
 		if err != nil {
-			for i := len(cleanup) - 1; i >= 0; i-- {
-				cleanup[i]()
-			}
+			undo.run()
 		}
 	}()
-	if n.tls, err = cfg.loadTLS(); err != nil {
+	if err := n.openStorage(&undo); err != nil {
 		return nil, err
 	}
-	if err := mkdir(cfg.DataDir); err != nil {
-		return nil, err
-	}
-	if n.incarnation, n.freshDir, err = loadIncarnation(cfg.DataDir); err != nil {
-		return nil, err
-	}
-	if n.logs, err = openLogStore(cfg, n.logger); err != nil {
-		return nil, err
-	}
-	// The closures must not read n: a failed Start returns a nil n.
-	logs := n.logs
-	cleanup = append(cleanup, func() { logs.Close() })
-	clientLn, err := net.Listen("tcp", cfg.ClientAddr)
-	if err != nil {
-		return nil, fmt.Errorf("client listener: %w", err)
-	}
-	cleanup = append(cleanup, func() { clientLn.Close() })
-	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return nil, fmt.Errorf("http listener: %w", err)
-	}
-	cleanup = append(cleanup, func() { httpLn.Close() })
-	n.httpConns = connlimit.New(httpLn, cfg.MaxHTTPConns, cfg.MaxHTTPConnsPerIP, connlimit.LogRefusals(n.logger, "admin"))
-	mc := transport.DefaultMuxConfig(cfg.RaftAddr)
-	mc.Logger = n.logger
-	if n.tls != nil {
-		mc.ServerTLS, mc.ClientTLS = n.tls.PeerServer(), n.tls.PeerClient()
-	}
-	if n.mux, err = transport.NewMux(mc); err != nil {
-		return nil, fmt.Errorf("raft listener: %w", err)
-	}
-	mux := n.mux
-	cleanup = append(cleanup, func() { mux.Close() })
-	n.raftAddr, n.clientAddr, n.httpAddr = n.mux.Addr().String(), clientLn.Addr().String(), httpLn.Addr().String()
-	sc := transport.DefaultSharedConfig()
-	sc.Logger = n.logger
-	if r := cfg.Placement.SnapshotBytesPerSecond; r != 0 {
-		sc.SnapshotBytesPerSecond = r
-	}
-	if n.raftNet, err = transport.NewShared(n.mux, sc); err != nil {
-		return nil, fmt.Errorf("raft transport: %w", err)
-	}
-	trans, err := n.raftNet.Group(meta.MetaGroupID)
+	clientLn, err := n.openListeners(&undo)
 	if err != nil {
 		return nil, err
 	}
-	if n.meta, err = openMetaGroup(n, trans); err != nil {
+	if err := n.openRaftNet(&undo); err != nil {
 		return nil, err
 	}
-	cleanup = append(cleanup, n.meta.close)
-	n.clock = newClockMonitor(n)
-	if n.members, err = newMembership(n); err != nil {
+	if err := n.openCluster(&undo); err != nil {
 		return nil, err
 	}
-	cleanup = append(cleanup, n.members.leave)
-	n.replicas = newReplicaSet(n)
-	n.reports = newMoveReports()
-	if n.mover, err = mover.New(cfg.moverConfig()); err != nil {
-		return nil, err
-	}
-	n.consumers = newConsumerTracker()
-	n.metrics = newMetrics(n)
-	var clientTLS *tls.Config
-	if n.tls != nil {
-		clientTLS = n.tls.Server()
-	}
-	n.clients = newClientServer(n, clientLn, clientTLS)
-	n.dashSrc = newDashboardSource(n)
-	n.dash = dashboard.New(n.dashSrc, n.logger)
-	n.http = n.httpServer()
+	n.openServers(clientLn)
 	n.startLoops(n.httpConns)
 	if err := n.members.join(cfg.Join); err != nil {
 		n.logger.Warn("could not join any seed yet; will keep gossiping", "seeds", cfg.Join, "err", err)
@@ -187,6 +118,136 @@ func Start(cfg Config) (n *Node, err error) {
 		n.logger.Warn("running without TLS (-insecure): every port is plaintext and raft is open to anyone who can reach it")
 	}
 	return n, nil
+}
+
+// cleanups undoes, last first, what a failed Start had opened. The
+// functions must not read the Node: a failed Start returns a nil one.
+type cleanups []func()
+
+// add records one undo step.
+func (c *cleanups) add(f func()) { *c = append(*c, f) }
+
+// run undoes every recorded step, last first.
+func (c cleanups) run() {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i]()
+	}
+}
+
+// newNode returns a Node for a validated cfg with nothing opened yet.
+func newNode(cfg Config) *Node {
+	n := &Node{cfg: cfg, logger: cfg.Logger, closing: make(chan struct{}),
+		creates: newTokenBucket(cfg.QueueCreateRate, cfg.QueueCreateBurst, time.Now)}
+	if n.logger == nil {
+		n.logger = slog.Default()
+	}
+	if cfg.Tokens != nil {
+		n.auth.store(cfg.Tokens)
+	}
+	n.logger = n.logger.With("node", cfg.ID)
+	return n
+}
+
+// openStorage loads the TLS material, creates the data directory, reads
+// (or writes) its incarnation and opens the shared raft log store.
+func (n *Node) openStorage(undo *cleanups) (err error) {
+	if n.tls, err = n.cfg.loadTLS(); err != nil {
+		return err
+	}
+	if err := mkdir(n.cfg.DataDir); err != nil {
+		return err
+	}
+	if n.incarnation, n.freshDir, err = loadIncarnation(n.cfg.DataDir); err != nil {
+		return err
+	}
+	if n.logs, err = openLogStore(n.cfg, n.logger); err != nil {
+		return err
+	}
+	logs := n.logs
+	undo.add(func() { logs.Close() })
+	return nil
+}
+
+// openListeners opens the client and HTTP listeners (the HTTP one behind
+// its connection limiter) and returns the client one.
+func (n *Node) openListeners(undo *cleanups) (net.Listener, error) {
+	clientLn, err := net.Listen("tcp", n.cfg.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("client listener: %w", err)
+	}
+	undo.add(func() { clientLn.Close() })
+	httpLn, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	undo.add(func() { httpLn.Close() })
+	n.httpConns = connlimit.New(httpLn, n.cfg.MaxHTTPConns, n.cfg.MaxHTTPConnsPerIP, connlimit.LogRefusals(n.logger, "admin"))
+	n.clientAddr, n.httpAddr = clientLn.Addr().String(), httpLn.Addr().String()
+	return clientLn, nil
+}
+
+// openRaftNet opens the raft port (mux, with mutual TLS when configured)
+// and the shared raft transport every group of the node uses.
+func (n *Node) openRaftNet(undo *cleanups) (err error) {
+	mc := transport.DefaultMuxConfig(n.cfg.RaftAddr)
+	mc.Logger = n.logger
+	if n.tls != nil {
+		mc.ServerTLS, mc.ClientTLS = n.tls.PeerServer(), n.tls.PeerClient()
+	}
+	if n.mux, err = transport.NewMux(mc); err != nil {
+		return fmt.Errorf("raft listener: %w", err)
+	}
+	mux := n.mux
+	undo.add(func() { mux.Close() })
+	n.raftAddr = n.mux.Addr().String()
+	sc := transport.DefaultSharedConfig()
+	sc.Logger = n.logger
+	if r := n.cfg.Placement.SnapshotBytesPerSecond; r != 0 {
+		sc.SnapshotBytesPerSecond = r
+	}
+	if n.raftNet, err = transport.NewShared(n.mux, sc); err != nil {
+		return fmt.Errorf("raft transport: %w", err)
+	}
+	return nil
+}
+
+// openCluster opens the meta group, gossip membership and the parts that
+// keep the node's replicas in line with the catalog.
+func (n *Node) openCluster(undo *cleanups) (err error) {
+	trans, err := n.raftNet.Group(meta.MetaGroupID)
+	if err != nil {
+		return err
+	}
+	if n.meta, err = openMetaGroup(n, trans); err != nil {
+		return err
+	}
+	undo.add(n.meta.close)
+	n.clock = newClockMonitor(n)
+	if n.members, err = newMembership(n); err != nil {
+		return err
+	}
+	undo.add(n.members.leave)
+	n.replicas = newReplicaSet(n)
+	n.reports = newMoveReports()
+	if n.mover, err = mover.New(n.cfg.moverConfig()); err != nil {
+		return err
+	}
+	n.consumers = newConsumerTracker()
+	n.metrics = newMetrics(n)
+	return nil
+}
+
+// openServers builds the client-port server, the dashboard and the HTTP
+// server (started by startLoops).
+func (n *Node) openServers(clientLn net.Listener) {
+	var clientTLS *tls.Config
+	if n.tls != nil {
+		clientTLS = n.tls.Server()
+	}
+	n.clients = newClientServer(n, clientLn, clientTLS)
+	n.dashSrc = newDashboardSource(n)
+	n.dash = dashboard.New(n.dashSrc, n.logger)
+	n.http = n.httpServer()
 }
 
 // startLoops starts the node's servers (client port, HTTP) and its
