@@ -8,27 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/wire"
 )
-
-// waitFor polls cond until it holds, failing the test after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // metaLeader waits for a meta leader among nodes and returns it.
 func metaLeader(t *testing.T, nodes []*Node) *Node {
 	t.Helper()
 	var leader *Node
-	waitFor(t, 15*time.Second, "a meta leader", func() bool {
+	testwait.Until(t, 15*time.Second, "a meta leader", func() bool {
 		for _, nd := range nodes {
 			if nd.meta.isLeader() {
 				leader = nd
@@ -77,7 +66,7 @@ func memberIDs(nd *Node) []string {
 func createQueueOn(t *testing.T, nd *Node, name string, partitions int) {
 	t.Helper()
 	c := dialRaw(t, nd.ClientAddr())
-	waitFor(t, 15*time.Second, "queue "+name+" created", func() bool {
+	testwait.Until(t, 15*time.Second, "queue "+name+" created", func() bool {
 		return createRaw(c, name, partitions) == nil
 	})
 }
@@ -117,11 +106,11 @@ func TestAdmission_NodeWithoutGossipKeyCannotJoin(t *testing.T) {
 		c.GossipKeys = [][]byte{[]byte("fedcba9876543210")}
 	})
 	n4 := startTestNode(t, root, "n4", 0, seeds, nil)
-	waitFor(t, 15*time.Second, "n4 registered and in the meta group", func() bool {
+	testwait.Until(t, 15*time.Second, "n4 registered and in the meta group", func() bool {
 		return slices.Contains(catalogNodes(leader), "n4") && slices.Contains(metaServers(t, leader), "n4")
 	})
 	createQueueOn(t, leader, "spread", 8)
-	waitFor(t, 15*time.Second, "n4 hosting replicas", func() bool { return len(n4.replicas.all()) > 0 })
+	testwait.Until(t, 15*time.Second, "n4 hosting replicas", func() bool { return len(n4.replicas.all()) > 0 })
 	for _, out := range []*Node{keyless, otherKey} {
 		assertOutsider(t, leader, out)
 		if got := memberIDs(out); len(got) != 1 {
@@ -148,11 +137,11 @@ func TestAdmission_BadProofIsRefused(t *testing.T) {
 		}
 	})
 	n4 := startTestNode(t, root, "n4", 0, seeds, nil)
-	waitFor(t, 15*time.Second, "n4 registered and in the meta group", func() bool {
+	testwait.Until(t, 15*time.Second, "n4 registered and in the meta group", func() bool {
 		return slices.Contains(catalogNodes(leader), "n4") && slices.Contains(metaServers(t, leader), "n4")
 	})
 	createQueueOn(t, leader, "spread", 8)
-	waitFor(t, 15*time.Second, "n4 hosting replicas", func() bool { return len(n4.replicas.all()) > 0 })
+	testwait.Until(t, 15*time.Second, "n4 hosting replicas", func() bool { return len(n4.replicas.all()) > 0 })
 	assertOutsider(t, leader, forger)
 	if st := leader.members.state("forger"); st == wire.NodeAlive {
 		t.Errorf("forger's state is %v", st)
@@ -174,12 +163,12 @@ func TestAdmission_GossipKeyRotation(t *testing.T) {
 	}
 	seeds := []string{nodes[0].GossipAddr(), nodes[1].GossipAddr(), nodes[2].GossipAddr()}
 	n4 := startTestNode(t, t.TempDir(), "n4", 0, seeds, func(c *Config) { c.GossipKeys = [][]byte{newKey} })
-	waitFor(t, 15*time.Second, "n4 registered after the rotation", func() bool {
+	testwait.Until(t, 15*time.Second, "n4 registered after the rotation", func() bool {
 		return slices.Contains(catalogNodes(leader), "n4")
 	})
 	old := startTestNode(t, t.TempDir(), "oldkey", 0, seeds, nil)
 	createQueueOn(t, leader, "after-rotation", 4)
-	waitFor(t, 15*time.Second, "n4 hosting replicas", func() bool { return len(n4.replicas.all()) > 0 })
+	testwait.Until(t, 15*time.Second, "n4 hosting replicas", func() bool { return len(n4.replicas.all()) > 0 })
 	assertOutsider(t, leader, old)
 	for _, nd := range nodes {
 		if got := memberIDs(nd); len(got) != 4 {
@@ -195,7 +184,7 @@ func TestAdmission_ForgedLeaderTablesIgnored(t *testing.T) {
 	nodes := testNodes(t, 3)
 	metaLeader(t, nodes)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	waitFor(t, 15*time.Second, "every node seeing the others", func() bool {
+	testwait.Until(t, 15*time.Second, "every node seeing the others", func() bool {
 		return len(memberIDs(n1)) == 3 && len(memberIDs(n3)) == 3
 	})
 	now := time.Now().UnixNano()
@@ -213,7 +202,7 @@ func TestAdmission_ForgedLeaderTablesIgnored(t *testing.T) {
 		}
 		n3.members.queue.QueueBroadcast(broadcast(msg))
 	}
-	waitFor(t, 15*time.Second, "n1 learning the honest table", func() bool {
+	testwait.Until(t, 15*time.Second, "n1 learning the honest table", func() bool {
 		id, ok := n1.members.leaderOf(honestGroup)
 		return ok && id == "n3"
 	})
@@ -234,7 +223,7 @@ func TestAdmission_ForgedLeaderTablesIgnored(t *testing.T) {
 		t.Error("a table with a signature of other bytes merged")
 	}
 	n3.Close()
-	waitFor(t, 15*time.Second, "n3's table pruned after it left", func() bool {
+	testwait.Until(t, 15*time.Second, "n3's table pruned after it left", func() bool {
 		n1.members.mu.Lock()
 		defer n1.members.mu.Unlock()
 		_, held := n1.members.tables["n3"]

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferrymq/ferry/internal/clock"
 	"github.com/ferrymq/ferry/internal/diskfault"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 func TestClockMonitor_JudgesAgainstTheMajority(t *testing.T) {
@@ -53,7 +54,7 @@ func TestClockMonitor_JudgesAgainstTheMajority(t *testing.T) {
 // its metrics.
 func TestClockMonitor_OffsetNodeGivesUpLeadership(t *testing.T) {
 	nodes := testNodes(t, 3)
-	waitFor(t, 20*time.Second, "every node to measure both peers' clocks", func() bool {
+	testwait.Until(t, 20*time.Second, "every node to measure both peers' clocks", func() bool {
 		for _, nd := range nodes {
 			st := nd.clock.judge(time.Now().Add(-clockSampleMaxAge), 3)
 			if !st.known || st.peers != 2 || st.exceeded {
@@ -72,7 +73,7 @@ func TestClockMonitor_OffsetNodeGivesUpLeadership(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 15*time.Second, "the offset node to give up the meta leadership", func() bool {
+	testwait.Until(t, 15*time.Second, "the offset node to give up the meta leadership", func() bool {
 		return !leader.meta.isLeader() && metaLeaderID(nodes) != "" && metaLeaderID(nodes) != leader.cfg.ID
 	})
 	resp, err := http.Get("http://" + leader.HTTPAddr() + "/readyz")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -342,11 +344,16 @@ func TestClientServer_AcceptErrorsBackOffAndRecover(t *testing.T) {
 	s := newClientServer(n, ln, nil)
 	n.clients = s
 	s.wg.Add(1)
+	start := time.Now()
 	go s.serve()
 	defer func() { close(n.closing); s.close() }()
-	time.Sleep(400 * time.Millisecond) // let the loop fail for a while
-	if calls := ln.calls.Load(); calls < 3 || calls > 15 {
-		t.Fatalf("%d accepts in 400ms of failures: want a bounded exponential backoff from 5ms", calls)
+	// The loop keeps trying after failures, and pauses between tries
+	// twice as long every time from 5 ms: the sixth Accept comes after
+	// pauses of 5+10+20+40+80 ms at least.
+	const tries, pausedAtLeast = 6, 155 * time.Millisecond
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%d failed accepts", tries), func() bool { return ln.calls.Load() >= tries })
+	if took := time.Since(start); took < pausedAtLeast {
+		t.Fatalf("%d failed accepts in %v: want an exponential backoff from 5ms (at least %v)", tries, took, pausedAtLeast)
 	}
 	if !s.acceptTrouble() {
 		t.Fatal("failing accepts not reported")
@@ -363,13 +370,7 @@ func TestClientServer_AcceptErrorsBackOffAndRecover(t *testing.T) {
 	if _, err := wire.ClientHandshake(client, wire.NewReader(client), wire.NewHello("t")); err != nil {
 		t.Fatalf("handshake after the failures: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.acceptTrouble() {
-		if time.Now().After(deadline) {
-			t.Fatal("still reporting accept trouble after accepts recovered")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, "accept trouble no longer reported after accepts recovered", func() bool { return !s.acceptTrouble() })
 }
 
 func TestConfig_ValidateNamesBadConnectionLimits(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // dashAdminSecret is the cluster-admin token of the dashboard tests'
@@ -72,7 +73,7 @@ func startDashCluster(t *testing.T) *dashCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	waitFor(t, 20*time.Second, "queue orders created", func() bool {
+	testwait.Until(t, 20*time.Second, "queue orders created", func() bool {
 		err := c.CreateQueue(ctx, "orders", client.Partitions(2))
 		return err == nil || errors.Is(err, client.ErrQueueExists)
 	})
@@ -186,7 +187,7 @@ func TestDashboard_PagesAndRedriveWithoutScript(t *testing.T) {
 	if code != 200 || !strings.Contains(body, ">orders<") || strings.Count(body, `class="state-alive"`) != 3 {
 		t.Fatalf("cluster page %d:\n%s", code, body)
 	}
-	waitFor(t, 10*time.Second, "queues page shows 2 dead", func() bool {
+	testwait.Until(t, 10*time.Second, "queues page shows 2 dead", func() bool {
 		_, body = p.do(http.MethodGet, "/queues", nil)
 		return strings.Contains(body, `<a href="/queues/orders/dead">2</a>`)
 	})

@@ -7,19 +7,16 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
 // waitMetaLeader waits until the lone node leads a registered meta group.
 func waitMetaLeader(t *testing.T, nd *Node) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !nd.meta.caughtUp() || !nd.meta.registered() || !nd.meta.isLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("single node never became a registered meta leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the single node to become a registered meta leader", func() bool {
+		return nd.meta.caughtUp() && nd.meta.registered() && nd.meta.isLeader()
+	})
 }
 
 func createRaw(c *rawClient, name string, partitions int) error {

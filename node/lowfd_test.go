@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -263,18 +264,15 @@ func TestNode_FloodUnderLowFDLimitStillServes(t *testing.T) {
 func waitReady(t *testing.T, httpAddr string, within time.Duration) {
 	t.Helper()
 	c := http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(within)
-	for {
+	testwait.UntilNil(t, within, "/readyz to answer 200", func() error {
 		resp, err := c.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz not ready in %v: %v", within, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz answered %d", resp.StatusCode)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -92,7 +93,7 @@ func TestMetrics_RaftStorageConsumersAndDeadAge(t *testing.T) {
 		t.Fatal(err)
 	}
 	part := map[string]string{"queue": "jobs", "partition": "0"}
-	waitFor(t, 10*time.Second, "oldest dead age > 0", func() bool {
+	testwait.Until(t, 10*time.Second, "oldest dead age > 0", func() bool {
 		v, ok := gaugeOf(scrape(t, nd), "ferry_partition_oldest_dead_age_seconds", part)
 		return ok && v > 0
 	})
@@ -206,7 +207,7 @@ func TestMetrics_ThreeNodeGroupsAndReplication(t *testing.T) {
 	for _, nd := range dc.nodes {
 		ids[nd.ID()] = true
 	}
-	waitFor(t, 15*time.Second, "one leader per group across the nodes", func() bool {
+	testwait.Until(t, 15*time.Second, "one leader per group across the nodes", func() bool {
 		leaders := map[string]float64{}
 		groups := 0
 		for _, nd := range dc.nodes {

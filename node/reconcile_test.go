@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/meta"
 )
 
@@ -39,7 +40,7 @@ func TestReplicas_ReconcileKeepsAReplicaOpenedAfterItsCatalogRead(t *testing.T) 
 
 	createQueueOn(t, leader, "second", 1)
 	var group string
-	waitFor(t, 10*time.Second, "the catalog of "+nd.ID()+" to hold the new queue", func() bool {
+	testwait.Until(t, 10*time.Second, "the catalog of "+nd.ID()+" to hold the new queue", func() bool {
 		nd.meta.view(func(f *meta.FSM) {
 			if q, ok := f.Queue("second"); ok {
 				group = q.GroupID(0)
@@ -48,7 +49,7 @@ func TestReplicas_ReconcileKeepsAReplicaOpenedAfterItsCatalogRead(t *testing.T) 
 		return group != ""
 	})
 	nd.replicas.startQueue("second")
-	waitFor(t, 10*time.Second, "the new queue's replica to open", func() bool { return nd.replicas.get(group) != nil })
+	testwait.Until(t, 10*time.Second, "the new queue's replica to open", func() bool { return nd.replicas.get(group) != nil })
 	opened := nd.replicas.get(group)
 
 	close(proceed)
@@ -69,15 +70,15 @@ func TestReplicas_PeriodicPassRunsOnlyWhenSomethingMoved(t *testing.T) {
 	leader := metaLeader(t, nodes)
 	createQueueOn(t, leader, "idle", 1)
 	nd := nodes[0]
-	waitFor(t, 15*time.Second, "a settled pass with nothing left to do", func() bool {
+	testwait.Until(t, 15*time.Second, "a settled pass with nothing left to do", func() bool {
 		nd.replicas.reconcile()
 		return !nd.replicas.passNeeded()
 	})
 
 	createQueueOn(t, leader, "another", 1) // the catalog moves
-	waitFor(t, 10*time.Second, "a pass asked for after a catalog change", nd.replicas.passNeeded)
+	testwait.Until(t, 10*time.Second, "a pass asked for after a catalog change", nd.replicas.passNeeded)
 
-	waitFor(t, 15*time.Second, "a settled pass again", func() bool {
+	testwait.Until(t, 15*time.Second, "a settled pass again", func() bool {
 		nd.replicas.reconcile()
 		return !nd.replicas.passNeeded()
 	})
@@ -86,7 +87,7 @@ func TestReplicas_PeriodicPassRunsOnlyWhenSomethingMoved(t *testing.T) {
 		t.Fatal("no pass asked for after a leader change")
 	}
 
-	waitFor(t, 15*time.Second, "a settled pass after the leader change", func() bool {
+	testwait.Until(t, 15*time.Second, "a settled pass after the leader change", func() bool {
 		nd.replicas.reconcile()
 		return !nd.replicas.passNeeded()
 	})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -29,7 +30,7 @@ func sendTo(t *testing.T, nodes []*Node, q meta.Queue, index, count int) {
 	for i := range count {
 		msgs = append(msgs, wire.Message{ID: fmt.Sprintf("p%d-m%d", index, i), Body: []byte("hello")})
 	}
-	waitFor(t, 15*time.Second, fmt.Sprintf("a send to partition %d", index), func() bool {
+	testwait.Until(t, 15*time.Second, fmt.Sprintf("a send to partition %d", index), func() bool {
 		leader := partitionLeader(nodes, q.GroupID(index))
 		if leader == nil {
 			return false
@@ -84,7 +85,7 @@ func TestRemoveNode_LeavesMetaAndPartitionsAndReplicasMove(t *testing.T) {
 	if slices.Contains(catalogNodes(leader), victim.ID()) || slices.Contains(metaServers(t, leader), victim.ID()) {
 		t.Fatalf("%s still registered or in the meta group", victim.ID())
 	}
-	waitFor(t, 15*time.Second, "the removed node dropping its replicas and their data", func() bool {
+	testwait.Until(t, 15*time.Second, "the removed node dropping its replicas and their data", func() bool {
 		entries, err := os.ReadDir(victim.replicas.dir(""))
 		return len(victim.replicas.all()) == 0 && (err != nil || len(entries) == 0)
 	})
@@ -95,7 +96,7 @@ func TestRemoveNode_LeavesMetaAndPartitionsAndReplicasMove(t *testing.T) {
 		if len(p.Replicas) != 3 || slices.Contains(p.Replicas, victim.ID()) {
 			t.Fatalf("partition %d placed on %v", p.Index, p.Replicas)
 		}
-		waitFor(t, 20*time.Second, fmt.Sprintf("partition %d's group matching its placement with the data everywhere", p.Index), func() bool {
+		testwait.Until(t, 20*time.Second, fmt.Sprintf("partition %d's group matching its placement with the data everywhere", p.Index), func() bool {
 			pl := partitionLeader(live, group)
 			if pl == nil {
 				return false
@@ -147,14 +148,14 @@ func TestRemoveNode_DeadNodeRestoresFaultTolerance(t *testing.T) {
 	dead.Close()
 	c := dialRaw(t, leader.ClientAddr())
 	var resp wire.RemoveNodeResponse
-	waitFor(t, 15*time.Second, "the removal of the dead node", func() bool {
+	testwait.Until(t, 15*time.Second, "the removal of the dead node", func() bool {
 		return c.call(wire.OpRemoveNode, &wire.RemoveNodeRequest{ID: dead.ID()}, &resp) == nil
 	})
 	live := slices.DeleteFunc(slices.Clone(nodes), func(nd *Node) bool { return nd == dead })
 	leader.meta.view(func(f *meta.FSM) { q, _ = f.Queue("orders") })
 	for _, p := range q.Partitions {
 		group := q.GroupID(p.Index)
-		waitFor(t, 20*time.Second, fmt.Sprintf("partition %d on %v with its data", p.Index, p.Replicas), func() bool {
+		testwait.Until(t, 20*time.Second, fmt.Sprintf("partition %d on %v with its data", p.Index, p.Replicas), func() bool {
 			pl := partitionLeader(live, group)
 			if pl == nil || !slices.Equal(slices.Sorted(slices.Values(pl.replicas.get(group).Status().Voters)), slices.Sorted(slices.Values(p.Replicas))) {
 				return false
@@ -216,7 +217,7 @@ func TestRemoveNode_ShortPartitionsRefilledByTheNextNode(t *testing.T) {
 	seeds := []string{live[0].GossipAddr(), live[1].GossipAddr()}
 	n4 := startTestNode(t, t.TempDir(), "n4", 0, seeds, nil)
 	live = append(live, n4)
-	waitFor(t, 15*time.Second, "n4 placed in every partition", func() bool {
+	testwait.Until(t, 15*time.Second, "n4 placed in every partition", func() bool {
 		leader.meta.view(func(f *meta.FSM) { q, _ = f.Queue("orders") })
 		for _, p := range q.Partitions {
 			if len(p.Replicas) != 3 || !slices.Contains(p.Replicas, "n4") {
@@ -227,7 +228,7 @@ func TestRemoveNode_ShortPartitionsRefilledByTheNextNode(t *testing.T) {
 	})
 	for _, p := range q.Partitions {
 		group := q.GroupID(p.Index)
-		waitFor(t, 20*time.Second, fmt.Sprintf("partition %d's data on n4", p.Index), func() bool {
+		testwait.Until(t, 20*time.Second, fmt.Sprintf("partition %d's data on n4", p.Index), func() bool {
 			pl := partitionLeader(live, group)
 			r := n4.replicas.get(group)
 			return pl != nil && slices.Contains(pl.replicas.get(group).Status().Voters, "n4") && r != nil && r.Stats().Ready == 2

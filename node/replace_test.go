@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 	"github.com/hashicorp/raft"
 )
@@ -18,7 +19,7 @@ func createReplicated(t *testing.T, nd *Node, name string, partitions, replicas 
 	c := dialRaw(t, nd.ClientAddr())
 	req := &wire.CreateQueueRequest{Name: name, Config: wire.QueueConfig{Partitions: partitions, Replicas: replicas},
 		Set: wire.FieldPartitions | wire.FieldReplicas}
-	waitFor(t, 15*time.Second, "queue "+name+" created", func() bool {
+	testwait.Until(t, 15*time.Second, "queue "+name+" created", func() bool {
 		return c.call(wire.OpCreateQueue, req, &wire.CreateQueueResponse{}) == nil
 	})
 }
@@ -79,7 +80,7 @@ func TestShape_DeadNodeIsReplacedByAJoinedNode(t *testing.T) {
 	live = append(live, joined)
 	start := time.Now()
 	waitPlacedAndCaughtUp(t, live, "orders", 2)
-	waitFor(t, 30*time.Second, "nothing under-replicated", func() bool {
+	testwait.Until(t, 30*time.Second, "nothing under-replicated", func() bool {
 		return metaLeader(t, live).listNodes().UnderReplicatedTotal == 0
 	})
 	t.Logf("placed again %v after %s joined", time.Since(start).Round(100*time.Millisecond), joined.ID())

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -72,7 +73,7 @@ func TestSafeToStop_LeaderSeesAFollowerBehind(t *testing.T) {
 	group := q.GroupID(0)
 	sendTo(t, nodes, q, 0, 1)
 	pl := partitionLeader(nodes, group)
-	waitFor(t, 15*time.Second, "every follower caught up", func() bool { return len(replicaBehind(pl.replicas.get(group))) == 0 })
+	testwait.Until(t, 15*time.Second, "every follower caught up", func() bool { return len(replicaBehind(pl.replicas.get(group))) == 0 })
 	var follower *Node
 	for _, nd := range nodes {
 		if nd != pl && nd != leader {
@@ -89,12 +90,12 @@ func TestSafeToStop_LeaderSeesAFollowerBehind(t *testing.T) {
 		sendTo(t, live, q, 0, 1)
 	}
 	pl = partitionLeader(live, group)
-	waitFor(t, 15*time.Second, "the stopped follower seen behind", func() bool {
+	testwait.Until(t, 15*time.Second, "the stopped follower seen behind", func() bool {
 		return slices.Equal(replicaBehind(pl.replicas.get(group)), []string{follower.ID()})
 	})
 	back := restartTestNode(t, root, follower, []string{live[0].GossipAddr()})
 	live = append(live, back)
-	waitFor(t, 30*time.Second, "the restarted follower caught up", func() bool {
+	testwait.Until(t, 30*time.Second, "the restarted follower caught up", func() bool {
 		pl := partitionLeader(live, group)
 		return pl != nil && len(replicaBehind(pl.replicas.get(group))) == 0
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -40,7 +41,7 @@ func catalogQueue(nd *Node, name string) meta.Queue {
 func waitPlacedAndCaughtUp(t *testing.T, live []*Node, name string, want int) meta.Queue {
 	t.Helper()
 	var q meta.Queue
-	waitFor(t, 60*time.Second, "every partition of "+name+" settled on live nodes with its data", func() bool {
+	testwait.Until(t, 60*time.Second, "every partition of "+name+" settled on live nodes with its data", func() bool {
 		q = catalogQueue(live[0], name)
 		for _, p := range q.Partitions {
 			if p.Moving() || len(p.Replicas) != q.Config.Replicas {
@@ -148,7 +149,7 @@ func TestShape_JoinedNodesGetTheirShare(t *testing.T) {
 	for _, id := range []string{"n4", "n5"} {
 		nodes = append(nodes, startTestNode(t, root, id, 0, seeds, nil))
 	}
-	waitFor(t, 90*time.Second, "replica and preferred-leader counts within one of each other", func() bool {
+	testwait.Until(t, 90*time.Second, "replica and preferred-leader counts within one of each other", func() bool {
 		l := metaLeader(t, nodes).listNodes()
 		if len(l.Nodes) != 5 || l.MovesInFlight != 0 {
 			return false
@@ -226,14 +227,14 @@ func TestShape_DrainEmptiesANode(t *testing.T) {
 	// drained node and handed its leadership over: metaCall asks the
 	// current one.)
 	metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: nodes[2].ID()}, &resp)
-	waitFor(t, 10*time.Second, "the stuck drain explained", func() bool {
+	testwait.Until(t, 10*time.Second, "the stuck drain explained", func() bool {
 		st, _ := metaLeader(t, nodes).nodeStatus(nodes[2].ID())
 		return st.Stuck != ""
 	})
 	for _, id := range []string{nodes[2].ID(), victim.ID()} {
 		metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: id, Undrain: true}, &resp)
 	}
-	waitFor(t, 60*time.Second, victim.ID()+" given replicas again by balancing", func() bool {
+	testwait.Until(t, 60*time.Second, victim.ID()+" given replicas again by balancing", func() bool {
 		return len(victim.replicas.all()) > 0
 	})
 }
@@ -324,7 +325,7 @@ func TestShape_WipedVoterAbstainsWhileTheCatalogMoves(t *testing.T) {
 	if err := late.call(wire.OpSend, &wire.SendRequest{Queue: "amnesia", Messages: msgs}, &wire.SendResponse{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the late messages on the replica to be wiped", func() bool {
+	testwait.Until(t, 10*time.Second, "the late messages on the replica to be wiped", func() bool {
 		return wiped.replicas.get(group).Stats().Ready == 12
 	})
 	wiped.Close()
@@ -334,7 +335,7 @@ func TestShape_WipedVoterAbstainsWhileTheCatalogMoves(t *testing.T) {
 	holder.Close()
 	stale = restartTestNode(t, root, stale, seeds)
 	wiped = restartTestNode(t, root, wiped, seeds)
-	waitFor(t, 30*time.Second, "the wiped node's replica started, abstaining", func() bool {
+	testwait.Until(t, 30*time.Second, "the wiped node's replica started, abstaining", func() bool {
 		r := wiped.replicas.get(group)
 		return r != nil && r.Abstaining()
 	})
@@ -357,17 +358,16 @@ func TestShape_WipedVoterAbstainsWhileTheCatalogMoves(t *testing.T) {
 	waitPlacedAndCaughtUp(t, live, "amnesia", 12)
 }
 
-// waitForSaying is waitFor that, on timing out, also reports what the
-// condition last saw (*seen, which cond keeps up to date).
+// waitForSaying is testwait.Until that, on timing out, also reports what
+// the condition last saw (*seen, which cond keeps up to date).
 func waitForSaying(t *testing.T, within time.Duration, what string, seen *string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last saw %s", what, *seen)
+	testwait.UntilNil(t, within, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("last saw %s", *seen)
+	})
 }
 
 // metaCall makes a catalog call on the meta leader, asking again for up
@@ -391,13 +391,13 @@ func metaCall(t *testing.T, nodes []*Node, op wire.Op, body, out any) {
 // is not draining: a drained node leads nothing, the meta group included.
 func TestShape_DrainingMetaLeaderHandsOver(t *testing.T) {
 	nodes := shapeNodes(t, t.TempDir(), 3, nil)
-	waitFor(t, 15*time.Second, "every node registered", func() bool {
+	testwait.Until(t, 15*time.Second, "every node registered", func() bool {
 		return len(metaLeader(t, nodes).listNodes().Nodes) == len(nodes)
 	})
 	leader := metaLeader(t, nodes)
 	var resp wire.DrainNodeResponse
 	metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: leader.ID()}, &resp)
-	waitFor(t, 20*time.Second, "the meta leadership to leave "+leader.ID(), func() bool {
+	testwait.Until(t, 20*time.Second, "the meta leadership to leave "+leader.ID(), func() bool {
 		l := metaLeader(t, nodes)
 		return l != leader && !leader.meta.isLeader()
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/internal/devpki"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 )
 
@@ -173,7 +174,7 @@ func TestNode_DashboardOverTLS(t *testing.T) {
 	nd, pool := startTLSNode(t)
 	createQueueOnTLS(t, nd, pool, "tls-jobs")
 	hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsconf.ClientWithPool(pool)}}
-	waitFor(t, 15*time.Second, "queues page lists tls-jobs", func() bool {
+	testwait.Until(t, 15*time.Second, "queues page lists tls-jobs", func() bool {
 		resp, err := hc.Get("https://" + nd.HTTPAddr() + "/queues")
 		if err != nil {
 			return false

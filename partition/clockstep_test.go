@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // A leader whose clock jumps an hour ahead changes nothing until its clock
@@ -97,7 +98,7 @@ func TestPartition_NewLeaderAfterIdlePauseNeedsNoClockCheck(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // idle, twice the max step: what is under test
 	c.stop(l)
 	p := c.reps[c.leader()]
-	eventually(t, 10*time.Second, "a send on the new leader", func() bool {
+	testwait.Until(t, 10*time.Second, "a send on the new leader", func() bool {
 		msgs := []fsm.NewMessage{{ID: "after", Body: []byte("b")}}
 		res, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdSend, Send: &fsm.SendCmd{Messages: msgs}})
 		if errors.Is(err, ErrClockUnverified) {

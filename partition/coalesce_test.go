@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestPartition_ConcurrentSendsAreMergedAndAnsweredPerRequest sends from
@@ -294,7 +295,7 @@ func TestPartition_CloseWithSlicesInFlightAnswersEveryRequest(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 10*time.Second, "a proposal in flight", func() bool { return p.Status().AppliedIndex > 2 })
+	testwait.Until(t, 10*time.Second, "a proposal in flight", func() bool { return p.Status().AppliedIndex > 2 })
 	c.stop(leader)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/internal/diskfault"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // While the leader's raft log writes (whole or short) or fsyncs fail,
@@ -76,7 +77,7 @@ func testInjectedLogWriteErrors(t *testing.T, kind diskfault.Kind) {
 
 	p := c.reps[c.leader()]
 	seen := map[string]bool{}
-	eventually(t, 10*time.Second, "every message received", func() bool {
+	testwait.Until(t, 10*time.Second, "every message received", func() bool {
 		ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: fsm.BatchMax}, 0)
 		if err != nil {
 			return false

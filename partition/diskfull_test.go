@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/internal/tmpfs"
 	"os"
 	"path/filepath"
@@ -50,7 +51,7 @@ func TestPartition_RealFullDiskRefusesSendsAndRecovers(t *testing.T) {
 	p := c.reps[c.leader()]
 	send(t, p, "kept", 5)
 	filler := fill(t, root, 1<<20)
-	eventually(t, 10*time.Second, "sends refused on the full disk", func() bool {
+	testwait.Until(t, 10*time.Second, "sends refused on the full disk", func() bool {
 		_, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: "refused", Body: make([]byte, 1000)}})
 		return errors.Is(err, ErrDiskFull)
 	})
@@ -64,7 +65,7 @@ func TestPartition_RealFullDiskRefusesSendsAndRecovers(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "sends to work once space returns", func() bool {
+	testwait.Until(t, 10*time.Second, "sends to work once space returns", func() bool {
 		out, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: "after", Body: []byte("x")}})
 		return err == nil && out[0].Err == nil
 	})

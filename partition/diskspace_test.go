@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // With less free space than the reserve, the leader refuses sends with
@@ -25,7 +26,7 @@ func TestPartition_FullDiskRefusesSendsButServesConsumers(t *testing.T) {
 	send(t, p, "roomy", 1)
 
 	free.Store(512 << 10)
-	eventually(t, 10*time.Second, "the disk guard to see the full disk", func() bool {
+	testwait.Until(t, 10*time.Second, "the disk guard to see the full disk", func() bool {
 		_, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: "full", Body: []byte("x")}})
 		return errors.Is(err, ErrDiskFull)
 	})
@@ -56,7 +57,7 @@ func TestPartition_FullDiskRefusesSendsButServesConsumers(t *testing.T) {
 	}
 
 	free.Store(10 << 20)
-	eventually(t, 10*time.Second, "sends to work again once space returns", func() bool {
+	testwait.Until(t, 10*time.Second, "sends to work again once space returns", func() bool {
 		out, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: "after", Body: []byte("x")}})
 		return err == nil && out[0].Err == nil
 	})

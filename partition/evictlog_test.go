@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // syncBuffer is a log sink safe for concurrent writers.
@@ -50,7 +51,7 @@ func TestPartition_DeadLetterEvictionIsLogged(t *testing.T) {
 	if st := p.Stats(); st.Dead != 1 || st.Counters.DeadEvicted != 1 {
 		t.Fatalf("dead %d, evicted %d; want 1, 1", st.Dead, st.Counters.DeadEvicted)
 	}
-	eventually(t, 5*time.Second, "the eviction log line", func() bool {
+	testwait.Until(t, 5*time.Second, "the eviction log line", func() bool {
 		out := logs.String()
 		return strings.Contains(out, "dead letters deleted") && strings.Contains(out, "count=1")
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/transport"
 	"github.com/hashicorp/raft"
 )
@@ -117,23 +118,11 @@ func (c *testCluster) close() {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // leader waits for a leader among running replicas and returns its index.
 func (c *testCluster) leader() int {
 	c.t.Helper()
 	idx := -1
-	eventually(c.t, 10*time.Second, "a leader", func() bool {
+	testwait.Until(c.t, 10*time.Second, "a leader", func() bool {
 		for i, p := range c.reps {
 			if p != nil && p.IsLeader() {
 				idx = i
@@ -149,7 +138,7 @@ func (c *testCluster) leader() int {
 // index and digest.
 func (c *testCluster) converged() {
 	c.t.Helper()
-	eventually(c.t, 15*time.Second, "replicas to converge", func() bool {
+	testwait.Until(c.t, 15*time.Second, "replicas to converge", func() bool {
 		var idx uint64
 		var dig [32]byte
 		first := true

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wal"
 	"github.com/ferrymq/ferry/wal/raftlog"
@@ -79,7 +80,7 @@ func newIdleNodes(t *testing.T, groups int, tweak func(*Config)) *idleNodes {
 // leaders waits until every group has a leader.
 func (c *idleNodes) leaders() {
 	c.t.Helper()
-	eventually(c.t, 20*time.Second, "a leader in every group", func() bool {
+	testwait.Until(c.t, 20*time.Second, "a leader in every group", func() bool {
 		for _, reps := range c.reps {
 			led := false
 			for _, p := range reps {
@@ -225,10 +226,10 @@ func TestPartition_IdleReplicasRunNoGoroutinesAndProposeNothing(t *testing.T) {
 		}
 	}
 	sendAll("first")
-	eventually(t, 10*time.Second, "every deadline passed and every replica caught up", c.settled)
+	testwait.Until(t, 10*time.Second, "every deadline passed and every replica caught up", c.settled)
 	replicas := groups * 3
 	var now map[string]int
-	eventually(t, 10*time.Second, "the partitions' own goroutines to be gone", func() bool {
+	testwait.Until(t, 10*time.Second, "the partitions' own goroutines to be gone", func() bool {
 		now = goroutinesByCreator()
 		return now["partition"]-before["partition"] <= idleSchedulerGoroutines
 	})
@@ -274,7 +275,7 @@ func TestPartition_NewLeaderExpiresLeasesWithoutClients(t *testing.T) {
 	c.converged()
 	c.stop(l)
 	p := c.reps[c.leader()]
-	eventually(t, 10*time.Second, "the new leader to expire the lease", func() bool { return p.Stats().Counters.Expired == 1 })
+	testwait.Until(t, 10*time.Second, "the new leader to expire the lease", func() bool { return p.Stats().Counters.Expired == 1 })
 }
 
 // Followers compact too, from the shared scheduler: a payload that waits
@@ -294,7 +295,7 @@ func TestPartition_FollowersMoveOldPayloadsOut(t *testing.T) {
 		if i == l {
 			continue
 		}
-		eventually(t, 10*time.Second, fmt.Sprintf("follower %d to move the old payload out", i), func() bool {
+		testwait.Until(t, 10*time.Second, fmt.Sprintf("follower %d to move the old payload out", i), func() bool {
 			return r.body.Stats().RecordsAppended > 0
 		})
 	}
@@ -334,7 +335,7 @@ func TestPartition_IdleReplicasHoldNoWALFiles(t *testing.T) {
 		}
 	}
 	root := filepath.Dir(filepath.Dir(c.reps[0][0].cfg.Dir))
-	eventually(t, 10*time.Second, "no WAL file open", func() bool {
+	testwait.Until(t, 10*time.Second, "no WAL file open", func() bool {
 		for _, reps := range c.reps {
 			for _, p := range reps {
 				if p.body.Stats().OpenFiles != 0 {

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // The replicas sharing a LeaderChanges counter count every change of
@@ -19,7 +21,7 @@ func TestPartition_LeaderChangesCountsElections(t *testing.T) {
 		t.Fatal("an election moved no leader-change count")
 	}
 	c.stop(first)
-	eventually(t, 10*time.Second, "a new leader", func() bool {
+	testwait.Until(t, 10*time.Second, "a new leader", func() bool {
 		for i, p := range c.reps {
 			if i != first && p != nil && p.IsLeader() {
 				return true

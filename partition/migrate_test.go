@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -164,7 +165,7 @@ func TestPartition_UpgradedReplicaKeepsItsTerm(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.dirs[0], boltFile)); !os.IsNotExist(err) {
 		t.Fatalf("raft.db came back after a restart: %v", err)
 	}
-	eventually(t, 10*time.Second, "both messages back after the restart", func() bool {
+	testwait.Until(t, 10*time.Second, "both messages back after the restart", func() bool {
 		return c.reps[0].Stats().Ready == 2
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/hashicorp/raft"
 )
 
@@ -44,7 +45,7 @@ func TestPartition_LeaderExpiresLeasesWithoutClients(t *testing.T) {
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("receive: %v %d", err, len(ds))
 	}
-	eventually(t, 10*time.Second, "the lease to expire", func() bool { return p.Stats().Counters.Expired == 1 })
+	testwait.Until(t, 10*time.Second, "the lease to expire", func() bool { return p.Stats().Counters.Expired == 1 })
 	c.converged()
 }
 
@@ -125,7 +126,7 @@ func TestPartition_LeaderLossKeepsConfirmedMessages(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 10*time.Second, "some confirmed sends", func() bool { mu.Lock(); defer mu.Unlock(); return len(confirmed) > 50 })
+	testwait.Until(t, 10*time.Second, "some confirmed sends", func() bool { mu.Lock(); defer mu.Unlock(); return len(confirmed) > 50 })
 	c.stop(l)
 	nl := c.leader()
 	send(t, c.reps[nl], "after", 1)
@@ -246,7 +247,7 @@ func TestPartition_LeaderChangesAreLogged(t *testing.T) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	c.leader()
-	eventually(t, 10*time.Second, "a leader change logged", func() bool {
+	testwait.Until(t, 10*time.Second, "a leader change logged", func() bool {
 		s := out.String()
 		return strings.Contains(s, `msg="partition leader changed"`) && strings.Contains(s, "leader=n1 term=")
 	})

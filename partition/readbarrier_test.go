@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // A replica that becomes leader before applying entries the old leader
@@ -33,7 +34,7 @@ func TestPartition_NewLeaderReadsWaitForConfirmedWrites(t *testing.T) {
 	if err := c.reps[l].TransferLeadership(string(c.peers[next].ID), string(c.peers[next].Address)); err != nil {
 		t.Fatalf("transfer leadership: %v", err)
 	}
-	eventually(t, 10*time.Second, "the transfer", np.IsLeader)
+	testwait.Until(t, 10*time.Second, "the transfer", np.IsLeader)
 	if st := np.Stats(); st.Ready != 1 {
 		t.Fatalf("the new leader applied %d messages before its FSM was let go; the test needs it behind (want 1)", st.Ready)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/internal/tmpfs"
 	"github.com/ferrymq/ferry/wal"
 )
@@ -61,7 +62,7 @@ func TestPartition_RedriveOnFollowersWithFullBodyDisks(t *testing.T) {
 		}
 	}
 	c.stop(first)
-	eventually(t, 10*time.Second, "a follower with a full body disk to lead and deliver the redriven message", func() bool {
+	testwait.Until(t, 10*time.Second, "a follower with a full body disk to lead and deliver the redriven message", func() bool {
 		next := c.leader()
 		ds, err := c.reps[next].Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1}, 0)
 		if err != nil || len(ds) == 0 {
@@ -120,7 +121,7 @@ func TestPartition_RedrivenBodyRecordSurvivesRestart(t *testing.T) {
 		t.Fatalf("reject: %v %v", err, res.Settled)
 	}
 	churn(t, p, 150)
-	eventually(t, 10*time.Second, "the dead letter's payload to move into a body record", func() bool {
+	testwait.Until(t, 10*time.Second, "the dead letter's payload to move into a body record", func() bool {
 		if _, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdTick}); err != nil {
 			t.Fatalf("tick: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // storageConfig snapshots and compacts often, so that tests cross several
@@ -112,7 +113,7 @@ func TestPartition_LongWaitingMessageDoesNotPinTheLog(t *testing.T) {
 		t.Fatalf("receive the patient message: %v %d", err, len(held))
 	}
 	churn(t, p, 150)
-	eventually(t, 10*time.Second, "the log to let the old entry go", func() bool {
+	testwait.Until(t, 10*time.Second, "the log to let the old entry go", func() bool {
 		// A new entry gives raft something new to snapshot, and the new
 		// snapshot releases the floor the previous one held.
 		if _, err := p.Propose(ctxT(t), fsm.Command{Type: fsm.CmdTick}); err != nil {
@@ -155,7 +156,7 @@ func TestPartition_SnapshotsBySizeOfAppliedData(t *testing.T) {
 			t.Fatalf("send %d: %v %+v", i, err, out)
 		}
 	}
-	eventually(t, 20*time.Second, "a snapshot taken by size", func() bool {
+	testwait.Until(t, 20*time.Second, "a snapshot taken by size", func() bool {
 		return p.snaps.snapshotBytes.Load() > 0
 	})
 	if left := p.snaps.appliedBytes.Load(); left >= snapshotBytesMin {

@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // rawDial opens a plain TCP connection to m, bypassing StreamLayer.Dial.
@@ -45,7 +47,7 @@ func TestTransport_BadHeadersAreClosed(t *testing.T) {
 			}
 			expectClosed(t, c)
 			rejected++
-			waitFor(t, "rejection to be counted", func() bool { return m.Stats().Rejected == rejected })
+			testwait.Until(t, waitTimeout, "rejection to be counted", func() bool { return m.Stats().Rejected == rejected })
 		})
 	}
 	if s := m.Stats(); s.Accepted != 0 || s.Handshaking != 0 || s.Groups != 1 {
@@ -65,7 +67,7 @@ func TestTransport_SlowHandshakeDropped(t *testing.T) {
 	if _, err := partial.Write([]byte("FRYR\x01\x02p")); err != nil { // one id byte missing
 		t.Fatalf("write: %v", err)
 	}
-	waitFor(t, "both connections to be handshaking", func() bool { return m.Stats().Handshaking == 2 })
+	testwait.Until(t, waitTimeout, "both connections to be handshaking", func() bool { return m.Stats().Handshaking == 2 })
 	// Meanwhile a well-behaved dialer is not held up by them.
 	checkGroupStillServes(t, m, l)
 
@@ -75,7 +77,7 @@ func TestTransport_SlowHandshakeDropped(t *testing.T) {
 	if elapsed := time.Since(start); elapsed < timeout {
 		t.Fatalf("dropped after %v, before HandshakeTimeout %v", elapsed, timeout)
 	}
-	waitFor(t, "handshakes to be cleared", func() bool {
+	testwait.Until(t, waitTimeout, "handshakes to be cleared", func() bool {
 		s := m.Stats()
 		return s.Handshaking == 0 && s.Rejected == 2
 	})

@@ -69,19 +69,6 @@ func mustGroup(t testing.TB, m *Mux, id string) *StreamLayer {
 	return l
 }
 
-// waitFor polls cond until it holds, failing the test with what after
-// waitTimeout.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // acceptResult is one StreamLayer.Accept outcome.
 type acceptResult struct {
 	conn net.Conn

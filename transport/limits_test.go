@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // dialFrom opens a raw TCP connection to m from ip, sending nothing, and
@@ -37,7 +39,7 @@ func TestTransport_HandshakesBoundedPerIPAndInAll(t *testing.T) {
 	l := mustGroup(t, m, "meta")
 	handshaking := func(n int) {
 		t.Helper()
-		waitFor(t, "handshaking connections", func() bool { return m.Stats().Handshaking == n })
+		testwait.Until(t, waitTimeout, "handshaking connections", func() bool { return m.Stats().Handshaking == n })
 	}
 	a1 := dialFrom(t, m, ips[0])
 	dialFrom(t, m, ips[0])

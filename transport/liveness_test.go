@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 func fastProbes(c *SharedConfig) {
@@ -19,7 +21,7 @@ func fastProbes(c *SharedConfig) {
 func waitAlive(t *testing.T, s *Shared, addr raft.ServerAddress) <-chan struct{} {
 	t.Helper()
 	var lost <-chan struct{}
-	waitFor(t, "the peer to be reported alive", func() bool {
+	testwait.Until(t, waitTimeout, "the peer to be reported alive", func() bool {
 		var alive bool
 		alive, lost = s.PeerAlive("b", addr)
 		return alive && lost != nil

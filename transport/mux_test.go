@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 func TestTransport_ConfigValidationNamesField(t *testing.T) {
@@ -241,5 +243,5 @@ func TestTransport_GroupCloseIsolated(t *testing.T) {
 		t.Fatalf("Close client meta: %v", err)
 	}
 	expectClosed(t, metaAccepted)
-	waitFor(t, "client dialed count to drop to 1", func() bool { return client.Stats().Dialed == 1 })
+	testwait.Until(t, waitTimeout, "client dialed count to drop to 1", func() bool { return client.Stats().Dialed == 1 })
 }

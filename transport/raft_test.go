@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // countFSM counts applied commands.
@@ -212,7 +214,7 @@ func (c *cluster) stop() {
 func (c *cluster) leader(g string) *replica {
 	c.t.Helper()
 	var lead *replica
-	waitFor(c.t, "a leader of "+g, func() bool {
+	testwait.Until(c.t, waitTimeout, "a leader of "+g, func() bool {
 		for _, n := range c.nodes {
 			if rep := n.replicas[g]; rep != nil && rep.r.State() == raft.Leader {
 				lead = rep
@@ -256,7 +258,7 @@ func (c *cluster) applyData(g string, k int, data []byte) {
 // number of commands, at least min.
 func (c *cluster) converge(g string, min uint64) {
 	c.t.Helper()
-	waitFor(c.t, fmt.Sprintf("all replicas of %s to apply >= %d commands", g, min), func() bool {
+	testwait.Until(c.t, waitTimeout, fmt.Sprintf("all replicas of %s to apply >= %d commands", g, min), func() bool {
 		var want uint64
 		for _, n := range c.nodes {
 			rep := n.replicas[g]
@@ -365,7 +367,7 @@ func testRaftShutdownLeavesNoGoroutines(t *testing.T, start startFunc) {
 			t.Errorf("node %s: Stats after Close = %+v, want nothing open", n.id, s)
 		}
 	}
-	waitFor(t, fmt.Sprintf("goroutines back to baseline %d", base), func() bool {
+	testwait.Until(t, waitTimeout, fmt.Sprintf("goroutines back to baseline %d", base), func() bool {
 		return runtime.NumGoroutine() <= base+2
 	})
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // newTestShared starts a Shared transport on m with a short timeout.
@@ -260,7 +262,7 @@ func TestShared_RPCsOfEveryKind(t *testing.T) {
 	}
 	// Two nodes, two connections from a to b (control, bulk), whatever
 	// the number of groups; the snapshot's connection is closed.
-	waitFor(t, "a's snapshot connection to close", func() bool { _, d := p.a.connCounts(); return d == 2 })
+	testwait.Until(t, waitTimeout, "a's snapshot connection to close", func() bool { _, d := p.a.connCounts(); return d == 2 })
 }
 
 func TestShared_HeartbeatsOfManyGroupsShareFrames(t *testing.T) {
@@ -320,7 +322,7 @@ func TestShared_SlowGroupDoesNotDelayOthers(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, "slow's queue to fill and refuse appends", func() bool { return busy.Load() > 0 })
+	testwait.Until(t, waitTimeout, "slow's queue to fill and refuse appends", func() bool { return busy.Load() > 0 })
 	for i := range 20 {
 		start := time.Now()
 		var r raft.AppendEntriesResponse
@@ -356,7 +358,7 @@ func TestShared_CutMidSnapshotFailsOnlyThatSnapshot(t *testing.T) {
 		errc <- ga.InstallSnapshot("b", p.target(), &raft.InstallSnapshotRequest{Term: 2, Size: 2 << 20}, &r, data)
 	}()
 	<-half
-	waitFor(t, "the snapshot connection to be accepted", func() bool { a, _ := p.b.connCounts(); return a >= 1 })
+	testwait.Until(t, waitTimeout, "the snapshot connection to be accepted", func() bool { a, _ := p.b.connCounts(); return a >= 1 })
 	p.b.mu.Lock()
 	for in := range p.b.inbound {
 		if in.class == classSnapshot {
@@ -525,7 +527,7 @@ func TestShared_RaftSnapshotInstallAndIdleGoroutines(t *testing.T) {
 		t.Fatalf("the restarted replica holds no snapshot (%v): it did not catch up through InstallSnapshot", err)
 	}
 	c.stop()
-	waitFor(t, fmt.Sprintf("goroutines back to baseline %d", base), func() bool { return runtime.NumGoroutine() <= base+2 })
+	testwait.Until(t, waitTimeout, fmt.Sprintf("goroutines back to baseline %d", base), func() bool { return runtime.NumGoroutine() <= base+2 })
 }
 
 func TestShared_StuckGroupIsAnsweredBusyAndKeepsTheConnection(t *testing.T) {
@@ -573,7 +575,7 @@ func TestShared_SilentPeerFailsTheConnection(t *testing.T) {
 		t.Fatalf("append to a silent peer: %v, want ErrTimeout", err)
 	}
 	peer, _ := s.peer(string(target))
-	waitFor(t, "the silent connection to be dropped", func() bool {
+	testwait.Until(t, waitTimeout, "the silent connection to be dropped", func() bool {
 		peer.mu.Lock()
 		defer peer.mu.Unlock()
 		return peer.links[classBulk] == nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/internal/devpki"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/hashicorp/raft"
 )
@@ -90,7 +91,7 @@ func TestTransport_TLSRefusesNonMembersBeforeAnyRaftByte(t *testing.T) {
 
 	// The server counts a refused handshake after its client may already
 	// have seen the connection close.
-	waitFor(t, "2 TLS refusals and the member accepted", func() bool {
+	testwait.Until(t, waitTimeout, "2 TLS refusals and the member accepted", func() bool {
 		s := m.Stats()
 		return s.TLSRefused == 2 && s.Rejected == 2 && s.Accepted == 1
 	})
@@ -125,7 +126,7 @@ func TestTransport_MaxTermRequestVoteFromOutsiderNoLongerLands(t *testing.T) {
 		// The server counts a refused handshake after its client may
 		// already have seen the connection close.
 		mux := n.mux
-		waitFor(t, "node "+string(n.id)+" to count the outsider refused", func() bool { return mux.Stats().TLSRefused > 0 })
+		testwait.Until(t, waitTimeout, "node "+string(n.id)+" to count the outsider refused", func() bool { return mux.Stats().TLSRefused > 0 })
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/internal/procfd"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // newTestCache returns a FileCache, failing the test on error.
@@ -45,16 +46,14 @@ func openFDsUnder(t testing.TB, dir string) int {
 	return n
 }
 
-// waitFor polls cond every few milliseconds until it holds, failing the
-// test with what() after the deadline.
-func waitFor(t testing.TB, within time.Duration, cond func() bool, what func() string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what())
+// reporting is cond as a condition for testwait.UntilNil: nil once cond
+// holds, else an error saying report().
+func reporting(cond func() bool, report func() string) func() error {
+	return func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
+		return errors.New(report())
 	}
 }
 
@@ -128,7 +127,7 @@ func TestFileCache_IdleLogHoldsNoFiles(t *testing.T) {
 		return fmt.Sprintf("%d open files, %d descriptors in the directory, %d unflushed bytes, sweep armed %v",
 			st.OpenFiles, openFDsUnder(t, dir), st.UnflushedBytes, sweepArmed(c))
 	}
-	waitFor(t, 5*time.Second, idleClosed, report)
+	testwait.UntilNil(t, 5*time.Second, "the idle log's files flushed and closed", reporting(idleClosed, report))
 	if st := c.Stats(); st.Open != 0 || st.IdleFlushes == 0 || st.IdleCloses == 0 {
 		t.Fatalf("cache after idling: %+v", st)
 	}
@@ -149,7 +148,7 @@ func TestFileCache_IdleLogHoldsNoFiles(t *testing.T) {
 	if n := l.Stats().OpenFiles; n != 1 {
 		t.Fatalf("after a read of an idle log: %d open files, want 1", n)
 	}
-	waitFor(t, 5*time.Second, idleClosed, report)
+	testwait.UntilNil(t, 5*time.Second, "the idle log's files flushed and closed", reporting(idleClosed, report))
 }
 
 // segFDsUnder counts this process's open descriptors on segment files
@@ -581,7 +580,7 @@ func TestFileCache_SpareWaitsClosed(t *testing.T) {
 		for l.active.sizeBytes < smallSegmentBytes/2+200 {
 			add()
 		}
-		waitFor(t, 10*time.Second, spareReady, func() string { return fmt.Sprintf("round %d: spare not ready", round) })
+		testwait.Until(t, 10*time.Second, fmt.Sprintf("round %d: the spare to be ready", round), spareReady)
 		if l.Stats().ActiveSegment != round {
 			t.Fatalf("round %d: active segment %d", round, l.Stats().ActiveSegment)
 		}
@@ -598,8 +597,8 @@ func TestFileCache_SpareWaitsClosed(t *testing.T) {
 	if !fileExists(filepath.Join(dir, spareFileName)) {
 		t.Fatal("no spare file")
 	}
-	waitFor(t, 5*time.Second, func() bool { return openFDsUnder(t, dir) == 0 && l.Stats().OpenFiles == 0 },
-		func() string { return fmt.Sprintf("%d descriptors in the directory", openFDsUnder(t, dir)) })
+	testwait.UntilNil(t, 5*time.Second, "the log's files closed", reporting(func() bool { return openFDsUnder(t, dir) == 0 && l.Stats().OpenFiles == 0 },
+		func() string { return fmt.Sprintf("%d descriptors in the directory", openFDsUnder(t, dir)) }))
 	checkScan(t, l, recs)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -624,10 +623,10 @@ func TestFileCache_NoGoroutinePerLog(t *testing.T) {
 		appendMany(t, l, 1, 3, func(int) int { return 100 })
 	}
 	// One more at most: the cache's sweep while it runs.
-	waitFor(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before+1 },
-		func() string { return fmt.Sprintf("%d goroutines, %d before the logs", runtime.NumGoroutine(), before) })
-	waitFor(t, 5*time.Second, func() bool { return c.Stats().Open == 0 && segFDsUnder(root) == 0 && !sweepArmed(c) },
-		func() string { return fmt.Sprintf("cache %+v, %d descriptors", c.Stats(), segFDsUnder(root)) })
+	testwait.UntilNil(t, 5*time.Second, "the logs' goroutines to end", reporting(func() bool { return runtime.NumGoroutine() <= before+1 },
+		func() string { return fmt.Sprintf("%d goroutines, %d before the logs", runtime.NumGoroutine(), before) }))
+	testwait.UntilNil(t, 5*time.Second, "the cache to close every file and disarm its sweep", reporting(func() bool { return c.Stats().Open == 0 && segFDsUnder(root) == 0 && !sweepArmed(c) },
+		func() string { return fmt.Sprintf("cache %+v, %d descriptors", c.Stats(), segFDsUnder(root)) }))
 	if st := c.Stats(); st.IdleFlushes < logs {
 		t.Fatalf("%d idle flushes, want one per log (%d)", st.IdleFlushes, logs)
 	}

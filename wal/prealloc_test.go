@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/internal/tmpfs"
 )
 
@@ -30,17 +31,8 @@ func preallocConfig(dir string, segmentBytes int64) Config {
 	return cfg
 }
 
-// waitUntil polls cond until it holds or a deadline passes.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitTimeout bounds every polled condition in the tests.
+const waitTimeout = 10 * time.Second
 
 // fileSize returns the size of path.
 func fileSize(t *testing.T, path string) int64 {
@@ -68,7 +60,7 @@ func fillPastHalf(t *testing.T, l *Log, firstKey uint64) []record {
 func rotateIntoSpare(t *testing.T, l *Log) []record {
 	t.Helper()
 	recs := fillPastHalf(t, l, 1)
-	waitUntil(t, "the spare to be ready", func() bool { return l.Stats().SpareBytes == l.cfg.SegmentBytesMax })
+	testwait.Until(t, waitTimeout, "the spare to be ready", func() bool { return l.Stats().SpareBytes == l.cfg.SegmentBytesMax })
 	for key := uint64(len(recs) + 1); recs[len(recs)-1].pos.Segment == 1; key++ {
 		recs = append(recs, appendMany(t, l, key, 1, func(int) int { return 1000 })...)
 	}
@@ -121,7 +113,7 @@ func TestWAL_PreallocRotationWithoutSpare(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := fillPastHalf(t, l, 1)
-	waitUntil(t, "the spare to fail", func() bool { return l.Stats().SpareFailures > 0 })
+	testwait.Until(t, waitTimeout, "the spare to fail", func() bool { return l.Stats().SpareFailures > 0 })
 	recs = append(recs, appendMany(t, l, 500, 60, func(int) int { return 1000 })...)
 	if st := l.Stats(); st.ActiveSegment < 2 || st.SpareBytes != 0 {
 		t.Fatalf("stats: %+v", st)
@@ -277,7 +269,7 @@ func TestWAL_PreallocCloseInterruptsFill(t *testing.T) {
 	go l.prepareSpare(l.spare.stop, l.spare.done)
 	l.mu.Unlock()
 	spare := filepath.Join(cfg.Dir, spareFileName)
-	waitUntil(t, "the fill to start", func() bool {
+	testwait.Until(t, waitTimeout, "the fill to start", func() bool {
 		info, err := os.Stat(spare)
 		return err == nil && info.Size() >= spareFillChunkBytes
 	})
@@ -306,7 +298,7 @@ func TestWAL_PreallocDiskFullNeverFailsAppends(t *testing.T) {
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the spare to fail for want of space", func() bool { return l.Stats().SpareFailures > 0 })
+	testwait.Until(t, waitTimeout, "the spare to fail for want of space", func() bool { return l.Stats().SpareFailures > 0 })
 	if fileExists(filepath.Join(dir, spareFileName)) {
 		t.Fatal("the failed spare was left behind")
 	}
@@ -330,7 +322,7 @@ func TestWAL_PreallocSealsUnwrittenSegmentEarly(t *testing.T) {
 	for key := uint64(1); l.Stats().TotalBytes < earlySealBytes; key++ {
 		recs = append(recs, appendMany(t, l, key, 1, func(int) int { return 3000 })...)
 	}
-	waitUntil(t, "the spare to be ready", func() bool { return l.Stats().SpareBytes == cfg.SegmentBytesMax })
+	testwait.Until(t, waitTimeout, "the spare to be ready", func() bool { return l.Stats().SpareBytes == cfg.SegmentBytesMax })
 	recs = append(recs, appendMany(t, l, 100000, 3, func(int) int { return 100 })...)
 	if got := recs[len(recs)-3].pos.Segment; got != 2 {
 		t.Fatalf("the append after the spare was ready went to segment %d, want 2", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // benchJSON runs one bench mode with --json and decodes its result.
@@ -30,19 +32,15 @@ func benchJSON(t *testing.T, cl *cluster, args ...string) map[string]any {
 // queueGone polls until the bench's queue is deleted.
 func queueGone(t *testing.T, cl *cluster, name string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.UntilNil(t, 10*time.Second, "queue "+name+" deleted after the bench", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := cl.c.QueueStats(ctx, name)
 		cancel()
 		if errors.Is(err, client.ErrQueueNotFound) {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %s still there after the bench: %v", name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("queue stats: %v", err)
+	})
 }
 
 func TestBench_ModesCountEveryMessageAndDeleteTheirQueue(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -388,15 +389,11 @@ func waitNoLeaderKnown(t *testing.T, addr, queue string) {
 		t.Fatalf("dial the survivor: %v", err)
 	}
 	defer c.Close()
-	for {
+	testwait.UntilNil(t, 20*time.Second, "the survivor to name no leader", func() error {
 		qs, err := c.ListQueues(ctx, queue)
 		if err == nil && len(qs) == 1 && qs[0].Partitions[0].Leader == "" {
-			return
+			return nil
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the survivor still names a leader: %+v, %v", qs, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return fmt.Errorf("queues %+v, %v", qs, err)
+	})
 }

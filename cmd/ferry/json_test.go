@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -36,7 +37,7 @@ func startNode(t *testing.T) *node.Node {
 		t.Fatalf("start node: %v", err)
 	}
 	t.Cleanup(func() { nd.Close() })
-	eventually(t, "node ready", func() error {
+	testwait.UntilNil(t, waitTimeout, "node ready", func() error {
 		resp, err := http.Get("http://" + nd.HTTPAddr() + "/readyz")
 		if err != nil {
 			return err
@@ -55,21 +56,8 @@ func freeAddr(t *testing.T) string {
 	return loopbackAddr(t)
 }
 
-// eventually polls f until it succeeds or 20 s pass.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitTimeout bounds every polled condition in the tests.
+const waitTimeout = 20 * time.Second
 
 // stdoutMu serializes the tests that take over os.Stdout.
 var stdoutMu sync.Mutex
@@ -105,7 +93,7 @@ func runCLI(addr string, args ...string) ([]byte, error) {
 func cliJSON(t *testing.T, addr string, args ...string) any {
 	t.Helper()
 	var out any
-	eventually(t, fmt.Sprint("ferry ", args), func() error {
+	testwait.UntilNil(t, waitTimeout, fmt.Sprint("ferry ", args), func() error {
 		b, err := runCLI(addr, append([]string{"--json"}, args...)...)
 		if err != nil {
 			return err
@@ -261,7 +249,7 @@ func checkFigures(t *testing.T, nd *node.Node, addr string) {
 		t.Fatal(err)
 	}
 	var st map[string]any
-	eventually(t, "stats and replicas agree", func() error {
+	testwait.UntilNil(t, waitTimeout, "stats and replicas agree", func() error {
 		st = cliJSON(t, addr, "queue", "stats", "orders").(map[string]any)
 		reps := httpJSON(t, nd, "/v1/replicas")
 		for _, p := range st["partitions"].([]any) {

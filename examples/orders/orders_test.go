@@ -10,6 +10,7 @@ import (
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/examples/orders"
 	"github.com/ferrymq/ferry/ferrytest"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // ledger records what the workers did, per order id.
@@ -45,18 +46,6 @@ func (l *ledger) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.fulfilled)
-}
-
-// waitUntil polls cond until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // startWorker runs w until its stop channel is closed; the returned
@@ -97,7 +86,7 @@ func TestOrders_PlacedOnceFulfilledOnce(t *testing.T) {
 	}
 	l := newLedger()
 	stop := startWorker(t, ctx, &orders.Worker{Queue: fc.Dial().Queue("orders"), Fulfil: l.fulfil(0), OnSettle: l.onSettle})
-	waitUntil(t, 20*time.Second, "order 42 fulfilled", func() bool { return l.count() == 1 })
+	testwait.Until(t, 20*time.Second, "order 42 fulfilled", func() bool { return l.count() == 1 })
 	stop()
 	if l.fulfilled["42"] != 1 || len(l.settles) != 1 || l.settles[0].Err != nil {
 		t.Fatalf("fulfilled %v, settles %+v; want one confirmed fulfilment", l.fulfilled, l.settles)
@@ -135,7 +124,7 @@ func TestOrders_RollingDeploySpendsNoAttempts(t *testing.T) {
 	stop := startWorker(t, ctx, worker())
 	for g := 1; g < generations; g++ {
 		at := g * total / generations / 2
-		waitUntil(t, 60*time.Second, fmt.Sprintf("%d orders fulfilled", at), func() bool { return l.count() >= at })
+		testwait.Until(t, 60*time.Second, fmt.Sprintf("%d orders fulfilled", at), func() bool { return l.count() >= at })
 		next := startWorker(t, ctx, worker())
 		stop()
 		stop = next
@@ -143,7 +132,7 @@ func TestOrders_RollingDeploySpendsNoAttempts(t *testing.T) {
 	if err := <-produced; err != nil {
 		t.Fatalf("producer: %v", err)
 	}
-	waitUntil(t, 60*time.Second, "every order fulfilled", func() bool { return l.count() == total })
+	testwait.Until(t, 60*time.Second, "every order fulfilled", func() bool { return l.count() == total })
 	stop()
 
 	l.mu.Lock()

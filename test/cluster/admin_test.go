@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestCluster_QueueAdmin checks admission control, queue settings and the
@@ -132,7 +133,7 @@ func testUpdateQueue(t *testing.T, c *testCluster, cl *client.Client) {
 	// The partition leader adopts the catalog's config shortly after the
 	// change; until it does, receives still get the old lease.
 	var short *client.Delivery
-	c.eventually(waitLong, "new visibility in force", func() error {
+	testwait.UntilNil(c.t, waitLong, "new visibility in force", func() error {
 		mustSend(t, q, client.Message{})
 		d := receiveOne(t, q, client.ReceiveOptions{})
 		if time.Until(d.Deadline) < 5*time.Second {
@@ -196,7 +197,7 @@ func testPurgeAndDelete(t *testing.T, c *testCluster, cl *client.Client) {
 	if err != nil || slices.ContainsFunc(qs, func(qi client.QueueInfo) bool { return qi.Name == "scratch" }) {
 		t.Fatalf("list after delete: %v %+v", err, qs)
 	}
-	c.eventually(waitLong, "replicas removed", func() error {
+	testwait.UntilNil(c.t, waitLong, "replicas removed", func() error {
 		for _, i := range c.running() {
 			if rs, err := c.replicas(i, "scratch"); err != nil || len(rs) > 0 {
 				return fmt.Errorf("%s still runs %d replicas (%v)", c.members[i].cfg.ID, len(rs), err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestCluster_DeadLetters checks how messages become dead letters (reject,
@@ -95,7 +96,7 @@ func deadByExpiry(t *testing.T, c *testCluster, cl *client.Client, q *client.Que
 		}
 	}
 	var letter client.DeadLetter
-	c.eventually(waitLong, "x1 dead-lettered", func() error {
+	testwait.UntilNil(c.t, waitLong, "x1 dead-lettered", func() error {
 		ls, err := cl.DeadLetters(opContext(t), "dlq", client.DeadFilter{Reason: client.DeadLeaseExpired})
 		if err != nil || len(ls) != 1 {
 			return fmt.Errorf("%d letters, %v", len(ls), err)
@@ -243,7 +244,7 @@ func testConsumeReject(t *testing.T, c *testCluster, cl *client.Client) {
 			return nil
 		}, client.ConsumeOptions{Concurrency: 2, Wait: 200 * time.Millisecond, Consumer: "handler-1"})
 	}()
-	c.eventually(waitLong, "both messages settled", func() error {
+	testwait.UntilNil(c.t, waitLong, "both messages settled", func() error {
 		if st := stats(t, cl, "handlers"); st.Counters.Acked != 1 || st.Dead != 1 {
 			return fmt.Errorf("acked %d dead %d", st.Counters.Acked, st.Dead)
 		}

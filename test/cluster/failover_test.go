@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestCluster_LeaderLoss stops the leader of a one-partition queue while
@@ -149,7 +150,7 @@ func (p *producers) waitConfirmed(c *testCluster, n int) {
 	p.mu.Lock()
 	target := len(p.confirmed) + n
 	p.mu.Unlock()
-	c.eventually(waitLong, fmt.Sprintf("%d more confirmed sends", n), func() error {
+	testwait.UntilNil(c.t, waitLong, fmt.Sprintf("%d more confirmed sends", n), func() error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if len(p.confirmed) < target {
@@ -184,7 +185,7 @@ func drain(t *testing.T, c *testCluster, cl *client.Client, queue string, held i
 	t.Helper()
 	q := cl.Queue(queue)
 	got := map[string]uint64{}
-	c.eventually(waitLong, "queue "+queue+" drained", func() error {
+	testwait.UntilNil(c.t, waitLong, "queue "+queue+" drained", func() error {
 		ds, err := q.Receive(opContext(t), client.ReceiveOptions{Max: 500, Wait: 200 * time.Millisecond, Visibility: time.Minute})
 		if err != nil {
 			return err

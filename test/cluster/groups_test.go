@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // Shape of the group workload.
@@ -54,7 +55,7 @@ func TestCluster_GroupOrder(t *testing.T) {
 	start := time.Now()
 	produceGroups(t, c.dial("producer").Queue("orders"))
 	t.Logf("sent %d messages in %v", groupCount*perGroup, time.Since(start))
-	c.eventually(60*time.Second, "every message acked", func() error {
+	testwait.UntilNil(c.t, 60*time.Second, "every message acked", func() error {
 		if n := ck.doneCount(); n < groupCount*perGroup {
 			return fmt.Errorf("%d of %d handled", n, groupCount*perGroup)
 		}

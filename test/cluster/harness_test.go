@@ -20,6 +20,7 @@ import (
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/devpki"
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
 )
@@ -354,28 +355,11 @@ func (c *testCluster) url(i int, path string) string {
 	return "https://" + c.members[i].cfg.HTTPAddr + path
 }
 
-// eventually polls cond every 20ms until it returns nil, failing the test
-// with cond's last error (and what) after timeout.
-func (c *testCluster) eventually(timeout time.Duration, what string, cond func() error) {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: not reached after %v: %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitRegistered waits until the meta leader's catalog lists every node,
 // so that new queues get their replicas on all of them.
 func (c *testCluster) waitRegistered() {
 	c.t.Helper()
-	c.eventually(waitLong, "node registration", func() error {
+	testwait.UntilNil(c.t, waitLong, "node registration", func() error {
 		var v struct {
 			Nodes []struct {
 				ID string `json:"id"`
@@ -396,7 +380,7 @@ func (c *testCluster) waitRegistered() {
 func (c *testCluster) waitMetaLeader() int {
 	c.t.Helper()
 	leader := -1
-	c.eventually(waitLong, "meta leader", func() error {
+	testwait.UntilNil(c.t, waitLong, "meta leader", func() error {
 		leader = -1
 		for _, i := range c.running() {
 			var v struct {

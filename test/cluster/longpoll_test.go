@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestCluster_LongPollLeavesNoLeaseUnseen: on a queue with several
@@ -66,7 +67,7 @@ func TestCluster_LongPollLeavesNoLeaseUnseen(t *testing.T) {
 	}
 	// The polls left behind end within their wait; then nothing may have
 	// expired, been dead-lettered or be left.
-	c.eventually(waitLong, "an empty queue with no expired lease", func() error {
+	testwait.UntilNil(c.t, waitLong, "an empty queue with no expired lease", func() error {
 		st, err := cl.QueueStats(ctx, "lp")
 		if err != nil {
 			return err

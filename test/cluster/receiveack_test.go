@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestCluster_ConsumeAcksRideOnReceivesExactlyOnce drains a backlog with
@@ -54,7 +55,7 @@ func TestCluster_ConsumeAcksRideOnReceivesExactlyOnce(t *testing.T) {
 			}
 		})
 	}
-	c.eventually(60*time.Second, "every message acked", func() error {
+	testwait.UntilNil(c.t, 60*time.Second, "every message acked", func() error {
 		mu.Lock()
 		got := len(settled)
 		mu.Unlock()

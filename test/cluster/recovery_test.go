@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestCluster_RestartCatchUp stops a node, changes the queue while it is
@@ -68,7 +69,7 @@ func TestCluster_WipedNodeRebuiltBySnapshot(t *testing.T) {
 	// and one acker, so that no two requests share an entry.
 	sent := sendMany(t, q, "m", 150, 1)
 	acked := receiveAndAck(t, q, 40)
-	c.eventually(waitLong, "leader snapshot", func() error {
+	testwait.UntilNil(c.t, waitLong, "leader snapshot", func() error {
 		if len(c.snapshots(leader, group)) == 0 {
 			return fmt.Errorf("%s has no snapshot of %s yet", c.members[leader].cfg.ID, group)
 		}
@@ -167,7 +168,7 @@ func TestCluster_QueueCreatedWhileDown(t *testing.T) {
 	sent := sendMany(t, cl.Queue("newcomer"), "n", 30, 2)
 	c.start(down)
 
-	c.eventually(waitLong, "replicas started on the restarted node", func() error {
+	testwait.UntilNil(c.t, waitLong, "replicas started on the restarted node", func() error {
 		rs, err := c.replicas(down, "newcomer")
 		if err != nil || len(rs) != 2 {
 			return fmt.Errorf("%d replicas (%v)", len(rs), err)
@@ -186,7 +187,7 @@ func TestCluster_QueueCreatedWhileDown(t *testing.T) {
 	if ready != int64(len(sent)) {
 		t.Fatalf("the restarted node holds %d messages, want %d", ready, len(sent))
 	}
-	c.eventually(waitLong, "deleted queue's replica removed", func() error {
+	testwait.UntilNil(c.t, waitLong, "deleted queue's replica removed", func() error {
 		if rs, err := c.replicas(down, "doomed"); err != nil || len(rs) != 0 {
 			return fmt.Errorf("%d replicas (%v)", len(rs), err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // replica is one entry of a node's GET /v1/replicas answer.
@@ -49,7 +50,7 @@ func (c *testCluster) replicas(i int, queue string) (map[int]replica, error) {
 func (c *testCluster) waitLeaders(queue string, partitions int) []int {
 	c.t.Helper()
 	leaders := make([]int, partitions)
-	c.eventually(waitLong, "leaders of "+queue, func() error {
+	testwait.UntilNil(c.t, waitLong, "leaders of "+queue, func() error {
 		for p := range leaders {
 			leaders[p] = -1
 		}
@@ -80,7 +81,7 @@ func (c *testCluster) waitLeaders(queue string, partitions int) []int {
 func (c *testCluster) waitConverged(queue string, partition int) replica {
 	c.t.Helper()
 	var agreed replica
-	c.eventually(waitLong, fmt.Sprintf("replicas of %s/%d converge", queue, partition), func() error {
+	testwait.UntilNil(c.t, waitLong, fmt.Sprintf("replicas of %s/%d converge", queue, partition), func() error {
 		var seen []replica
 		leaders := 0
 		for _, i := range c.running() {
@@ -132,7 +133,7 @@ func (c *testCluster) leaderIndex(queue string, partition, i int) uint64 {
 // raft log up to index.
 func (c *testCluster) waitApplied(i int, queue string, partition int, index uint64) {
 	c.t.Helper()
-	c.eventually(waitLong, fmt.Sprintf("%s applies %s/%d up to %d", c.members[i].cfg.ID, queue, partition, index), func() error {
+	testwait.UntilNil(c.t, waitLong, fmt.Sprintf("%s applies %s/%d up to %d", c.members[i].cfg.ID, queue, partition, index), func() error {
 		rs, err := c.replicas(i, queue)
 		if err != nil {
 			return err
@@ -269,7 +270,7 @@ func TestCluster_ReplicaSummaryCountsRoles(t *testing.T) {
 		}
 		return nil
 	}
-	c.eventually(waitLong, "summaries of 3 settled partitions", func() error { return settled(c.running()) })
+	testwait.UntilNil(c.t, waitLong, "summaries of 3 settled partitions", func() error { return settled(c.running()) })
 	c.stop(0)
-	c.eventually(waitLong, "summaries after a node stopped", func() error { return settled(c.running()) })
+	testwait.UntilNil(c.t, waitLong, "summaries after a node stopped", func() error { return settled(c.running()) })
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestCluster_DeliverySemantics checks the contract of send, receive and
@@ -126,7 +127,7 @@ func testAckAfterDeadline(t *testing.T, c *testCluster, cl *client.Client) {
 	q := cl.Queue("late")
 	mustSend(t, q, client.Message{ID: "m"})
 	d := receiveOne(t, q, client.ReceiveOptions{Visibility: 200 * time.Millisecond})
-	c.eventually(waitLong, "lease expiry", func() error {
+	testwait.UntilNil(c.t, waitLong, "lease expiry", func() error {
 		if st := stats(t, cl, "late"); st.Counters.Expired != 1 || st.InFlight != 0 {
 			return errors.New("lease still running")
 		}

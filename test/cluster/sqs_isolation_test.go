@@ -29,6 +29,7 @@ import (
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/devpki"
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/test/chaos"
 )
@@ -143,17 +144,14 @@ func (sc *sqsProcCluster) metric(t *testing.T, i int, name string) float64 {
 // waitMetric polls node i's metric until ok holds, for at most within.
 func (sc *sqsProcCluster) waitMetric(t *testing.T, i int, name string, within time.Duration, ok func(float64) bool) float64 {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		v := sc.metric(t, i, name)
-		if ok(v) {
-			return v
+	var v float64
+	testwait.UntilNil(t, within, name+" on "+sc.Nodes[i].ID, func() error {
+		if v = sc.metric(t, i, name); !ok(v) {
+			return fmt.Errorf("%s is %v", name, v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s on %s is %v after %v", name, sc.Nodes[i].ID, v, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return v
 }
 
 // isThrottled reports whether err is SQS's RequestThrottled with HTTP 400.

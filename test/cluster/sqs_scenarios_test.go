@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 func sqsQueueLifecycle(t *testing.T, c *sqsCluster) {
@@ -67,7 +68,7 @@ func sqsQueueLifecycle(t *testing.T, c *sqsCluster) {
 	if _, err := c.clients[0].UntagQueue(sqsCtx(t), &awssqs.UntagQueueInput{QueueUrl: &url, TagKeys: []string{"env"}}); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually(5*time.Second, "tags on another node", func() error {
+	testwait.UntilNil(c.t, 5*time.Second, "tags on another node", func() error {
 		out, err := c.clients[2].ListQueueTags(sqsCtx(t), &awssqs.ListQueueTagsInput{QueueUrl: &url})
 		if err != nil {
 			return err
@@ -82,7 +83,7 @@ func sqsQueueLifecycle(t *testing.T, c *sqsCluster) {
 	}
 	// Another node's catalog may lag a moment behind the delete (SQS
 	// itself takes up to a minute).
-	c.eventually(5*time.Second, "deleted queue gone on another node", func() error {
+	testwait.UntilNil(c.t, 5*time.Second, "deleted queue gone on another node", func() error {
 		_, err := c.clients[0].GetQueueUrl(sqsCtx(t), &awssqs.GetQueueUrlInput{QueueName: aws.String("life-1")})
 		if err == nil {
 			return sqsErrorf("life-1 still listed")
@@ -341,7 +342,7 @@ func sqsPurgeAndAttributes(t *testing.T, c *sqsCluster) {
 		Attributes: map[string]string{"DelaySeconds": "5", "VisibilityTimeout": "90"}}); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually(5*time.Second, "attributes on another node", func() error {
+	testwait.UntilNil(c.t, 5*time.Second, "attributes on another node", func() error {
 		if d, v := sqsAttr(t, c, 2, url, "DelaySeconds"), sqsAttr(t, c, 2, url, "VisibilityTimeout"); d != "5" || v != "90" {
 			return sqsErrorf("DelaySeconds %s VisibilityTimeout %s", d, v)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -56,7 +57,7 @@ func TestCluster_DeadLettersStopAtTheirCap(t *testing.T) {
 	if err != nil || len(ls) != 3 || ls[0].ID != "m2" {
 		t.Fatalf("dead letters %+v (%v); want m2, m3, m4", ls, err)
 	}
-	c.eventually(waitLong, "the eviction log line", func() error {
+	testwait.UntilNil(c.t, waitLong, "the eviction log line", func() error {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(line, "dead letters deleted") && strings.Contains(line, "queue=capped") &&
 				strings.Contains(line, "partition=0") && strings.Contains(line, "count=") {
@@ -65,7 +66,7 @@ func TestCluster_DeadLettersStopAtTheirCap(t *testing.T) {
 		}
 		return errors.New("no eviction log line yet")
 	})
-	c.eventually(waitLong, "the dead_evicted metric", func() error {
+	testwait.UntilNil(c.t, waitLong, "the dead_evicted metric", func() error {
 		want := `ferry_partition_events_total{event="dead_evicted",partition="0",queue="capped"} 2`
 		for _, i := range c.running() {
 			if body, err := c.metricsText(i); err == nil && strings.Contains(body, want) {

@@ -147,14 +147,5 @@ func checkGroup(t testing.TB, g *GroupLog, want []*raft.Log) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitTimeout bounds every polled condition in the tests.
+const waitTimeout = 10 * time.Second

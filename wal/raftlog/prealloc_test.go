@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // TestRaftlog_CrashInPrewrittenSegment writes until entries land in a
@@ -33,7 +35,7 @@ func TestRaftlog_CrashInPrewrittenSegment(t *testing.T) {
 		want = append(want, batch...)
 		next += 4
 		if s.log.Stats().TotalBytes > cfg.SegmentBytesMax/2 {
-			waitFor(t, "a spare or a rotation", func() bool { return s.Stats().SpareBytes > 0 })
+			testwait.Until(t, waitTimeout, "a spare or a rotation", func() bool { return s.Stats().SpareBytes > 0 })
 		}
 	}
 	if st := s.Stats(); st.SpareBytes == 0 || st.DiskBytes < st.SpareBytes {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // listFSM applies entries by remembering their data.
@@ -203,7 +205,7 @@ func TestRaftlog_RaftClusterOnStores(t *testing.T) {
 	applyAll(t, nodes, 301, 350)
 
 	for _, n := range nodes {
-		waitFor(t, fmt.Sprintf("%s to apply 350 commands", n.id), func() bool { return n.fsm.count() >= 350 })
+		testwait.Until(t, waitTimeout, fmt.Sprintf("%s to apply 350 commands", n.id), func() bool { return n.fsm.count() >= 350 })
 	}
 	want := nodes[0].fsm.items()[:350]
 	for _, n := range nodes[1:] {
@@ -218,7 +220,7 @@ func TestRaftlog_RaftClusterOnStores(t *testing.T) {
 	// entries give every log a common tail.
 	applyAll(t, nodes, 351, 360)
 	for _, n := range nodes {
-		waitFor(t, fmt.Sprintf("%s to apply 360 commands", n.id), func() bool { return n.fsm.count() >= 360 })
+		testwait.Until(t, waitTimeout, fmt.Sprintf("%s to apply 360 commands", n.id), func() bool { return n.fsm.count() >= 360 })
 	}
 	checkLogsAgree(t, nodes)
 }

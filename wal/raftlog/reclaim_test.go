@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wal"
 	"github.com/hashicorp/raft"
 )
@@ -65,7 +66,7 @@ func TestRaftlog_NoResurrectionAfterTruncationAndReclaim(t *testing.T) {
 	// compacts them all away.
 	nextB = fillUntilRotation(t, b, nextB, seg2.Segment+1)
 	mustDelete(t, b, 1, nextB-2)
-	waitFor(t, "the marker's segment to be compacted away", func() bool { return !segmentExists(cfg.Dir, seg2.Segment) })
+	testwait.Until(t, waitTimeout, "the marker's segment to be compacted away", func() bool { return !segmentExists(cfg.Dir, seg2.Segment) })
 	if !segmentExists(cfg.Dir, seg1.Segment) {
 		t.Fatal("segment 1 with the truncated entries was reclaimed too early for this test")
 	}
@@ -82,7 +83,7 @@ func TestRaftlog_NoResurrectionAfterTruncationAndReclaim(t *testing.T) {
 	if err := s.DropGroup("c"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "segment 1 to be reclaimed", func() bool { return !segmentExists(cfg.Dir, seg1.Segment) })
+	testwait.Until(t, waitTimeout, "segment 1 to be reclaimed", func() bool { return !segmentExists(cfg.Dir, seg1.Segment) })
 	checkGroup(t, a, want)
 	mustClose(t, s)
 	s, sum = openStore(t, cfg)
@@ -112,7 +113,7 @@ func TestRaftlog_IdleGroupDoesNotPinSegments(t *testing.T) {
 			mustDelete(t, busy, 1, next-10)
 		}
 	}
-	waitFor(t, "the idle group's first segment to go", func() bool { return !segmentExists(cfg.Dir, first.Segment) })
+	testwait.Until(t, waitTimeout, "the idle group's first segment to go", func() bool { return !segmentExists(cfg.Dir, first.Segment) })
 	moved, _, _ := idle.EntryPos(1)
 	if moved.Segment == first.Segment {
 		t.Fatal("idle entry still in its first segment")
@@ -160,7 +161,7 @@ func TestRaftlog_RetainKeepsDeletedEntryAcrossCompaction(t *testing.T) {
 		mustStore(t, busy, entries(next, next+4, 1, 300))
 		mustDelete(t, busy, 1, next)
 	}
-	waitFor(t, "the retained record's segment to be compacted", func() bool { return !segmentExists(cfg.Dir, orig.Segment) })
+	testwait.Until(t, waitTimeout, "the retained record's segment to be compacted", func() bool { return !segmentExists(cfg.Dir, orig.Segment) })
 	mu.Lock()
 	to, n := movedTo, moves
 	mu.Unlock()
@@ -222,7 +223,7 @@ func TestRaftlog_HoldDeadAtOpenLetsOwnerRetainAfterRestart(t *testing.T) {
 		mustStore(t, busy, entries(next, next+4, 1, 300))
 		mustDelete(t, busy, 1, next)
 	}
-	waitFor(t, "the retained record's first segment to be compacted", func() bool { return !segmentExists(cfg.Dir, pos.Segment) })
+	testwait.Until(t, waitTimeout, "the retained record's first segment to be compacted", func() bool { return !segmentExists(cfg.Dir, pos.Segment) })
 	got, err := ret.ReadData(0, len(want.Data))
 	if err != nil || string(got) != string(want.Data) {
 		t.Fatalf("retained body after restart and compaction: %v", err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 var (
@@ -255,12 +257,12 @@ func TestStable_CompactionMovesAndDropReleases(t *testing.T) {
 		mustStore(t, a, entries(i, i+19, 1, 200))
 	}
 	mustDelete(t, a, 1, 390)
-	waitFor(t, "b's term moved out of the first segment", func() bool {
+	testwait.Until(t, waitTimeout, "b's term moved out of the first segment", func() bool {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
 		return b.stable[string(keyTerm)].pos.Segment != firstSeg
 	})
-	waitFor(t, "the first segment deleted", func() bool {
+	testwait.Until(t, waitTimeout, "the first segment deleted", func() bool {
 		_, err := os.Stat(filepath.Join(cfg.Dir, segmentName(firstSeg)))
 		return os.IsNotExist(err)
 	})

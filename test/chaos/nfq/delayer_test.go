@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // testChain is the iptables chain these tests use, hooked into OUTPUT only
@@ -252,13 +254,12 @@ func seqRange(from, to int) []int {
 // waitHeld polls until d holds n packets.
 func waitHeld(t *testing.T, d *Delayer, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for d.Held() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("holding %d packets, want %d (stats %+v)", d.Held(), n, d.Stats())
+	testwait.UntilNil(t, 5*time.Second, fmt.Sprintf("%d packets held", n), func() error {
+		if held := d.Held(); held != n {
+			return fmt.Errorf("holding %d packets (stats %+v)", held, d.Stats())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestDelayer_StopReleasesHeldPackets(t *testing.T) {
