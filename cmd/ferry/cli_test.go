@@ -390,7 +390,12 @@ func waitNoLeaderKnown(t *testing.T, addr, queue string) {
 	}
 	defer c.Close()
 	testwait.UntilNil(t, 20*time.Second, "the survivor to name no leader", func() error {
-		qs, err := c.ListQueues(ctx, queue)
+		// Each call gets its own short deadline: the client retries an
+		// unavailable answer inside one call, which must not spend the
+		// whole wait.
+		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer ccancel()
+		qs, err := c.ListQueues(cctx, queue)
 		if err == nil && len(qs) == 1 && qs[0].Partitions[0].Leader == "" {
 			return nil
 		}
