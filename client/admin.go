@@ -23,7 +23,8 @@ type QueueInfo = wire.QueueInfo
 type PartitionInfo = wire.PartitionInfo
 
 // QueueSetting names one setting for CreateQueue or UpdateQueue; make it
-// with Partitions, MaxDepth, SettingsOf, ... A named setting is taken as
+// with Partitions, MaxDepth, SettingsOf, ..., or Setting for any setting
+// by its wire name (QueueSettings lists them). A named setting is taken as
 // given, 0 included (MaxDepth(0) removes the depth limit). A setting not
 // named takes the server's default in CreateQueue and keeps its value in
 // UpdateQueue: "the default" is never written as a value.

@@ -8,11 +8,14 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/internal/jsonview"
+	"github.com/ferrymq/ferry/wire"
 )
 
 // replicaRow is one replica of a partition on the cluster page.
@@ -219,26 +222,22 @@ func findQueue(ctx context.Context, qs Queues, name string) (client.QueueInfo, e
 	return client.QueueInfo{}, fmt.Errorf("queue %q %w", name, errNotFound)
 }
 
+// configRows lists a queue's settings for its page: its shape, then one
+// row per setting of fsm's table, a 0 that means "no limit", "off" or
+// "keep" written as such.
 func configRows(c client.QueueConfig) [][2]string {
-	n := func(v int64) string {
-		if v == 0 {
-			return "unlimited"
+	rows := [][2]string{{"partitions", strconv.Itoa(c.Partitions)}, {"replicas", strconv.Itoa(c.Replicas)}}
+	for _, s := range fsm.Settings() {
+		f, _ := wire.ConfigFieldNamed(s.Name)
+		v, text := c.Get(f), ""
+		if v == 0 && s.Zero != "" {
+			text = s.Zero
+		} else {
+			text = s.Format(v)
 		}
-		return strconv.FormatInt(v, 10)
+		rows = append(rows, [2]string{strings.ReplaceAll(s.Name, "_", " "), text})
 	}
-	dur := func(v time.Duration) string {
-		if v == 0 {
-			return "none"
-		}
-		return v.String()
-	}
-	return [][2]string{
-		{"partitions", strconv.Itoa(c.Partitions)}, {"replicas", strconv.Itoa(c.Replicas)},
-		{"visibility timeout", c.VisibilityTimeout.String()}, {"max receives", n(int64(c.MaxReceives))},
-		{"backoff", c.BackoffBase.String() + " .. " + c.BackoffMax.String()}, {"dedup window", c.DedupWindow.String()},
-		{"max message bytes", strconv.Itoa(c.MaxMessageBytes)}, {"max depth", n(c.MaxDepth)}, {"max bytes", n(c.MaxBytes)},
-		{"retention", dur(c.Retention)}, {"max dead", n(c.MaxDead)}, {"dead retention", dur(c.DeadRetention)},
-	}
+	return rows
 }
 
 // deadQuery is the dead-letter filter of a page or form.

@@ -114,16 +114,49 @@ type QueueConfig struct {
 	DedupMaxIDs int64 `msgpack:"dedup_max_ids"`
 }
 
+// settingsTable lists the settings in QueueConfig's field order. Adding a
+// setting means adding its QueueConfig field and its row here (and the
+// field to wire.QueueConfig, which a test checks); everything else is
+// derived.
+var settingsTable = []Setting{
+	{Name: "visibility_timeout", Kind: KindDuration, Default: int64(30 * time.Second), Max: int64(VisibilityTimeoutMax),
+		Help: "lease a receive gets when it names none"},
+	{Name: "max_receives", Kind: KindCount, Default: 10, Max: MaxReceivesLimit, Zero: "no limit",
+		Help: "deliveries before a message is dead-lettered (no limit lets a poison message cycle for ever)"},
+	{Name: "backoff_base", Kind: KindDuration, Default: int64(time.Second), Max: int64(BackoffMaxLimit),
+		Help: "least retry delay after the first failed attempt, doubling after each further one, plus a jitter of up to a quarter (never past backoff_max)"},
+	{Name: "backoff_max", Kind: KindDuration, Default: int64(5 * time.Minute), Max: int64(BackoffMaxLimit),
+		Help: "largest retry delay, at least backoff_base"},
+	{Name: "dedup_window", Kind: KindDuration, Default: int64(5 * time.Minute), Max: int64(DedupWindowMax), Zero: "off",
+		Help: "how long message ids are remembered to drop duplicate sends"},
+	{Name: "max_message_bytes", Kind: KindBytes, Default: 1 << 20, Min: 1, Max: MessageBytesLimit,
+		Help: "largest body plus headers"},
+	{Name: "max_depth", Kind: KindCount, Zero: "no limit",
+		Help: "most messages per partition not yet acked or dead-lettered"},
+	{Name: "max_bytes", Kind: KindBytes, Zero: "no limit",
+		Help: "most stored bytes per partition of those messages"},
+	{Name: "retention", Kind: KindDuration, Max: int64(RetentionMax), Zero: "keep until acked",
+		Help: "delete unleased messages this long after they were sent"},
+	{Name: "max_dead", Kind: KindCount, Default: DefaultMaxDead, Max: MaxDeadLimit, Zero: "no limit",
+		Help: "most dead letters per partition; past it the oldest are deleted (counted as dead_evicted)"},
+	{Name: "max_dead_bytes", Kind: KindBytes, Default: DefaultMaxDeadBytes, Zero: "no limit",
+		Help: "most stored bytes of dead letters per partition; past it the oldest are deleted (counted)"},
+	{Name: "dead_retention", Kind: KindDuration, Max: int64(RetentionMax), Zero: "keep",
+		Help: "delete dead letters this long after they were dead-lettered"},
+	{Name: "dedup_max_ids", Kind: KindCount, Default: DefaultDedupMaxIDs, Max: DedupMaxIDsLimit, Zero: "no limit",
+		Help: "most message ids per partition in the dedup window; past it the oldest leave early (counted as dedup_evicted)"},
+}
+
 // queueConfigFields is QueueConfig without its decoding method.
 type queueConfigFields QueueConfig
 
-// DecodeMsgpack decodes a config whose fields may be absent: MaxDead,
-// MaxDeadBytes and DedupMaxIDs, which configs written before they existed
-// lack, take their defaults (DefaultMaxDead, DefaultMaxDeadBytes,
-// DefaultDedupMaxIDs) rather than 0 ("no cap"); DeadRetention takes 0.
-// Every other absent field is 0.
+// DecodeMsgpack decodes a config whose fields may be absent: a config
+// written before a setting existed lacks it, and the setting takes its
+// default (MaxDead, MaxDeadBytes and DedupMaxIDs thus bound old queues;
+// DeadRetention's default is 0). Every config this version writes has
+// every field.
 func (c *QueueConfig) DecodeMsgpack(d *msgpack.Decoder) error {
-	v := queueConfigFields{MaxDead: DefaultMaxDead, MaxDeadBytes: DefaultMaxDeadBytes, DedupMaxIDs: DefaultDedupMaxIDs}
+	v := queueConfigFields(DefaultQueueConfig())
 	if err := d.Decode(&v); err != nil {
 		return err
 	}
@@ -131,53 +164,31 @@ func (c *QueueConfig) DecodeMsgpack(d *msgpack.Decoder) error {
 	return nil
 }
 
-// DefaultQueueConfig returns the defaults of the design: 30 s visibility,
-// 10 receives, backoff 1 s .. 5 min, 5 min dedup window, 1 MiB messages,
-// no depth limit and no retention; 10,000 dead letters or 1 GiB of them
-// kept for ever; 1,000,000 ids in the dedup window.
+// DefaultQueueConfig returns every setting's default from the settings
+// table (see Settings): 30 s visibility, 10 receives, backoff 1 s .. 5 min,
+// 5 min dedup window, 1 MiB messages, no depth limit and no retention;
+// 10,000 dead letters or 1 GiB of them kept for ever; 1,000,000 ids in the
+// dedup window.
 func DefaultQueueConfig() QueueConfig {
-	return QueueConfig{
-		VisibilityTimeout: 30 * time.Second,
-		MaxReceives:       10,
-		BackoffBase:       time.Second,
-		BackoffMax:        5 * time.Minute,
-		DedupWindow:       5 * time.Minute,
-		MaxMessageBytes:   1 << 20,
-		MaxDead:           DefaultMaxDead,
-		MaxDeadBytes:      DefaultMaxDeadBytes,
-		DedupMaxIDs:       DefaultDedupMaxIDs,
+	var c QueueConfig
+	for _, s := range settingsTable {
+		s.Set(&c, s.Default)
 	}
+	return c
 }
 
-// Validate reports the first field out of range, naming it.
+// Validate reports the first field out of the range its row of the
+// settings table gives, naming it; BackoffMax must also be at least
+// BackoffBase.
 func (c QueueConfig) Validate() error {
-	switch {
-	case c.VisibilityTimeout < 0 || c.VisibilityTimeout > VisibilityTimeoutMax:
-		return c.bad("VisibilityTimeout", c.VisibilityTimeout, "must be between 0 and 12h")
-	case c.MaxReceives < 0 || c.MaxReceives > MaxReceivesLimit:
-		return c.bad("MaxReceives", c.MaxReceives, "must be between 0 and 1000")
-	case c.BackoffBase < 0 || c.BackoffBase > BackoffMaxLimit:
-		return c.bad("BackoffBase", c.BackoffBase, "must be between 0 and 12h")
-	case c.BackoffMax < c.BackoffBase || c.BackoffMax > BackoffMaxLimit:
-		return c.bad("BackoffMax", c.BackoffMax, "must be between BackoffBase and 12h")
-	case c.DedupWindow < 0 || c.DedupWindow > DedupWindowMax:
-		return c.bad("DedupWindow", c.DedupWindow, "must be between 0 and 24h")
-	case c.MaxMessageBytes < 1 || c.MaxMessageBytes > MessageBytesLimit:
-		return c.bad("MaxMessageBytes", c.MaxMessageBytes, "must be between 1 and 8 MiB")
-	case c.MaxDepth < 0:
-		return c.bad("MaxDepth", c.MaxDepth, "must not be negative")
-	case c.MaxBytes < 0:
-		return c.bad("MaxBytes", c.MaxBytes, "must not be negative")
-	case c.Retention < 0 || c.Retention > RetentionMax:
-		return c.bad("Retention", c.Retention, "must be between 0 and 8760h")
-	case c.MaxDead < 0 || c.MaxDead > MaxDeadLimit:
-		return c.bad("MaxDead", c.MaxDead, "must be between 0 and 10000000")
-	case c.MaxDeadBytes < 0:
-		return c.bad("MaxDeadBytes", c.MaxDeadBytes, "must not be negative")
-	case c.DeadRetention < 0 || c.DeadRetention > RetentionMax:
-		return c.bad("DeadRetention", c.DeadRetention, "must be between 0 and 8760h")
-	case c.DedupMaxIDs < 0 || c.DedupMaxIDs > DedupMaxIDsLimit:
-		return c.bad("DedupMaxIDs", c.DedupMaxIDs, "must be between 0 and 10000000")
+	for _, s := range settingsTable {
+		v := s.Get(c)
+		if rule := s.check(v); rule != "" {
+			return c.bad(s.FieldName(), s.Format(v), rule)
+		}
+	}
+	if c.BackoffMax < c.BackoffBase {
+		return c.bad("BackoffMax", c.BackoffMax, "must be at least BackoffBase ("+c.BackoffBase.String()+")")
 	}
 	return nil
 }

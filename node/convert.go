@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/ferrymq/ferry/fsm"
@@ -186,25 +187,61 @@ func statsOf(index int, st fsm.Stats, s partition.Status) wire.PartitionStats {
 	}
 }
 
-// queueConfigOf renders a catalog config for the wire.
+// queueConfigOf renders a catalog config for the wire, setting by setting
+// from fsm's settings table (the names agree: see init).
 func queueConfigOf(c meta.QueueConfig) wire.QueueConfig {
-	q := c.Queue
-	return wire.QueueConfig{
-		Partitions: c.Partitions, Replicas: c.Replicas, VisibilityTimeout: q.VisibilityTimeout, MaxReceives: q.MaxReceives,
-		BackoffBase: q.BackoffBase, BackoffMax: q.BackoffMax, DedupWindow: q.DedupWindow, MaxMessageBytes: q.MaxMessageBytes,
-		MaxDepth: q.MaxDepth, MaxBytes: q.MaxBytes, Retention: q.Retention,
-		MaxDead: q.MaxDead, MaxDeadBytes: q.MaxDeadBytes, DeadRetention: q.DeadRetention, DedupMaxIDs: q.DedupMaxIDs,
+	w := wire.QueueConfig{Partitions: c.Partitions, Replicas: c.Replicas}
+	for _, s := range fsm.Settings() {
+		w.Set(wireField(s.Name), s.Get(c.Queue))
 	}
+	return w
 }
 
 // catalogConfigOf is the inverse of queueConfigOf.
 func catalogConfigOf(w wire.QueueConfig) meta.QueueConfig {
-	return meta.QueueConfig{Partitions: w.Partitions, Replicas: w.Replicas, Queue: fsm.QueueConfig{
-		VisibilityTimeout: w.VisibilityTimeout, MaxReceives: w.MaxReceives, BackoffBase: w.BackoffBase,
-		BackoffMax: w.BackoffMax, DedupWindow: w.DedupWindow, MaxMessageBytes: w.MaxMessageBytes,
-		MaxDepth: w.MaxDepth, MaxBytes: w.MaxBytes, Retention: w.Retention,
-		MaxDead: w.MaxDead, MaxDeadBytes: w.MaxDeadBytes, DeadRetention: w.DeadRetention, DedupMaxIDs: w.DedupMaxIDs,
-	}}
+	c := meta.QueueConfig{Partitions: w.Partitions, Replicas: w.Replicas}
+	for _, s := range fsm.Settings() {
+		s.Set(&c.Queue, w.Get(wireField(s.Name)))
+	}
+	return c
+}
+
+// wireField is the wire bit of the setting named name.
+func wireField(name string) wire.ConfigFields {
+	f, _ := wire.ConfigFieldNamed(name)
+	return f
+}
+
+// init asserts that the wire's QueueConfig and fsm's settings table name
+// the same settings: the wire's fields are partitions, replicas and then
+// fsm's settings in table order. A setting added to one and not the other
+// would be silently dropped by the conversions above, so it stops the
+// node from starting (and every test of this package) instead.
+func init() {
+	wf, fs := wire.ConfigFieldList(), fsm.Settings()
+	ok := len(wf) == len(fs)+2 && wf[0].Field == wire.FieldPartitions && wf[1].Field == wire.FieldReplicas
+	for i := 0; ok && i < len(fs); i++ {
+		ok = wf[i+2].Name == fs[i].Name && wf[i+2].Duration == (fs[i].Kind == fsm.KindDuration)
+	}
+	if !ok {
+		panic(fmt.Sprintf("node: wire.QueueConfig fields %v do not match fsm's settings table %v", wf, fs))
+	}
+}
+
+// settingInfos describes every queue setting for the wire: the catalog's
+// shape settings, then fsm's table.
+func settingInfos() []wire.SettingInfo {
+	out := []wire.SettingInfo{
+		{Name: "partitions", Kind: fsm.KindCount.String(), Default: 1, Min: 1, Max: meta.PartitionsMax, Fixed: true,
+			Help: "number of partitions"},
+		{Name: "replicas", Kind: fsm.KindCount.String(), Min: 0, Max: meta.ReplicasMax, Fixed: true,
+			Zero: "3, or the number of nodes when fewer", Help: "replicas of each partition"},
+	}
+	for _, s := range fsm.Settings() {
+		out = append(out, wire.SettingInfo{Name: s.Name, Kind: s.Kind.String(), Default: s.Default, Min: s.Min, Max: s.Max,
+			Zero: s.Zero, Help: s.Help})
+	}
+	return out
 }
 
 // itoa formats i in decimal (metric labels, partition indexes).

@@ -195,3 +195,9 @@ func (n *Node) partitionLeader(q meta.Queue, index int) string {
 	}
 	return n.leaderHint(q, index)
 }
+
+// handleQueueSettings reports the queue settings this node applies: names,
+// defaults, ranges and meaning, from the settings table.
+func (n *Node) handleQueueSettings(context.Context, *wire.QueueSettingsRequest) (*wire.QueueSettingsResponse, error) {
+	return &wire.QueueSettingsResponse{Settings: settingInfos()}, nil
+}

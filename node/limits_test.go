@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/internal/testwait"
+	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -120,5 +121,13 @@ func TestNode_ConfigValidatesLimits(t *testing.T) {
 func TestLimits_PeekMaxIsTheFSMs(t *testing.T) {
 	if wire.PeekMax != fsm.PeekMax {
 		t.Fatalf("wire.PeekMax %d, fsm.PeekMax %d: a peek the wire check lets through would be refused by the FSM, or the reverse", wire.PeekMax, fsm.PeekMax)
+	}
+}
+
+// ReceiveWaitMax likewise: the longest long poll the wire promises is the
+// one partition waits for (partition knows nothing of the wire).
+func TestLimits_ReceiveWaitMaxIsThePartitions(t *testing.T) {
+	if wire.ReceiveWaitMax != partition.ReceiveWaitMax {
+		t.Fatalf("wire.ReceiveWaitMax %v, partition.ReceiveWaitMax %v", wire.ReceiveWaitMax, partition.ReceiveWaitMax)
 	}
 }

@@ -78,6 +78,8 @@ var routes = map[wire.Op]route{
 	wire.OpDrainNode:  routeOf(onCluster[wire.DrainNodeRequest](wire.OpDrainNode), (*Node).drainNode),
 	wire.OpRebalance:  routeOf(onCluster[wire.RebalanceRequest](wire.OpRebalance), (*Node).handleRebalance),
 	wire.OpSafeToStop: routeOf(onCluster[wire.SafeToStopRequest](wire.OpSafeToStop), (*Node).handleSafeToStop),
+	wire.OpQueueSettings: routeOf(onCluster[wire.QueueSettingsRequest](wire.OpQueueSettings),
+		(*Node).handleQueueSettings),
 }
 
 // routesByBody is the request table by body type (for requiredAction).

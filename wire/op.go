@@ -61,8 +61,11 @@ const (
 	OpRebalance Op = 22
 	// OpSafeToStop says whether a node can be stopped now (any node).
 	OpSafeToStop Op = 23
+	// OpQueueSettings describes the queue settings: names, defaults,
+	// ranges (any node).
+	OpQueueSettings Op = 24
 
-	opEnd Op = 24 // one past the last known op
+	opEnd Op = 25 // one past the last known op
 )
 
 var opNames = [...]string{
@@ -75,6 +78,7 @@ var opNames = [...]string{
 	OpDeadDelete: "dead-delete", OpPurge: "purge",
 	OpPeek: "peek", OpRemoveNode: "remove-node", OpListNodes: "list-nodes",
 	OpDrainNode: "drain-node", OpRebalance: "rebalance", OpSafeToStop: "safe-to-stop",
+	OpQueueSettings: "queue-settings",
 }
 
 // String returns the op's name, or "op(N)" for a number this version does
@@ -155,6 +159,8 @@ func NewRequestBody(o Op) any {
 		return new(RebalanceRequest)
 	case OpSafeToStop:
 		return new(SafeToStopRequest)
+	case OpQueueSettings:
+		return new(QueueSettingsRequest)
 	}
 	return nil
 }
@@ -209,6 +215,8 @@ func NewResponseBody(o Op) any {
 		return new(RebalanceResponse)
 	case OpSafeToStop:
 		return new(SafeToStopResponse)
+	case OpQueueSettings:
+		return new(QueueSettingsResponse)
 	}
 	return nil
 }

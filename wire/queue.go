@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"math/bits"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +18,14 @@ import (
 // "no limit" / "off"; there is no other marker for it. "Use the default"
 // is not a value: it is a field left out of a request's Set. This package
 // applies no defaults and checks no ranges; the server does both. The
-// defaults and ranges below are the server's contract.
+// defaults and ranges below are the server's contract; a server reports
+// them with OpQueueSettings.
+//
+// Field i is named by the bit 1<<i of ConfigFields, read from the struct:
+// fields are only ever appended, each an integer (a count, bytes, or a
+// time.Duration). After Partitions and Replicas they are, name for name,
+// the settings of the server's settings table; a server refuses to start
+// when the two disagree.
 type QueueConfig struct {
 	// Partitions is the number of partitions, 1..64; default 1. Fixed at
 	// creation.
@@ -113,11 +122,50 @@ const (
 	AllConfigFields ConfigFields = 1<<15 - 1
 )
 
-var fieldNames = [...]string{
-	"partitions", "replicas", "visibility_timeout", "max_receives",
-	"backoff_base", "backoff_max", "dedup_window", "max_message_bytes",
-	"max_depth", "max_bytes", "retention", "max_dead", "max_dead_bytes",
-	"dead_retention", "dedup_max_ids",
+// configFields describes QueueConfig's fields in order: field i is named
+// by bit 1<<i. It is read from the struct, so a field added to QueueConfig
+// (at the end: bit numbers never change) gets its bit, name, Apply, Get
+// and Set without further code.
+var configFields = func() []ConfigField {
+	t := reflect.TypeOf(QueueConfig{})
+	out := make([]ConfigField, t.NumField())
+	for i := range out {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("msgpack"), ",")
+		if k := f.Type.Kind(); k != reflect.Int && k != reflect.Int64 {
+			panic("wire: QueueConfig." + f.Name + " is not an integer")
+		}
+		out[i] = ConfigField{Field: 1 << i, Name: name, Duration: f.Type == reflect.TypeOf(time.Duration(0))}
+	}
+	if AllConfigFields != 1<<len(out)-1 {
+		panic("wire: AllConfigFields does not name every QueueConfig field")
+	}
+	return out
+}()
+
+// ConfigField describes one field of QueueConfig.
+type ConfigField struct {
+	// Field is its bit.
+	Field ConfigFields
+	// Name is its wire and JSON name, e.g. "max_depth".
+	Name string
+	// Duration is set for a time.Duration field (nanoseconds); the others
+	// are counts or bytes.
+	Duration bool
+}
+
+// ConfigFieldList returns QueueConfig's fields in bit order.
+func ConfigFieldList() []ConfigField { return append([]ConfigField(nil), configFields...) }
+
+// ConfigFieldNamed returns the bit of the field with wire name name; false
+// when there is none.
+func ConfigFieldNamed(name string) (ConfigFields, bool) {
+	for _, f := range configFields {
+		if f.Name == name {
+			return f.Field, true
+		}
+	}
+	return 0, false
 }
 
 // String lists the set's fields by their wire names, joined by "|"; bits
@@ -128,8 +176,8 @@ func (f ConfigFields) String() string {
 		if f&(1<<i) == 0 {
 			continue
 		}
-		if i < len(fieldNames) {
-			names = append(names, fieldNames[i])
+		if i < len(configFields) {
+			names = append(names, configFields[i].Name)
 		} else {
 			names = append(names, "bit("+strconv.Itoa(i)+")")
 		}
@@ -144,26 +192,37 @@ func (f ConfigFields) Has(g ConfigFields) bool { return f&g == g }
 // queue's config as defaults overwritten by the request's set fields, and an
 // updated one as the current config overwritten by them.
 func (f ConfigFields) Apply(dst *QueueConfig, src QueueConfig) {
-	copyIf := func(bit ConfigFields, do func()) {
-		if f&bit != 0 {
-			do()
+	for _, cf := range configFields {
+		if f&cf.Field != 0 {
+			dst.Set(cf.Field, src.Get(cf.Field))
 		}
 	}
-	copyIf(FieldPartitions, func() { dst.Partitions = src.Partitions })
-	copyIf(FieldReplicas, func() { dst.Replicas = src.Replicas })
-	copyIf(FieldVisibilityTimeout, func() { dst.VisibilityTimeout = src.VisibilityTimeout })
-	copyIf(FieldMaxReceives, func() { dst.MaxReceives = src.MaxReceives })
-	copyIf(FieldBackoffBase, func() { dst.BackoffBase = src.BackoffBase })
-	copyIf(FieldBackoffMax, func() { dst.BackoffMax = src.BackoffMax })
-	copyIf(FieldDedupWindow, func() { dst.DedupWindow = src.DedupWindow })
-	copyIf(FieldMaxMessageBytes, func() { dst.MaxMessageBytes = src.MaxMessageBytes })
-	copyIf(FieldMaxDepth, func() { dst.MaxDepth = src.MaxDepth })
-	copyIf(FieldMaxBytes, func() { dst.MaxBytes = src.MaxBytes })
-	copyIf(FieldRetention, func() { dst.Retention = src.Retention })
-	copyIf(FieldMaxDead, func() { dst.MaxDead = src.MaxDead })
-	copyIf(FieldMaxDeadBytes, func() { dst.MaxDeadBytes = src.MaxDeadBytes })
-	copyIf(FieldDeadRetention, func() { dst.DeadRetention = src.DeadRetention })
-	copyIf(FieldDedupMaxIDs, func() { dst.DedupMaxIDs = src.DedupMaxIDs })
+}
+
+// Get returns the value of the one field f names (a duration in
+// nanoseconds); 0 when f names no field of this version.
+func (c QueueConfig) Get(f ConfigFields) int64 {
+	if i := fieldIndex(f); i >= 0 {
+		return reflect.ValueOf(c).Field(i).Int()
+	}
+	return 0
+}
+
+// Set stores v in the one field f names (a duration in nanoseconds); a
+// bit this version does not know changes nothing.
+func (c *QueueConfig) Set(f ConfigFields, v int64) {
+	if i := fieldIndex(f); i >= 0 {
+		reflect.ValueOf(c).Elem().Field(i).SetInt(v)
+	}
+}
+
+// fieldIndex is the index of the field f names, or -1 when f is not
+// exactly one known bit.
+func fieldIndex(f ConfigFields) int {
+	if f == 0 || f&(f-1) != 0 || f&AllConfigFields == 0 {
+		return -1
+	}
+	return bits.TrailingZeros32(uint32(f))
 }
 
 // NodeState is a cluster member's state as the answering node sees it.

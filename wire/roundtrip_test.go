@@ -119,6 +119,9 @@ func samples() []sample {
 		{OpRebalance, &RebalanceRequest{DryRun: true}, &RebalanceResponse{Moves: []MoveInfo{{Queue: "q", Partition: 1, From: "a", To: "b"}},
 			Leaders: []LeaderChangeInfo{{Queue: "q", Partition: 2, To: "c"}}, Started: true}},
 		{OpSafeToStop, &SafeToStopRequest{ID: "n3"}, &SafeToStopResponse{Safe: false, Leads: 2, Reasons: []string{"x"}}},
+		{OpQueueSettings, &QueueSettingsRequest{}, &QueueSettingsResponse{Settings: []SettingInfo{
+			{Name: "max_depth", Kind: "count", Min: 0, Zero: "no limit", Help: "h"},
+			{Name: "partitions", Kind: "count", Default: 1, Min: 1, Max: 64, Help: "p", Fixed: true}}}},
 	}
 }
 

@@ -5,93 +5,16 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+
 	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 func queueCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "queue", Short: "Create, change, list, inspect and delete queues"}
-	cmd.AddCommand(queueCreateCmd(g, false), queueCreateCmd(g, true), queueListCmd(g), queueStatsCmd(g), queueRemoveCmd(g))
+	cmd.AddCommand(queueCreateCmd(g, false), queueCreateCmd(g, true), queueListCmd(g), queueStatsCmd(g), queueRemoveCmd(g),
+		queueSettingsCmd(g))
 	return cmd
-}
-
-// configFlags binds the queue settings. Only the flags the user gave are
-// sent: a create takes the cluster's defaults for the others and an
-// update leaves them as they are. A flag given as 0 sends 0, which means
-// "no limit" or "off" where the help says so.
-type configFlags struct {
-	partitions, replicas, maxReceives, maxMessageBytes     int
-	visibility, backoffBase, backoffMax, dedup, retention  time.Duration
-	maxDepth, maxBytes, maxDead, maxDeadBytes, dedupMaxIDs int64
-	deadRetention                                          time.Duration
-}
-
-// bind declares the flags. A create shows the cluster's defaults; an
-// update shows none, since a flag left out keeps the current value.
-func (f *configFlags) bind(fs *pflag.FlagSet, update bool) {
-	def := func(v int64) int64 {
-		if update {
-			return 0
-		}
-		return v
-	}
-	if !update {
-		fs.IntVar(&f.partitions, "partitions", 1, "number of partitions, 1..64; fixed at creation")
-		fs.IntVar(&f.replicas, "replicas", 0,
-			"replicas of each partition, 1..5; fixed at creation (default 3, or the number of nodes when fewer)")
-	}
-	fs.DurationVar(&f.visibility, "visibility", time.Duration(def(int64(30*time.Second))),
-		"lease a receive gets when it names none, up to 12h")
-	fs.IntVar(&f.maxReceives, "max-receives", int(def(10)),
-		"deliveries before a message is dead-lettered, 0..1000; 0 = no limit")
-	fs.DurationVar(&f.backoffBase, "backoff-base", time.Duration(def(int64(time.Second))),
-		"least retry delay after the first failed attempt, doubling after each further one, plus a jitter of up to a quarter (never past --backoff-max); up to 12h")
-	fs.DurationVar(&f.backoffMax, "backoff-max", time.Duration(def(int64(5*time.Minute))),
-		"largest retry delay, from --backoff-base up to 12h")
-	fs.DurationVar(&f.dedup, "dedup-window", time.Duration(def(int64(5*time.Minute))),
-		"how long message ids are remembered to drop duplicate sends, up to 24h; 0 = off")
-	fs.IntVar(&f.maxMessageBytes, "max-message-bytes", int(def(1<<20)),
-		"largest body plus headers in bytes, 1..8388608")
-	fs.Int64Var(&f.maxDepth, "max-depth", 0,
-		"most messages per partition not yet acked or dead-lettered; 0 = no limit")
-	fs.Int64Var(&f.maxBytes, "max-bytes", 0, "most stored bytes per partition of those messages; 0 = no limit")
-	fs.DurationVar(&f.retention, "retention", 0,
-		"delete unleased messages this long after they were sent, up to 8760h; 0 = keep until acked")
-	fs.Int64Var(&f.maxDead, "max-dead", def(10_000),
-		"most dead letters per partition, 0..10000000; past it the oldest are deleted (counted as dead_evicted); 0 = no limit")
-	fs.Int64Var(&f.maxDeadBytes, "max-dead-bytes", def(1<<30),
-		"most stored bytes of dead letters per partition; past it the oldest are deleted (counted); 0 = no limit")
-	fs.DurationVar(&f.deadRetention, "dead-retention", 0,
-		"delete dead letters this long after they were dead-lettered, up to 8760h; 0 = keep")
-	fs.Int64Var(&f.dedupMaxIDs, "dedup-max-ids", def(1_000_000),
-		"most message ids per partition in the dedup window, 0..10000000; past it the oldest leave early (counted as dedup_evicted); 0 = no limit")
-}
-
-// settings returns the settings of the flags that were given.
-func (f *configFlags) settings(fs *pflag.FlagSet) []client.QueueSetting {
-	var out []client.QueueSetting
-	add := func(name string, s func() client.QueueSetting) {
-		if fs.Changed(name) {
-			out = append(out, s())
-		}
-	}
-	add("partitions", func() client.QueueSetting { return client.Partitions(f.partitions) })
-	add("replicas", func() client.QueueSetting { return client.Replicas(f.replicas) })
-	add("visibility", func() client.QueueSetting { return client.VisibilityTimeout(f.visibility) })
-	add("max-receives", func() client.QueueSetting { return client.MaxReceives(f.maxReceives) })
-	add("backoff-base", func() client.QueueSetting { return client.BackoffBase(f.backoffBase) })
-	add("backoff-max", func() client.QueueSetting { return client.BackoffMax(f.backoffMax) })
-	add("dedup-window", func() client.QueueSetting { return client.DedupWindow(f.dedup) })
-	add("max-message-bytes", func() client.QueueSetting { return client.MaxMessageBytes(f.maxMessageBytes) })
-	add("max-depth", func() client.QueueSetting { return client.MaxDepth(f.maxDepth) })
-	add("max-bytes", func() client.QueueSetting { return client.MaxBytes(f.maxBytes) })
-	add("retention", func() client.QueueSetting { return client.Retention(f.retention) })
-	add("max-dead", func() client.QueueSetting { return client.MaxDead(f.maxDead) })
-	add("max-dead-bytes", func() client.QueueSetting { return client.MaxDeadBytes(f.maxDeadBytes) })
-	add("dead-retention", func() client.QueueSetting { return client.DeadRetention(f.deadRetention) })
-	add("dedup-max-ids", func() client.QueueSetting { return client.DedupMaxIDs(f.dedupMaxIDs) })
-	return out
 }
 
 func queueCreateCmd(g *globals, update bool) *cobra.Command {
@@ -113,7 +36,10 @@ func queueCreateCmd(g *globals, update bool) *cobra.Command {
 				return err
 			}
 			defer done()
-			settings := f.settings(cmd.Flags())
+			settings, err := f.settings(cmd.Flags())
+			if err != nil {
+				return err
+			}
 			if update {
 				err = explain(ctx, c, args[0], c.UpdateQueue(ctx, args[0], settings...))
 			} else {

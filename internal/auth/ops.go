@@ -43,29 +43,30 @@ func (n Need) String() string {
 // port checks every request against it, and the SQS endpoint checks each
 // action against the native operations the action performs.
 var opNeeds = map[wire.Op]Need{
-	wire.OpMetadata:    NeedSee, // without a queue it is a listing: see OpListQueues
-	wire.OpListQueues:  NeedNothing,
-	wire.OpQueueStats:  NeedSee,
-	wire.OpCreateQueue: NeedAdmin,
-	wire.OpUpdateQueue: NeedAdmin,
-	wire.OpDeleteQueue: NeedAdmin,
-	wire.OpSend:        NeedSend,
-	wire.OpReceive:     NeedReceive,
-	wire.OpAck:         NeedReceive,
-	wire.OpExtend:      NeedReceive,
-	wire.OpNack:        NeedReceive,
-	wire.OpReject:      NeedReceive,
-	wire.OpPeek:        NeedReceiveOrAdmin,
-	wire.OpDeadList:    NeedAdmin,
-	wire.OpDeadPeek:    NeedAdmin,
-	wire.OpDeadRedrive: NeedAdmin,
-	wire.OpDeadDelete:  NeedAdmin,
-	wire.OpPurge:       NeedAdmin,
-	wire.OpRemoveNode:  NeedCluster,
-	wire.OpListNodes:   NeedCluster,
-	wire.OpDrainNode:   NeedCluster,
-	wire.OpRebalance:   NeedCluster,
-	wire.OpSafeToStop:  NeedCluster,
+	wire.OpMetadata:      NeedSee, // without a queue it is a listing: see OpListQueues
+	wire.OpListQueues:    NeedNothing,
+	wire.OpQueueStats:    NeedSee,
+	wire.OpCreateQueue:   NeedAdmin,
+	wire.OpUpdateQueue:   NeedAdmin,
+	wire.OpDeleteQueue:   NeedAdmin,
+	wire.OpSend:          NeedSend,
+	wire.OpReceive:       NeedReceive,
+	wire.OpAck:           NeedReceive,
+	wire.OpExtend:        NeedReceive,
+	wire.OpNack:          NeedReceive,
+	wire.OpReject:        NeedReceive,
+	wire.OpPeek:          NeedReceiveOrAdmin,
+	wire.OpDeadList:      NeedAdmin,
+	wire.OpDeadPeek:      NeedAdmin,
+	wire.OpDeadRedrive:   NeedAdmin,
+	wire.OpDeadDelete:    NeedAdmin,
+	wire.OpPurge:         NeedAdmin,
+	wire.OpRemoveNode:    NeedCluster,
+	wire.OpListNodes:     NeedCluster,
+	wire.OpDrainNode:     NeedCluster,
+	wire.OpRebalance:     NeedCluster,
+	wire.OpSafeToStop:    NeedCluster,
+	wire.OpQueueSettings: NeedNothing, // the defaults and ranges every client may read
 }
 
 // OpNeed returns what op needs on the queue it names; an op the table does

@@ -21,6 +21,7 @@ package jsonview
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -74,38 +75,63 @@ func Enum(name string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(name)), " ", "_")
 }
 
-// QueueConfig is a queue's configuration in force. 0 means "no limit" for
-// max_receives, max_depth, max_bytes, max_dead, max_dead_bytes and
-// dedup_max_ids, "off" for dedup_window and "keep" for retention and
-// dead_retention.
-type QueueConfig struct {
-	Partitions        int      `json:"partitions"`
-	Replicas          int      `json:"replicas"`
-	VisibilityTimeout Duration `json:"visibility_timeout"`
-	MaxReceives       int      `json:"max_receives"`
-	BackoffBase       Duration `json:"backoff_base"`
-	BackoffMax        Duration `json:"backoff_max"`
-	DedupWindow       Duration `json:"dedup_window"`
-	MaxMessageBytes   int      `json:"max_message_bytes"`
-	MaxDepth          int64    `json:"max_depth"`
-	MaxBytes          int64    `json:"max_bytes"`
-	Retention         Duration `json:"retention"`
-	MaxDead           int64    `json:"max_dead"`
-	MaxDeadBytes      int64    `json:"max_dead_bytes"`
-	DeadRetention     Duration `json:"dead_retention"`
-	DedupMaxIDs       int64    `json:"dedup_max_ids"`
-}
+// QueueConfig is a queue's configuration in force. Its JSON is an object
+// with one key per wire.QueueConfig field, named and ordered as the wire
+// names them (see wire.ConfigFieldList), so a new setting appears here
+// without a change to this package; durations are duration strings. 0
+// means "no limit", "off" or "keep" where the setting says so.
+type QueueConfig struct{ wire.QueueConfig }
 
 // ConfigOf renders a wire config; the values are carried over unchanged.
-func ConfigOf(c wire.QueueConfig) QueueConfig {
-	return QueueConfig{
-		Partitions: c.Partitions, Replicas: c.Replicas, VisibilityTimeout: Duration(c.VisibilityTimeout),
-		MaxReceives: c.MaxReceives, BackoffBase: Duration(c.BackoffBase), BackoffMax: Duration(c.BackoffMax),
-		DedupWindow: Duration(c.DedupWindow), MaxMessageBytes: c.MaxMessageBytes,
-		MaxDepth: c.MaxDepth, MaxBytes: c.MaxBytes, Retention: Duration(c.Retention),
-		MaxDead: c.MaxDead, MaxDeadBytes: c.MaxDeadBytes, DeadRetention: Duration(c.DeadRetention),
-		DedupMaxIDs: c.DedupMaxIDs,
+func ConfigOf(c wire.QueueConfig) QueueConfig { return QueueConfig{c} }
+
+// MarshalJSON writes the settings in field order.
+func (c QueueConfig) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, f := range wire.ConfigFieldList() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, f.Name)
+		b = append(b, ':')
+		v := c.Get(f.Field)
+		if f.Duration {
+			b = strconv.AppendQuote(b, time.Duration(v).String())
+		} else {
+			b = strconv.AppendInt(b, v, 10)
+		}
 	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. Keys this version does not
+// know are ignored, so a newer server's output still reads.
+func (c *QueueConfig) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*c = QueueConfig{}
+	for _, f := range wire.ConfigFieldList() {
+		r, ok := raw[f.Name]
+		if !ok {
+			continue
+		}
+		var v int64
+		var err error
+		if f.Duration {
+			var d Duration
+			err = d.UnmarshalJSON(r)
+			v = int64(d)
+		} else {
+			err = json.Unmarshal(r, &v)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		c.Set(f.Field, v)
+	}
+	return nil
 }
 
 // Partition is the placement of one partition. Leader and leader_addr
@@ -351,4 +377,41 @@ func (d *DeadLetter) SetBody(b []byte) {
 		return
 	}
 	d.Body, d.BodyBase64 = "", append([]byte{}, b...)
+}
+
+// Setting is one queue setting as the cluster applies it. default, min and
+// max are duration strings for a duration and numbers otherwise; max is
+// left out when there is no upper bound.
+type Setting struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Default any    `json:"default"`
+	Min     any    `json:"min"`
+	Max     any    `json:"max,omitempty"`
+	Zero    string `json:"zero,omitempty"`
+	Help    string `json:"help"`
+	Fixed   bool   `json:"fixed"`
+}
+
+// SettingValue renders v as a setting of kind reads: a duration string
+// ("30s") for "duration", the number otherwise.
+func SettingValue(kind string, v int64) any {
+	if kind == "duration" {
+		return time.Duration(v).String()
+	}
+	return v
+}
+
+// SettingsOf renders the cluster's queue settings.
+func SettingsOf(infos []wire.SettingInfo) []Setting {
+	out := make([]Setting, 0, len(infos))
+	for _, s := range infos {
+		v := Setting{Name: s.Name, Kind: s.Kind, Default: SettingValue(s.Kind, s.Default), Min: SettingValue(s.Kind, s.Min),
+			Zero: s.Zero, Help: s.Help, Fixed: s.Fixed}
+		if s.Max != 0 {
+			v.Max = SettingValue(s.Kind, s.Max)
+		}
+		out = append(out, v)
+	}
+	return out
 }

@@ -196,3 +196,24 @@ func TestJSONView_DurationRejectsNumbers(t *testing.T) {
 		t.Fatalf("\"2m\" = %v, %v", time.Duration(d), err)
 	}
 }
+
+// TestQueueConfig_JSONUnchanged pins the JSON of a config, recorded before
+// the view was derived from the wire's fields.
+func TestQueueConfig_JSONUnchanged(t *testing.T) {
+	const recorded = `{"partitions":2,"replicas":3,"visibility_timeout":"45s","max_receives":7,"backoff_base":"2s","backoff_max":"1h0m0s","dedup_window":"1m0s","max_message_bytes":4096,"max_depth":100,"max_bytes":1048576,"retention":"1h30m0s","max_dead":50,"max_dead_bytes":33554432,"dead_retention":"48h0m0s","dedup_max_ids":5000}`
+	w := wire.QueueConfig{Partitions: 2, Replicas: 3, VisibilityTimeout: 45 * time.Second, MaxReceives: 7,
+		BackoffBase: 2 * time.Second, BackoffMax: time.Hour, DedupWindow: time.Minute, MaxMessageBytes: 4096,
+		MaxDepth: 100, MaxBytes: 1 << 20, Retention: 90 * time.Minute, MaxDead: 50, MaxDeadBytes: 1 << 25,
+		DeadRetention: 48 * time.Hour, DedupMaxIDs: 5000}
+	b, err := json.Marshal(ConfigOf(w))
+	if err != nil || string(b) != recorded {
+		t.Fatalf("JSON changed (%v):\n got %s\nwant %s", err, b, recorded)
+	}
+	var back QueueConfig
+	if err := json.Unmarshal([]byte(recorded), &back); err != nil || back.QueueConfig != w {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"retention":"soon"}`), &back); err == nil {
+		t.Fatal("a bad duration was accepted")
+	}
+}
