@@ -22,7 +22,7 @@ func TestAuthz_EveryOpNeedsItsPermission(t *testing.T) {
 		wire.OpDeadList: auth.NeedAdmin, wire.OpDeadPeek: auth.NeedAdmin, wire.OpDeadRedrive: auth.NeedAdmin,
 		wire.OpDeadDelete: auth.NeedAdmin, wire.OpPurge: auth.NeedAdmin, wire.OpRemoveNode: auth.NeedCluster,
 		wire.OpListNodes: auth.NeedCluster, wire.OpDrainNode: auth.NeedCluster, wire.OpRebalance: auth.NeedCluster,
-		wire.OpSafeToStop: auth.NeedCluster,
+		wire.OpSafeToStop: auth.NeedCluster, wire.OpQueueSettings: auth.NeedNothing,
 	}
 	for op := wire.Op(1); op.Valid(); op++ {
 		got, ok := want[op]

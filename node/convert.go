@@ -224,7 +224,14 @@ func init() {
 		ok = wf[i+2].Name == fs[i].Name && wf[i+2].Duration == (fs[i].Kind == fsm.KindDuration)
 	}
 	if !ok {
-		panic(fmt.Sprintf("node: wire.QueueConfig fields %v do not match fsm's settings table %v", wf, fs))
+		var wn, fn []string
+		for _, f := range wf {
+			wn = append(wn, f.Name)
+		}
+		for _, s := range fs {
+			fn = append(fn, s.Name)
+		}
+		panic(fmt.Sprintf("node: wire.QueueConfig fields %v do not match partitions, replicas and fsm's settings table %v", wn, fn))
 	}
 }
 

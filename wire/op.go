@@ -64,28 +64,52 @@ const (
 	// OpQueueSettings describes the queue settings: names, defaults,
 	// ranges (any node).
 	OpQueueSettings Op = 24
-
-	opEnd Op = 25 // one past the last known op
 )
 
-var opNames = [...]string{
-	OpMetadata: "metadata", OpCreateQueue: "create-queue",
-	OpUpdateQueue: "update-queue", OpDeleteQueue: "delete-queue",
-	OpListQueues: "list-queues", OpQueueStats: "queue-stats",
-	OpSend: "send", OpReceive: "receive", OpAck: "ack", OpExtend: "extend",
-	OpNack: "nack", OpReject: "reject", OpDeadList: "dead-list",
-	OpDeadPeek: "dead-peek", OpDeadRedrive: "dead-redrive",
-	OpDeadDelete: "dead-delete", OpPurge: "purge",
-	OpPeek: "peek", OpRemoveNode: "remove-node", OpListNodes: "list-nodes",
-	OpDrainNode: "drain-node", OpRebalance: "rebalance", OpSafeToStop: "safe-to-stop",
-	OpQueueSettings: "queue-settings",
+// opEnd is one past the last known op: the length of the op table.
+const opEnd = Op(len(opKinds))
+
+// opKind is what the package knows of one op: its name and its request
+// and response body types.
+type opKind struct {
+	name          string
+	request, resp func() any
+}
+
+// opKinds is the table of ops: a new op is its constant above and one
+// entry here (and its body types).
+var opKinds = [...]opKind{
+	OpMetadata:      {"metadata", func() any { return new(MetadataRequest) }, func() any { return new(MetadataResponse) }},
+	OpCreateQueue:   {"create-queue", func() any { return new(CreateQueueRequest) }, func() any { return new(CreateQueueResponse) }},
+	OpUpdateQueue:   {"update-queue", func() any { return new(UpdateQueueRequest) }, func() any { return new(UpdateQueueResponse) }},
+	OpDeleteQueue:   {"delete-queue", func() any { return new(DeleteQueueRequest) }, func() any { return new(DeleteQueueResponse) }},
+	OpListQueues:    {"list-queues", func() any { return new(ListQueuesRequest) }, func() any { return new(ListQueuesResponse) }},
+	OpQueueStats:    {"queue-stats", func() any { return new(QueueStatsRequest) }, func() any { return new(QueueStatsResponse) }},
+	OpSend:          {"send", func() any { return new(SendRequest) }, func() any { return new(SendResponse) }},
+	OpReceive:       {"receive", func() any { return new(ReceiveRequest) }, func() any { return new(ReceiveResponse) }},
+	OpAck:           {"ack", func() any { return new(AckRequest) }, func() any { return new(AckResponse) }},
+	OpExtend:        {"extend", func() any { return new(ExtendRequest) }, func() any { return new(ExtendResponse) }},
+	OpNack:          {"nack", func() any { return new(NackRequest) }, func() any { return new(NackResponse) }},
+	OpReject:        {"reject", func() any { return new(RejectRequest) }, func() any { return new(RejectResponse) }},
+	OpDeadList:      {"dead-list", func() any { return new(DeadListRequest) }, func() any { return new(DeadListResponse) }},
+	OpDeadPeek:      {"dead-peek", func() any { return new(DeadPeekRequest) }, func() any { return new(DeadPeekResponse) }},
+	OpDeadRedrive:   {"dead-redrive", func() any { return new(DeadRedriveRequest) }, func() any { return new(DeadRedriveResponse) }},
+	OpDeadDelete:    {"dead-delete", func() any { return new(DeadDeleteRequest) }, func() any { return new(DeadDeleteResponse) }},
+	OpPurge:         {"purge", func() any { return new(PurgeRequest) }, func() any { return new(PurgeResponse) }},
+	OpPeek:          {"peek", func() any { return new(PeekRequest) }, func() any { return new(PeekResponse) }},
+	OpRemoveNode:    {"remove-node", func() any { return new(RemoveNodeRequest) }, func() any { return new(RemoveNodeResponse) }},
+	OpListNodes:     {"list-nodes", func() any { return new(ListNodesRequest) }, func() any { return new(ListNodesResponse) }},
+	OpDrainNode:     {"drain-node", func() any { return new(DrainNodeRequest) }, func() any { return new(DrainNodeResponse) }},
+	OpRebalance:     {"rebalance", func() any { return new(RebalanceRequest) }, func() any { return new(RebalanceResponse) }},
+	OpSafeToStop:    {"safe-to-stop", func() any { return new(SafeToStopRequest) }, func() any { return new(SafeToStopResponse) }},
+	OpQueueSettings: {"queue-settings", func() any { return new(QueueSettingsRequest) }, func() any { return new(QueueSettingsResponse) }},
 }
 
 // String returns the op's name, or "op(N)" for a number this version does
 // not know.
 func (o Op) String() string {
 	if o.Valid() {
-		return opNames[o]
+		return opKinds[o].name
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -112,111 +136,17 @@ func (o *Op) DecodeMsgpack(d *msgpack.Decoder) error {
 // (for example *SendRequest for OpSend), ready for DecodeBody; nil for an
 // unknown op.
 func NewRequestBody(o Op) any {
-	switch o {
-	case OpMetadata:
-		return new(MetadataRequest)
-	case OpCreateQueue:
-		return new(CreateQueueRequest)
-	case OpUpdateQueue:
-		return new(UpdateQueueRequest)
-	case OpDeleteQueue:
-		return new(DeleteQueueRequest)
-	case OpListQueues:
-		return new(ListQueuesRequest)
-	case OpQueueStats:
-		return new(QueueStatsRequest)
-	case OpSend:
-		return new(SendRequest)
-	case OpReceive:
-		return new(ReceiveRequest)
-	case OpAck:
-		return new(AckRequest)
-	case OpExtend:
-		return new(ExtendRequest)
-	case OpNack:
-		return new(NackRequest)
-	case OpReject:
-		return new(RejectRequest)
-	case OpDeadList:
-		return new(DeadListRequest)
-	case OpDeadPeek:
-		return new(DeadPeekRequest)
-	case OpDeadRedrive:
-		return new(DeadRedriveRequest)
-	case OpDeadDelete:
-		return new(DeadDeleteRequest)
-	case OpPurge:
-		return new(PurgeRequest)
-	case OpPeek:
-		return new(PeekRequest)
-	case OpRemoveNode:
-		return new(RemoveNodeRequest)
-	case OpListNodes:
-		return new(ListNodesRequest)
-	case OpDrainNode:
-		return new(DrainNodeRequest)
-	case OpRebalance:
-		return new(RebalanceRequest)
-	case OpSafeToStop:
-		return new(SafeToStopRequest)
-	case OpQueueSettings:
-		return new(QueueSettingsRequest)
+	if !o.Valid() {
+		return nil
 	}
-	return nil
+	return opKinds[o].request()
 }
 
 // NewResponseBody returns a pointer to a zero response body of the op's
 // type (for example *SendResponse for OpSend); nil for an unknown op.
 func NewResponseBody(o Op) any {
-	switch o {
-	case OpMetadata:
-		return new(MetadataResponse)
-	case OpCreateQueue:
-		return new(CreateQueueResponse)
-	case OpUpdateQueue:
-		return new(UpdateQueueResponse)
-	case OpDeleteQueue:
-		return new(DeleteQueueResponse)
-	case OpListQueues:
-		return new(ListQueuesResponse)
-	case OpQueueStats:
-		return new(QueueStatsResponse)
-	case OpSend:
-		return new(SendResponse)
-	case OpReceive:
-		return new(ReceiveResponse)
-	case OpAck:
-		return new(AckResponse)
-	case OpExtend:
-		return new(ExtendResponse)
-	case OpNack:
-		return new(NackResponse)
-	case OpReject:
-		return new(RejectResponse)
-	case OpDeadList:
-		return new(DeadListResponse)
-	case OpDeadPeek:
-		return new(DeadPeekResponse)
-	case OpDeadRedrive:
-		return new(DeadRedriveResponse)
-	case OpDeadDelete:
-		return new(DeadDeleteResponse)
-	case OpPurge:
-		return new(PurgeResponse)
-	case OpPeek:
-		return new(PeekResponse)
-	case OpRemoveNode:
-		return new(RemoveNodeResponse)
-	case OpListNodes:
-		return new(ListNodesResponse)
-	case OpDrainNode:
-		return new(DrainNodeResponse)
-	case OpRebalance:
-		return new(RebalanceResponse)
-	case OpSafeToStop:
-		return new(SafeToStopResponse)
-	case OpQueueSettings:
-		return new(QueueSettingsResponse)
+	if !o.Valid() {
+		return nil
 	}
-	return nil
+	return opKinds[o].resp()
 }
