@@ -84,7 +84,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	n = newNode(cfg)
 	var undo cleanups
 	defer func() {
@@ -377,15 +377,22 @@ func (n *Node) RaftConnections() transport.Stats { return n.mux.Stats() }
 // one group-committed log for the raft entries of every partition replica
 // the node hosts (the meta group keeps its own raft-boltdb log).
 func openLogStore(cfg Config, logger *slog.Logger) (*raftlog.Store, error) {
-	lc := raftlog.DefaultConfig(filepath.Join(cfg.DataDir, "raftlog"))
+	lc := cfg.logStoreConfig()
 	lc.Logger = logger
-	lc.PreallocateSegments = cfg.RaftLogPrewrite
 	store, sum, err := raftlog.Open(lc)
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
 	}
 	logger.Info("raft log store opened", "recovery", sum.String())
 	return store, nil
+}
+
+// logStoreConfig is the config of the node's shared raft log store, in
+// DataDir/raftlog.
+func (c Config) logStoreConfig() raftlog.Config {
+	lc := raftlog.DefaultConfig(filepath.Join(c.DataDir, "raftlog"))
+	lc.PreallocateSegments = !c.NoRaftLogPrewrite
+	return lc
 }
 
 // mkdir creates dir and its parents, naming dir in the error.
