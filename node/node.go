@@ -222,7 +222,7 @@ func (n *Node) openCluster(undo *cleanups) (err error) {
 		return err
 	}
 	undo.add(n.meta.close)
-	n.clock = newClockMonitor(n)
+	n.clock = newClockMonitor(n.cfg.ID, n.cfg.MaxClockOffset, n.logger, n)
 	if n.members, err = newMembership(n); err != nil {
 		return err
 	}
@@ -245,7 +245,7 @@ func (n *Node) openServers(clientLn net.Listener) {
 		clientTLS = n.tls.Server()
 	}
 	n.clients = newClientServer(n, clientLn, clientTLS)
-	n.dashSrc = newDashboardSource(n)
+	n.dashSrc = newDashboardSource(n.cfg.ID, n.clientAddr, n.tls, n)
 	n.dash = dashboard.New(n.dashSrc, n.logger)
 	n.http = n.httpServer()
 }
@@ -267,7 +267,7 @@ func (n *Node) startLoops(httpLn net.Listener) {
 	}()
 	n.loops.Add(5)
 	go n.runMoves()
-	go n.clock.run()
+	go func() { defer n.loops.Done(); n.clock.run(n.closing) }()
 	go n.runBootstrap()
 	go n.runMetaDuties()
 	go n.runReconcile()
