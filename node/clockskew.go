@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -50,8 +51,10 @@ type clockState struct {
 // over the leadership of every group it leads, refuses new commands, and
 // says so in its log, its metrics and /readyz.
 type clockMonitor struct {
-	n         *Node
+	self      string // this node's id
 	maxOffset time.Duration
+	logger    *slog.Logger
+	node      clockNode
 
 	mu        sync.Mutex
 	samples   map[string][]clockSample
@@ -60,10 +63,19 @@ type clockMonitor struct {
 	transfers uint64
 }
 
-// newClockMonitor returns a monitor with no samples, judging against
-// Config.MaxClockOffset.
-func newClockMonitor(n *Node) *clockMonitor {
-	return &clockMonitor{n: n, maxOffset: n.cfg.MaxClockOffset, samples: map[string][]clockSample{}}
+// clockNode is what the clock monitor needs of the node it watches over.
+type clockNode interface {
+	// liveMembers counts the cluster's live members, this node included.
+	liveMembers() int
+	// handOverForClock hands over the leadership of every group this node
+	// leads and returns how many it tried to hand over.
+	handOverForClock() uint64
+}
+
+// newClockMonitor returns a monitor of node self's clock with no samples,
+// judging against maxOffset (Config.MaxClockOffset).
+func newClockMonitor(self string, maxOffset time.Duration, logger *slog.Logger, node clockNode) *clockMonitor {
+	return &clockMonitor{self: self, maxOffset: maxOffset, logger: logger, node: node, samples: map[string][]clockSample{}}
 }
 
 // clockPing is the memberlist.PingDelegate of the monitor.
@@ -139,7 +151,7 @@ func (m *clockMonitor) offsetsSince(since time.Time) []time.Duration {
 				last = s
 			}
 		}
-		if last.at.After(since) && peer != m.n.cfg.ID {
+		if last.at.After(since) && peer != m.self {
 			offsets = append(offsets, towardZero(last.offset, last.rtt/2))
 		}
 	}
@@ -170,7 +182,7 @@ func abs(d time.Duration) time.Duration {
 // with it within the bound (partition.Config.ClockVerified). Stricter than
 // judge: a split measurement does not verify.
 func (m *clockMonitor) verified(since time.Time) bool {
-	return m.agreeing(since) > m.n.members.ml.NumMembers()/2
+	return m.agreeing(since) > m.node.liveMembers()/2
 }
 
 // agreeing counts the nodes, this one included, whose clocks measured after
@@ -210,19 +222,19 @@ func (m *clockMonitor) problem() string {
 		st.offset.Round(time.Millisecond), m.maxOffset)
 }
 
-// run judges the clock every clockCheckEvery and, while it is outside the
-// bound, hands over leadership of every group this node leads.
-func (m *clockMonitor) run() {
-	defer m.n.loops.Done()
+// run judges the clock every clockCheckEvery until closing is closed and,
+// while it is outside the bound, hands over leadership of every group this
+// node leads.
+func (m *clockMonitor) run(closing <-chan struct{}) {
 	t := time.NewTicker(clockCheckEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-m.n.closing:
+		case <-closing:
 			return
 		case <-t.C:
 		}
-		st := m.judge(time.Now().Add(-clockSampleMaxAge), m.n.members.ml.NumMembers())
+		st := m.judge(time.Now().Add(-clockSampleMaxAge), m.node.liveMembers())
 		m.mu.Lock()
 		was := m.state.exceeded
 		m.state = st
@@ -233,36 +245,40 @@ func (m *clockMonitor) run() {
 		m.mu.Unlock()
 		switch {
 		case logNow:
-			m.n.logger.Error("clock offset from the majority of nodes beyond the bound: giving up leadership, refusing commands",
+			m.logger.Error("clock offset from the majority of nodes beyond the bound: giving up leadership, refusing commands",
 				"offset", st.offset, "max_clock_offset", m.maxOffset, "peers_measured", st.peers)
 		case was && !st.exceeded:
-			m.n.logger.Info("clock back within the bound of the majority of nodes", "offset", st.offset, "known", st.known)
+			m.logger.Info("clock back within the bound of the majority of nodes", "offset", st.offset, "known", st.known)
 		}
 		if st.exceeded {
-			m.giveUpLeadership()
+			n := m.node.handOverForClock()
+			m.mu.Lock()
+			m.transfers += n
+			m.mu.Unlock()
 		}
 	}
 }
 
-// giveUpLeadership hands over every partition and the meta group this node
-// leads.
-func (m *clockMonitor) giveUpLeadership() {
-	var n uint64
-	for _, r := range m.n.replicas.all() {
+// liveMembers implements clockNode: the members gossip sees alive.
+func (n *Node) liveMembers() int { return n.members.ml.NumMembers() }
+
+// handOverForClock implements clockNode: it hands over every partition and
+// the meta group this node leads.
+func (n *Node) handOverForClock() uint64 {
+	var count uint64
+	for _, r := range n.replicas.all() {
 		if r.p.IsLeader() {
 			if err := r.p.GiveUpLeadership(); err != nil {
-				m.n.logger.Warn("leadership hand-over for clock offset failed", "group", r.a.GroupID, "err", err)
+				n.logger.Warn("leadership hand-over for clock offset failed", "group", r.a.GroupID, "err", err)
 			}
-			n++
+			count++
 		}
 	}
-	if m.n.meta.isLeader() {
-		if err := m.n.meta.raft.LeadershipTransfer().Error(); err != nil {
-			m.n.logger.Warn("meta leadership hand-over for clock offset failed", "err", err)
+	if n.meta.isLeader() {
+		if err := n.meta.raft.LeadershipTransfer().Error(); err != nil {
+			n.logger.Warn("meta leadership hand-over for clock offset failed", "err", err)
 		}
-		n++
+		count++
 	}
-	m.mu.Lock()
-	m.transfers += n
-	m.mu.Unlock()
+	return count
 }

@@ -33,7 +33,7 @@ func TestClockMonitor_JudgesAgainstTheMajority(t *testing.T) {
 		{"off by less than the round-trip error", []time.Duration{-900 * time.Millisecond, -900 * time.Millisecond}, 3, true, false},
 	}
 	for _, tc := range cases {
-		m := &clockMonitor{n: &Node{cfg: Config{ID: "me"}}, maxOffset: DefaultMaxClockOffset, samples: map[string][]clockSample{}}
+		m := newClockMonitor("me", DefaultMaxClockOffset, nil, nil)
 		for i, off := range tc.offsets {
 			peer := string(rune('a' + i))
 			m.record(peer, clockSample{offset: off + time.Hour, rtt: time.Millisecond, at: now.Add(-time.Second)}) // older
@@ -98,7 +98,7 @@ func TestClockMonitor_OffsetNodeGivesUpLeadership(t *testing.T) {
 // of three, a split does not (the judgement above lets it pass).
 func TestClockMonitor_VerificationNeedsAMajorityAgreeing(t *testing.T) {
 	now := time.Now()
-	m := &clockMonitor{n: &Node{cfg: Config{ID: "me"}}, maxOffset: DefaultMaxClockOffset, samples: map[string][]clockSample{}}
+	m := newClockMonitor("me", DefaultMaxClockOffset, nil, nil)
 	m.record("a", clockSample{offset: -time.Hour, at: now})
 	if got := m.agreeing(now.Add(-time.Second)); got != 1 {
 		t.Fatalf("one peer an hour off: %d agreeing, want 1 (this node)", got)

@@ -4,48 +4,66 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
 	"time"
 
-	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/clock"
 	"github.com/ferrymq/ferry/internal/tlsconf"
-	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
 )
 
 // Config describes one node.
+//
+// One rule for zero holds for every field: a field left at its zero value
+// takes its documented default, so that a Config holding only ID, DataDir,
+// the four addresses and Insecure (or TLS material) runs exactly like
+// DefaultConfig. A zero never turns off what is on by default: such a
+// feature is turned off by an explicit value its field documents, a
+// negative duration or count, or a No... bool whose zero value (false)
+// keeps the feature on. (Features off by default, such as Pprof or
+// GossipFast, are bools whose zero is that default.) Validate refuses a
+// value out of range and names it ("node.Config.Field = value: rule");
+// Start then fills the defaults in (WithDefaults). ID, DataDir and the
+// addresses are required and have no default; so are TLS material or
+// Insecure.
 type Config struct {
 	// ID names the node in the cluster; it must be stable across restarts.
+	// Required.
 	ID string
-	// DataDir holds the meta group and every partition replica.
+	// DataDir holds the meta group and every partition replica. Required.
 	DataDir string
 	// RaftAddr, ClientAddr, HTTPAddr and GossipAddr are the "ip:port"
 	// listen addresses. They are also advertised, so use the node's own
 	// reachable IP (for chaos tests, a per-node loopback such as
-	// 127.0.0.11). Port 0 picks a free port.
+	// 127.0.0.11). Port 0 picks a free port. Required.
 	RaftAddr   string
 	ClientAddr string
 	HTTPAddr   string
 	GossipAddr string
 	// Join lists gossip addresses of existing members to contact at start.
+	// Empty (the default): none; the node waits to be joined.
 	Join []string
 	// BootstrapExpect, when > 0, makes the first BootstrapExpect nodes that
-	// see each other form the meta group together. Nodes started with 0
-	// wait to be added by an existing cluster.
+	// see each other form the meta group together (at most 5). Zero, the
+	// default: the node waits to be added by an existing cluster.
 	BootstrapExpect int
 	// ClusterName separates clusters sharing a network (gossip label).
+	// Empty takes DefaultClusterName.
 	ClusterName string
-	// Raft timings for the meta group and every partition; zero values
-	// take partition.DefaultConfig's.
+	// Raft timings for the meta group and every partition; zero takes
+	// partition.DefaultConfig's. They must not be negative, and once the
+	// defaults are filled in, HeartbeatTimeout must be at least 5ms,
+	// ElectionTimeout at least HeartbeatTimeout and LeaderLeaseTimeout at
+	// most HeartbeatTimeout.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	// SnapshotThreshold, TrailingLogs and SnapshotInterval for partitions;
-	// zero takes the defaults. Raft looks at SnapshotThreshold only once
-	// every SnapshotInterval (randomized up to twice that), so a small
-	// threshold needs a short interval to take effect in a short test.
+	// zero takes partition.DefaultConfig's. Raft looks at SnapshotThreshold
+	// only once every SnapshotInterval (randomized up to twice that), so a
+	// small threshold needs a short interval to take effect in a short
+	// test. SnapshotInterval must not be negative, nor below 5ms once the
+	// default is filled in.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
@@ -56,33 +74,34 @@ type Config struct {
 	// ProposalGatherWait is partition.Config.GatherWait for every
 	// partition: how long a merged send or ack proposal waits, at most,
 	// for the requests it still expects (the clients its previous
-	// proposal answered). Zero turns the wait off; at most
-	// partition.GatherWaitMax. DefaultConfig sets
-	// partition.DefaultGatherWait.
+	// proposal answered). Zero takes partition.DefaultGatherWait; a
+	// negative value turns the wait off; at most partition.GatherWaitMax.
 	ProposalGatherWait time.Duration
 	// ProposalOverlapItemsMin is partition.Config.OverlapItemsMin for
 	// every partition: how many sends (or acks) must be waiting, with a
 	// merged proposal of theirs in flight, for a second one to start
-	// before the first is answered. Zero keeps one proposal at a time; at
-	// most fsm.BatchMax. DefaultConfig sets
-	// partition.DefaultOverlapItemsMin.
+	// before the first is answered. Zero takes
+	// partition.DefaultOverlapItemsMin; a negative value keeps one
+	// proposal at a time; at most fsm.BatchMax.
 	ProposalOverlapItemsMin int
-	// RaftLogPrewrite turns on the raft log store's pre-written segments
-	// (raftlog.Config.PreallocateSegments): the next segment file is
-	// written with zeros ahead of time, in paced and separately synced
-	// pieces, so that an append's fdatasync commits no size change
-	// (1.3-2x more appends per second where fdatasync bounds them on
-	// ext4). Segments appended to faster than 32 MiB/s get no spare: there
-	// batches are large, and writing each segment twice would make the
-	// disk's bandwidth the bound. On in DefaultConfig.
-	RaftLogPrewrite bool
+	// NoRaftLogPrewrite turns off the raft log store's pre-written
+	// segments (raftlog.Config.PreallocateSegments), which are on by
+	// default: the next segment file is written with zeros ahead of time,
+	// in paced and separately synced pieces, so that an append's fdatasync
+	// commits no size change (1.3-2x more appends per second where
+	// fdatasync bounds them on ext4). Segments appended to faster than
+	// 32 MiB/s get no spare: there batches are large, and writing each
+	// segment twice would make the disk's bandwidth the bound.
+	NoRaftLogPrewrite bool
 	// ReconcileInterval is how often the node compares its replicas with
-	// the catalog (it also reacts to every catalog change at once).
+	// the catalog (it also reacts to every catalog change at once). Zero
+	// takes DefaultReconcileInterval; it must not be negative.
 	ReconcileInterval time.Duration
 	// Placement holds how the cluster changes shape (config_placement.go).
 	Placement PlacementConfig
 	// GossipFast selects memberlist's local-network timings (fast failure
-	// detection), for loopback clusters and tests.
+	// detection), for loopback clusters and tests. Off by default (the
+	// LAN timings).
 	GossipFast bool
 	// MaxQueues and MaxPartitions cap the queues the cluster holds and
 	// their partitions in total; a create past either fails with
@@ -137,31 +156,34 @@ type Config struct {
 	// gossip without a key only when it is set.
 	Insecure bool
 	// Pprof serves the Go profiler under /debug/pprof/ on the HTTP port,
-	// to cluster-admin tokens only when Tokens is set; off by default.
+	// to cluster-admin tokens only when Tokens is set. Off by default.
 	Pprof bool
 	// Tokens are the client tokens (see internal/auth). When set, every
 	// client connection must present a known token in its hello, every
 	// request is checked against the token's permissions before anything
 	// is done, and the HTTP admin port wants a token too (see http.go).
-	// Node.SetTokens replaces the set. Nil turns authentication off: every
-	// client may do everything. In-process tests use nil; ferryd never
-	// starts without tokens unless given -insecure.
+	// Node.SetTokens replaces the set. Nil, the default, is no
+	// authentication: every client may do everything. In-process tests use
+	// nil; ferryd never starts without tokens unless given -insecure.
 	Tokens *auth.Set
 	// MaxClockOffset is how far this node's clock may be from the
 	// majority of the cluster's (measured on gossip pings) before the node
 	// gives up the leadership of every group, refuses commands and reports
-	// itself not ready. Zero means DefaultMaxClockOffset.
+	// itself not ready. Zero takes DefaultMaxClockOffset; at most 1h. The
+	// check cannot be turned off.
 	MaxClockOffset time.Duration
 	// GossipKeys is the gossip keyring, primary key first: every gossip
 	// packet and stream is encrypted (AES-GCM) with the primary key, and
 	// what no key of the ring decrypts is dropped, so a process without a
 	// key can neither join nor be seen. Keys are 16, 24 or 32 bytes, at
 	// most 16 of them. The cluster secret that admission proofs use is
-	// derived from them (see Node.SetGossipKeys for rotation). Empty turns
-	// gossip encryption and admission checks off, which only an Insecure
-	// node should do.
+	// derived from them (see Node.SetGossipKeys for rotation). Empty, the
+	// default, is no gossip encryption and no admission checks, which only
+	// an Insecure node should run with (ferryd refuses otherwise).
 	GossipKeys [][]byte
-	Logger     *slog.Logger
+	// Logger receives the node's logs. Nil takes slog.Default() (as it is
+	// when Start runs).
+	Logger *slog.Logger
 
 	// forgeProof, in tests, replaces the admission proof the node
 	// advertises.
@@ -172,17 +194,117 @@ type Config struct {
 const (
 	// DefaultMaxConns is the default Config.MaxConns.
 	DefaultMaxConns = 10000
-	// DefaultMaxConnsPerIP is the default Config.MaxConnsPerIP.
+	// DefaultMaxConnsPerIP is the default Config.MaxConnsPerIP (or
+	// MaxConns, when that is lower).
 	DefaultMaxConnsPerIP = 1000
 	// DefaultMaxHTTPConns is the default Config.MaxHTTPConns.
 	DefaultMaxHTTPConns = 256
-	// DefaultMaxHTTPConnsPerIP is the default Config.MaxHTTPConnsPerIP.
+	// DefaultMaxHTTPConnsPerIP is the default Config.MaxHTTPConnsPerIP (or
+	// MaxHTTPConns, when that is lower).
 	DefaultMaxHTTPConnsPerIP = 64
 	// DefaultIdleTimeout is the default Config.IdleTimeout.
 	DefaultIdleTimeout = 5 * time.Minute
 	// DefaultFrameTimeout is the default Config.FrameTimeout.
 	DefaultFrameTimeout = 30 * time.Second
 )
+
+// Defaults of the limits on queue creation.
+const (
+	// DefaultMaxQueues is the default cap on the queues of a cluster.
+	DefaultMaxQueues = 10_000
+	// DefaultMaxPartitions is the default cap on their partitions.
+	DefaultMaxPartitions = 10_000
+	// DefaultQueueCreateRate is the default number of creates per second a
+	// node accepts.
+	DefaultQueueCreateRate = 200
+	// DefaultQueueCreateBurst is the default burst of creates.
+	DefaultQueueCreateBurst = 400
+)
+
+// Defaults of the cluster settings.
+const (
+	// DefaultClusterName is the default Config.ClusterName.
+	DefaultClusterName = "ferry"
+	// DefaultReconcileInterval is the default Config.ReconcileInterval.
+	DefaultReconcileInterval = 2 * time.Second
+)
+
+// DefaultConfig returns the config of node id storing data in dir,
+// listening on ip with the usual ports (7001 raft, 7101 client, 7201 HTTP,
+// 7301 gossip) plus offset, with every other field at its default, filled
+// in (Start would fill the same values into a zero field). TLS material or
+// Insecure is left to the caller.
+func DefaultConfig(id, dir, ip string, offset int) Config {
+	addr := func(port int) string { return net.JoinHostPort(ip, fmt.Sprint(port+offset)) }
+	return Config{
+		ID: id, DataDir: dir,
+		RaftAddr: addr(7001), ClientAddr: addr(7101), HTTPAddr: addr(7201), GossipAddr: addr(7301),
+	}.WithDefaults()
+}
+
+// WithDefaults returns c with every field left at zero set to its default,
+// as Start does after Validate: the config the node runs with. Explicit
+// values, those that turn a feature off included, are kept, so WithDefaults
+// of its own result changes nothing. Logger stays as it is (nil is
+// slog.Default() when Start runs).
+func (c Config) WithDefaults() Config {
+	c = c.withRaftDefaults()
+	if c.ClusterName == "" {
+		c.ClusterName = DefaultClusterName
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = DefaultReconcileInterval
+	}
+	if c.MaxClockOffset == 0 {
+		c.MaxClockOffset = DefaultMaxClockOffset
+	}
+	c.Placement = c.Placement.withDefaults()
+	return c.withLimitDefaults().withConnDefaults()
+}
+
+// withRaftDefaults fills the zero raft and proposal settings with
+// partition.DefaultConfig's.
+func (c Config) withRaftDefaults() Config {
+	d := partition.DefaultConfig("", "", "")
+	fill := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	fill(&c.HeartbeatTimeout, d.HeartbeatTimeout)
+	fill(&c.ElectionTimeout, d.ElectionTimeout)
+	fill(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
+	fill(&c.SnapshotInterval, d.SnapshotInterval)
+	fill(&c.QuiesceAfter, d.QuiesceAfter)
+	fill(&c.ProposalGatherWait, d.GatherWait)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = d.TrailingLogs
+	}
+	if c.ProposalOverlapItemsMin == 0 {
+		c.ProposalOverlapItemsMin = d.OverlapItemsMin
+	}
+	return c
+}
+
+// withLimitDefaults fills the zero limits on queue creation.
+func (c Config) withLimitDefaults() Config {
+	if c.MaxQueues == 0 {
+		c.MaxQueues = DefaultMaxQueues
+	}
+	if c.MaxPartitions == 0 {
+		c.MaxPartitions = DefaultMaxPartitions
+	}
+	if c.QueueCreateRate == 0 {
+		c.QueueCreateRate = DefaultQueueCreateRate
+	}
+	if c.QueueCreateBurst == 0 {
+		c.QueueCreateBurst = DefaultQueueCreateBurst
+	}
+	return c
+}
 
 // withConnDefaults fills the zero connection limits with their defaults.
 func (c Config) withConnDefaults() Config {
@@ -207,106 +329,6 @@ func (c Config) withConnDefaults() Config {
 	return c
 }
 
-// Defaults of the limits on queue creation.
-const (
-	// DefaultMaxQueues is the default cap on the queues of a cluster.
-	DefaultMaxQueues = 10_000
-	// DefaultMaxPartitions is the default cap on their partitions.
-	DefaultMaxPartitions = 10_000
-	// DefaultQueueCreateRate is the default number of creates per second a
-	// node accepts.
-	DefaultQueueCreateRate = 200
-	// DefaultQueueCreateBurst is the default burst of creates.
-	DefaultQueueCreateBurst = 400
-)
-
-// DefaultConfig returns defaults for node id storing data in dir, listening
-// on ip with the usual ports (7001 raft, 7101 client, 7201 HTTP, 7301
-// gossip) plus offset.
-func DefaultConfig(id, dir, ip string, offset int) Config {
-	addr := func(port int) string { return net.JoinHostPort(ip, fmt.Sprint(port+offset)) }
-	return Config{
-		ID: id, DataDir: dir,
-		RaftAddr: addr(7001), ClientAddr: addr(7101), HTTPAddr: addr(7201), GossipAddr: addr(7301),
-		ClusterName:             "ferry",
-		ReconcileInterval:       2 * time.Second,
-		Placement:               PlacementConfig{DeadNodeTimeout: DefaultDeadNodeTimeout, Balance: true},
-		RaftLogPrewrite:         true,
-		ProposalGatherWait:      partition.DefaultGatherWait,
-		ProposalOverlapItemsMin: partition.DefaultOverlapItemsMin,
-		MaxConns:                DefaultMaxConns, MaxConnsPerIP: DefaultMaxConnsPerIP,
-		MaxHTTPConns: DefaultMaxHTTPConns, MaxHTTPConnsPerIP: DefaultMaxHTTPConnsPerIP,
-		IdleTimeout: DefaultIdleTimeout, FrameTimeout: DefaultFrameTimeout,
-	}
-}
-
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
-// Validate reports the first bad field, naming it.
-func (c Config) Validate() error {
-	bad := func(field string, v any, rule string) error {
-		return fmt.Errorf("%w: Config.%s = %q: %s", ErrInvalidConfig, field, fmt.Sprint(v), rule)
-	}
-	if !nodeIDPattern.MatchString(c.ID) {
-		return bad("ID", c.ID, "1..64 of [A-Za-z0-9._-], starting with a letter or digit")
-	}
-	if c.MaxClockOffset < 0 || c.MaxClockOffset > time.Hour {
-		return bad("MaxClockOffset", c.MaxClockOffset, "must be between 0 (the default) and 1h")
-	}
-	if c.DataDir == "" {
-		return bad("DataDir", c.DataDir, "required")
-	}
-	for field, a := range map[string]string{"RaftAddr": c.RaftAddr, "ClientAddr": c.ClientAddr, "HTTPAddr": c.HTTPAddr, "GossipAddr": c.GossipAddr} {
-		host, _, err := net.SplitHostPort(a)
-		if err != nil || net.ParseIP(host) == nil || net.ParseIP(host).IsUnspecified() {
-			return bad(field, a, "must be ip:port with the node's own reachable IP")
-		}
-	}
-	if c.BootstrapExpect < 0 || c.BootstrapExpect > 5 {
-		return bad("BootstrapExpect", c.BootstrapExpect, "must be between 0 and 5")
-	}
-	if c.ReconcileInterval <= 0 {
-		return bad("ReconcileInterval", c.ReconcileInterval, "must be positive")
-	}
-	if c.ProposalGatherWait < 0 || c.ProposalGatherWait > partition.GatherWaitMax {
-		return bad("ProposalGatherWait", c.ProposalGatherWait, fmt.Sprintf("must be between 0 (off) and %v", partition.GatherWaitMax))
-	}
-	if c.ProposalOverlapItemsMin < 0 || c.ProposalOverlapItemsMin > fsm.BatchMax {
-		return bad("ProposalOverlapItemsMin", c.ProposalOverlapItemsMin, fmt.Sprintf("must be between 0 (off) and %d", fsm.BatchMax))
-	}
-	if err := c.Placement.validate(); err != nil {
-		return err
-	}
-	if err := checkGossipKeys(c.GossipKeys); err != nil {
-		return err
-	}
-	if err := c.validateLimits(bad); err != nil {
-		return err
-	}
-	if err := c.validateTLS(); err != nil {
-		return err
-	}
-	return c.validateConnLimits(bad)
-}
-
-// validateTLS checks that TLS material, in files or in memory, or Insecure
-// is given, and only one of them.
-func (c Config) validateTLS() error {
-	files := c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != ""
-	switch {
-	case files && (c.TLSCertFile == "" || c.TLSKeyFile == "" || c.TLSCAFile == ""):
-		return fmt.Errorf("%w: Config.TLSCertFile, TLSKeyFile and TLSCAFile must be set together", ErrInvalidConfig)
-	case files && c.TLS != nil:
-		return fmt.Errorf("%w: Config.TLS and the Config.TLS*File fields exclude each other", ErrInvalidConfig)
-	case c.Insecure && (files || c.TLS != nil):
-		return fmt.Errorf("%w: Config.Insecure is set together with TLS material", ErrInvalidConfig)
-	case !c.Insecure && !files && c.TLS == nil:
-		return fmt.Errorf("%w: no TLS material: set Config.TLSCertFile, TLSKeyFile and TLSCAFile (or Config.TLS), "+
-			"or Config.Insecure to run in plaintext", ErrInvalidConfig)
-	}
-	return nil
-}
-
 // loadTLS returns the node's TLS material (nil when Insecure).
 func (c Config) loadTLS() (*tlsconf.Material, error) {
 	if c.TLS != nil || c.Insecure {
@@ -319,95 +341,17 @@ func (c Config) loadTLS() (*tlsconf.Material, error) {
 	return m, nil
 }
 
-// validateLimits checks the limits on queue creation.
-func (c Config) validateLimits(bad func(field string, v any, rule string) error) error {
-	switch {
-	case c.MaxQueues < 0 || c.MaxQueues > meta.QueuesMax:
-		return bad("MaxQueues", c.MaxQueues, fmt.Sprintf("must be between 0 and %d", meta.QueuesMax))
-	case c.MaxPartitions < 0 || c.MaxPartitions > meta.QueuesMax*meta.PartitionsMax:
-		return bad("MaxPartitions", c.MaxPartitions, fmt.Sprintf("must be between 0 and %d", meta.QueuesMax*meta.PartitionsMax))
-	case c.QueueCreateRate < 0 || c.QueueCreateRate > 1e6 || c.QueueCreateRate != c.QueueCreateRate:
-		return bad("QueueCreateRate", c.QueueCreateRate, "must be between 0 and 1000000 per second")
-	case c.QueueCreateBurst < 0 || c.QueueCreateBurst > 1e6:
-		return bad("QueueCreateBurst", c.QueueCreateBurst, "must be between 0 and 1000000")
-	}
-	return nil
-}
-
-// validateConnLimits checks the client connection limits (zero meaning the
-// default).
-func (c Config) validateConnLimits(bad func(field string, v any, rule string) error) error {
-	d := c.withConnDefaults()
-	switch {
-	case c.MaxConns < 0:
-		return bad("MaxConns", c.MaxConns, "must be positive (0 = default)")
-	case c.MaxConnsPerIP < 0:
-		return bad("MaxConnsPerIP", c.MaxConnsPerIP, "must be positive (0 = default)")
-	case d.MaxConnsPerIP > d.MaxConns:
-		return bad("MaxConnsPerIP", c.MaxConnsPerIP, fmt.Sprintf("must not exceed MaxConns (%d)", d.MaxConns))
-	case c.MaxHTTPConns < 0:
-		return bad("MaxHTTPConns", c.MaxHTTPConns, "must be positive (0 = default)")
-	case c.MaxHTTPConnsPerIP < 0:
-		return bad("MaxHTTPConnsPerIP", c.MaxHTTPConnsPerIP, "must be positive (0 = default)")
-	case d.MaxHTTPConnsPerIP > d.MaxHTTPConns:
-		return bad("MaxHTTPConnsPerIP", c.MaxHTTPConnsPerIP, fmt.Sprintf("must not exceed MaxHTTPConns (%d)", d.MaxHTTPConns))
-	case c.IdleTimeout < 0 || (c.IdleTimeout > 0 && c.IdleTimeout < 100*time.Millisecond):
-		return bad("IdleTimeout", c.IdleTimeout, "must be at least 100ms (0 = default)")
-	case c.FrameTimeout < 0 || (c.FrameTimeout > 0 && c.FrameTimeout < 100*time.Millisecond):
-		return bad("FrameTimeout", c.FrameTimeout, "must be at least 100ms (0 = default)")
-	}
-	return nil
-}
-
-// withDefaults fills the limits left at 0 with their defaults.
-func (c Config) withDefaults() Config {
-	if c.MaxClockOffset == 0 {
-		c.MaxClockOffset = DefaultMaxClockOffset
-	}
-	if c.MaxQueues == 0 {
-		c.MaxQueues = DefaultMaxQueues
-	}
-	if c.MaxPartitions == 0 {
-		c.MaxPartitions = DefaultMaxPartitions
-	}
-	if c.QueueCreateRate == 0 {
-		c.QueueCreateRate = DefaultQueueCreateRate
-	}
-	if c.QueueCreateBurst == 0 {
-		c.QueueCreateBurst = DefaultQueueCreateBurst
-	}
-	return c.withConnDefaults()
-}
-
-// partitionConfig applies the node's raft settings to a partition config.
+// partitionConfig applies the node's raft settings to a partition config
+// (the meta group's included), the node's defaults filled in and its "off"
+// values turned into partition's zeros.
 func (c Config) partitionConfig(pc partition.Config) partition.Config {
-	if c.HeartbeatTimeout > 0 {
-		pc.HeartbeatTimeout = c.HeartbeatTimeout
-	}
-	if c.ElectionTimeout > 0 {
-		pc.ElectionTimeout = c.ElectionTimeout
-	}
-	if c.LeaderLeaseTimeout > 0 {
-		pc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
-	}
-	if c.SnapshotThreshold > 0 {
-		pc.SnapshotThreshold = c.SnapshotThreshold
-	}
-	if c.TrailingLogs > 0 {
-		pc.TrailingLogs = c.TrailingLogs
-	}
-	if c.SnapshotInterval > 0 {
-		pc.SnapshotInterval = c.SnapshotInterval
-	}
-	switch {
-	case c.QuiesceAfter > 0:
-		pc.QuiesceAfter = c.QuiesceAfter
-	case c.QuiesceAfter < 0:
-		pc.QuiesceAfter = 0
-	}
+	c = c.withRaftDefaults()
+	pc.HeartbeatTimeout, pc.ElectionTimeout, pc.LeaderLeaseTimeout = c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout
+	pc.SnapshotThreshold, pc.TrailingLogs, pc.SnapshotInterval = c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval
+	pc.QuiesceAfter = max(c.QuiesceAfter, 0)
+	pc.GatherWait = max(c.ProposalGatherWait, 0)
+	pc.OverlapItemsMin = max(c.ProposalOverlapItemsMin, 0)
 	pc.TickIntervalMax = min(pc.TickIntervalMax, pc.HeartbeatTimeout)
-	pc.GatherWait = c.ProposalGatherWait
-	pc.OverlapItemsMin = c.ProposalOverlapItemsMin
 	pc.Now = clock.Now
 	return pc
 }

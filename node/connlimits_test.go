@@ -397,7 +397,7 @@ func TestConfig_ValidateNamesBadConnectionLimits(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("zero limits (defaults): %v", err)
 	}
-	if d := cfg.withDefaults(); d.MaxConns != DefaultMaxConns || d.MaxConnsPerIP != DefaultMaxConnsPerIP ||
+	if d := cfg.WithDefaults(); d.MaxConns != DefaultMaxConns || d.MaxConnsPerIP != DefaultMaxConnsPerIP ||
 		d.IdleTimeout != DefaultIdleTimeout || d.FrameTimeout != DefaultFrameTimeout ||
 		d.MaxHTTPConns != DefaultMaxHTTPConns || d.MaxHTTPConnsPerIP != DefaultMaxHTTPConnsPerIP {
 		t.Fatalf("defaults not applied: %+v", d)

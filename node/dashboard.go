@@ -26,8 +26,11 @@ const replicasAnswerBytesMax = 8 << 20
 // a client of it. The client dials this node's own client port and is
 // opened on first use, then kept until the node closes.
 type dashboardSource struct {
-	n    *Node
-	http *http.Client
+	self       string            // this node's id
+	clientAddr string            // this node's client port, which the clients dial
+	tls        *tlsconf.Material // nil when the node runs in plaintext
+	node       dashboardNode
+	http       *http.Client
 
 	mu sync.Mutex
 	// clients holds one client per viewer token (the dashboard acts with
@@ -53,40 +56,53 @@ func withViewerToken(ctx context.Context, secret string) context.Context {
 	return context.WithValue(ctx, viewerTokenKey{}, secret)
 }
 
+// dashboardNode is what the dashboard reads of its node.
+type dashboardNode interface {
+	// handleMetadata answers a metadata request from the node's catalog.
+	handleMetadata(ctx context.Context, r *wire.MetadataRequest) (*wire.MetadataResponse, error)
+	// metaLeader names the meta group's leader ("" when none is known).
+	metaLeader() string
+	// listNodes is the node listing of `ferry node ls`.
+	listNodes() *wire.ListNodesResponse
+	// replicaViews describes the replicas the node hosts.
+	replicaViews() []jsonview.Replica
+}
+
 // newDashboardSource returns the dashboard's view of the cluster through
-// this node: an HTTP client for the other nodes' admin ports (trusting
-// the cluster CA) and, opened on demand, Go clients of this node's client
-// port.
-func newDashboardSource(n *Node) *dashboardSource {
+// node self: an HTTP client for the other nodes' admin ports (trusting
+// the cluster CA of tlsMat, plaintext when it is nil) and, opened on
+// demand, Go clients of its client port at clientAddr.
+func newDashboardSource(self, clientAddr string, tlsMat *tlsconf.Material, node dashboardNode) *dashboardSource {
 	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 5 * time.Second}
-	if n.tls != nil {
-		tr.TLSClientConfig = tlsconf.ClientWithPool(n.tls.CAs)
+	if tlsMat != nil {
+		tr.TLSClientConfig = tlsconf.ClientWithPool(tlsMat.CAs)
 	}
-	return &dashboardSource{n: n, http: &http.Client{Transport: tr, Timeout: 5 * time.Second}}
+	return &dashboardSource{self: self, clientAddr: clientAddr, tls: tlsMat, node: node,
+		http: &http.Client{Transport: tr, Timeout: 5 * time.Second}}
 }
 
 // Cluster implements dashboard.Cluster.
 func (s *dashboardSource) Cluster(ctx context.Context) jsonview.Cluster {
-	md, _ := s.n.handleMetadata(ctx, &wire.MetadataRequest{})
+	md, _ := s.node.handleMetadata(ctx, &wire.MetadataRequest{})
 	out := jsonview.ClusterOf(md.Nodes, md.Queues)
-	out.Node, out.MetaLeader, out.MetaIndex = s.n.cfg.ID, s.n.meta.leaderID(), md.MetaIndex
+	out.Node, out.MetaLeader, out.MetaIndex = s.self, s.node.metaLeader(), md.MetaIndex
 	return out
 }
 
 // Shape implements dashboard.Cluster: the node listing `ferry node ls`
 // gives, from this node's catalog and gossip.
 func (s *dashboardSource) Shape(context.Context) jsonview.Nodes {
-	return jsonview.NodesOf(s.n.listNodes())
+	return jsonview.NodesOf(s.node.listNodes())
 }
 
 // Replicas implements dashboard.Cluster: this node's own replicas are
 // read directly, another node's through its /v1/replicas.
 func (s *dashboardSource) Replicas(ctx context.Context, nd jsonview.Node, fwd http.Header) ([]jsonview.Replica, error) {
-	if nd.ID == s.n.cfg.ID {
-		return s.n.replicaViews(), nil
+	if nd.ID == s.self {
+		return s.node.replicaViews(), nil
 	}
 	scheme := "http"
-	if s.n.tls != nil {
+	if s.tls != nil {
 		scheme = "https"
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+nd.HTTPAddr+"/v1/replicas", nil)
@@ -126,14 +142,14 @@ func (s *dashboardSource) Queues(ctx context.Context) (dashboard.Queues, error) 
 	if c := s.clients[secret]; c != nil {
 		return c, nil
 	}
-	opts := []client.Option{client.WithClientName("dashboard-" + s.n.cfg.ID), client.WithDialTimeout(2 * time.Second)}
-	if s.n.tls != nil {
-		opts = append(opts, client.WithTLS(tlsconf.ClientWithPool(s.n.tls.CAs)))
+	opts := []client.Option{client.WithClientName("dashboard-" + s.self), client.WithDialTimeout(2 * time.Second)}
+	if s.tls != nil {
+		opts = append(opts, client.WithTLS(tlsconf.ClientWithPool(s.tls.CAs)))
 	}
 	if secret != "" {
 		opts = append(opts, client.WithToken(secret))
 	}
-	c, err := client.Dial(ctx, []string{s.n.clientAddr}, opts...)
+	c, err := client.Dial(ctx, []string{s.clientAddr}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", dashboard.ErrNoCluster, err)
 	}
@@ -161,7 +177,12 @@ func (s *dashboardSource) close() {
 	s.clients, s.order = nil, nil
 }
 
-// replicaViews describes the replicas this node hosts, by group.
+// metaLeader implements dashboardNode: the meta leader's id, "" when none
+// is known.
+func (n *Node) metaLeader() string { return n.meta.leaderID() }
+
+// replicaViews implements dashboardNode (and serves /v1/replicas): the
+// replicas this node hosts, by group.
 func (n *Node) replicaViews() []jsonview.Replica {
 	out := []jsonview.Replica{}
 	for _, r := range n.replicas.all() {

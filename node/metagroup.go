@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/internal/clock"
+	"github.com/ferrymq/ferry/internal/raftutil"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/transport"
@@ -70,7 +71,7 @@ func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, erro
 	if n.raftNet != nil && pc.QuiesceAfter > 0 {
 		rc.Liveness, rc.QuiesceAfter = n.raftNet, pc.QuiesceAfter
 	}
-	rc.Logger = partition.RaftLogger(n.logger.With("group", meta.MetaGroupID))
+	rc.Logger = raftutil.RaftLogger(n.logger.With("group", meta.MetaGroupID))
 	g.trans = trans
 	if err := g.start(dir, rc); err != nil {
 		g.trans.Close()
@@ -191,7 +192,7 @@ func (g *metaGroup) registered() bool {
 // propose applies a catalog command through the meta group (leader only).
 func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, error) {
 	if !g.isLeader() {
-		return meta.Result{}, &partition.NotLeaderError{LeaderID: g.leaderID()}
+		return meta.Result{}, &raftutil.NotLeaderError{LeaderID: g.leaderID()}
 	}
 	if c.Type == meta.CmdCreateQueue && c.CreateQueue.Config.Replicas == 0 && !g.registered() {
 		return meta.Result{}, wire.Errorf(wire.CodeUnavailable,
@@ -213,7 +214,7 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, e
 	if err := f.Error(); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return meta.Result{}, &partition.NotLeaderError{LeaderID: g.leaderID()}
+			return meta.Result{}, &raftutil.NotLeaderError{LeaderID: g.leaderID()}
 		case errors.Is(err, raft.ErrLeadershipLost):
 			return meta.Result{}, partition.ErrUnknownOutcome
 		case errors.Is(err, raft.ErrEnqueueTimeout):

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/internal/connlimit"
 	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wire"
@@ -76,9 +77,9 @@ func newMetrics(n *Node) *metrics {
 	})
 	m.registry.MustRegister(m.acceptErrors, m.connsRefused, m.connsClosed, open)
 	m.registry.MustRegister(connlimit.Metrics("ferry_http_connections", "HTTP admin", n.httpConnCounts)...)
-	m.registry.MustRegister(raftConnCollectors(n)...)
+	m.registry.MustRegister(raftConnCollectors(n.RaftConnections)...)
 	m.registry.MustRegister(processRaftSink(), groupCollector{n}, shapeCollector{n})
-	m.registry.MustRegister(clockCollectors(n)...)
+	m.registry.MustRegister(clockCollectors(n.clock)...)
 	m.registry.MustRegister(m.requests, m.latency, partitionCollector{n},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -171,7 +172,43 @@ func init() {
 }
 
 // partitionCollector reports the partitions this node leads.
-type partitionCollector struct{ n *Node }
+type partitionCollector struct{ src partitionSource }
+
+// partitionSource is what partitionCollector reads of its node.
+type partitionSource interface {
+	// ledPartitions returns the partitions the node leads now, with
+	// their state.
+	ledPartitions() []ledPartition
+	// consumerCount counts the consumers that received from a partition
+	// in the last minute.
+	consumerCount(queue string, index int, now time.Time) int
+}
+
+// ledPartition is one partition a node leads and its state.
+type ledPartition struct {
+	queue string
+	index int
+	stats fsm.Stats
+}
+
+// ledPartitions implements partitionSource.
+func (n *Node) ledPartitions() []ledPartition {
+	if n.replicas == nil {
+		return nil
+	}
+	var out []ledPartition
+	for _, r := range n.replicas.all() {
+		if r.p.IsLeader() {
+			out = append(out, ledPartition{queue: r.a.Queue, index: r.a.Index, stats: r.p.Stats()})
+		}
+	}
+	return out
+}
+
+// consumerCount implements partitionSource.
+func (n *Node) consumerCount(queue string, index int, now time.Time) int {
+	return n.consumers.count(queue, index, now)
+}
 
 // Describe implements prometheus.Collector.
 func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -190,12 +227,9 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 // partition has one series set.
 func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for _, r := range c.n.replicas.all() {
-		if !r.p.IsLeader() {
-			continue
-		}
-		st := r.p.Stats()
-		labels := []string{r.a.Queue, itoa(r.a.Index)}
+	for _, lp := range c.src.ledPartitions() {
+		st := lp.stats
+		labels := []string{lp.queue, itoa(lp.index)}
 		values := []int64{st.Ready, st.Eligible, st.Delayed, st.InFlight, st.Dead, st.Bytes, st.DeadBytes}
 		for i, name := range gaugeNames {
 			ch <- prometheus.MustNewConstMetric(gaugeDescs[name], prometheus.GaugeValue, float64(values[i]), labels...)
@@ -203,7 +237,7 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(st.OldestEligibleAge)/1e9, labels...)
 		ch <- prometheus.MustNewConstMetric(deadAgeDesc, prometheus.GaugeValue, deadAge(st.OldestDeadAt, now), labels...)
 		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue,
-			float64(c.n.consumers.count(r.a.Queue, r.a.Index, now)), labels...)
+			float64(c.src.consumerCount(lp.queue, lp.index, now)), labels...)
 		k := st.Counters
 		for event, v := range map[string]uint64{
 			"sent": k.Sent, "duplicate": k.Duplicates, "leased": k.Leased, "acked": k.Acked, "nacked": k.Nacked,
@@ -227,14 +261,14 @@ func deadAge(deadAt int64, now time.Time) float64 {
 
 // clockCollectors export the clock monitor's judgement: this node's offset
 // from the majority, whether it is beyond -max-clock-offset, and the
-// leadership hand-overs made for it.
-func clockCollectors(n *Node) []prometheus.Collector {
+// leadership hand-overs made for it (zeros when m is nil).
+func clockCollectors(m *clockMonitor) []prometheus.Collector {
 	read := func(f func(st clockState, transfers uint64) float64) func() float64 {
 		return func() float64 {
-			if n.clock == nil {
+			if m == nil {
 				return 0
 			}
-			st, tr := n.clock.current()
+			st, tr := m.current()
 			return f(st, tr)
 		}
 	}
@@ -256,11 +290,12 @@ func clockCollectors(n *Node) []prometheus.Collector {
 	}
 }
 
-// raftConnCollectors export the raft port's connections (transport.Stats):
-// open ones by state, and those closed at the handshake by reason.
-func raftConnCollectors(n *Node) []prometheus.Collector {
+// raftConnCollectors export the raft port's connections, as stats reads
+// them at scrape time: open ones by state, and those closed at the
+// handshake by reason.
+func raftConnCollectors(stats func() transport.Stats) []prometheus.Collector {
 	stat := func(f func(transport.Stats) float64) func() float64 {
-		return func() float64 { return f(n.mux.Stats()) }
+		return func() float64 { return f(stats()) }
 	}
 	gauge := func(state string, f func(transport.Stats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{

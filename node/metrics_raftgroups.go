@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,7 +32,51 @@ var (
 // groupCollector reports, for every raft group this node hosts (the meta
 // group and each partition replica, led here or not), its role and
 // progress, and the node's storage sizes.
-type groupCollector struct{ n *Node }
+type groupCollector struct{ src groupSource }
+
+// groupSource is what groupCollector reads of its node.
+type groupSource interface {
+	// raftGroups describes every raft group the node hosts, the meta
+	// group first (none before they open).
+	raftGroups() []raftGroupView
+	// logStats reads the shared raft log store's sizes; false before the
+	// store is open.
+	logStats() (raftlog.Stats, bool)
+}
+
+// raftGroupView is one raft group as the node hosts it.
+type raftGroupView struct {
+	stats map[string]string // raft's Stats
+	dir   string            // the group's directory (snapshots; raft.db for the meta group)
+	meta  bool              // the meta group
+	// group, queue and partition are the series' labels (queue and
+	// partition empty for the meta group).
+	group, queue, partition string
+}
+
+// raftGroups implements groupSource.
+func (n *Node) raftGroups() []raftGroupView {
+	var out []raftGroupView
+	if n.meta != nil && n.meta.raft != nil {
+		out = append(out, raftGroupView{stats: n.meta.raft.Stats(), dir: filepath.Join(n.cfg.DataDir, "meta"), meta: true,
+			group: meta.MetaGroupID})
+	}
+	if n.replicas != nil {
+		for _, r := range n.replicas.all() {
+			out = append(out, raftGroupView{stats: r.p.RaftStats(), dir: n.replicas.dir(r.a.GroupID),
+				group: r.a.GroupID, queue: r.a.Queue, partition: itoa(r.a.Index)})
+		}
+	}
+	return out
+}
+
+// logStats implements groupSource.
+func (n *Node) logStats() (raftlog.Stats, bool) {
+	if n.logs == nil {
+		return raftlog.Stats{}, false
+	}
+	return n.logs.Stats(), true
+}
 
 // Describe implements prometheus.Collector.
 func (c groupCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -44,21 +89,16 @@ func (c groupCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c groupCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	n := c.n
-	if n.meta != nil && n.meta.raft != nil {
-		dir := filepath.Join(n.cfg.DataDir, "meta")
-		collectGroup(ch, n.meta.raft.Stats(), dir, now, meta.MetaGroupID, "", "")
-		if fi, err := os.Stat(filepath.Join(dir, "raft.db")); err == nil {
+	for _, g := range c.src.raftGroups() {
+		collectGroup(ch, g.stats, g.dir, now, g.group, g.queue, g.partition)
+		if !g.meta {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(g.dir, "raft.db")); err == nil {
 			ch <- prometheus.MustNewConstMetric(metaLogD, prometheus.GaugeValue, float64(fi.Size()))
 		}
 	}
-	if n.replicas != nil {
-		for _, r := range n.replicas.all() {
-			collectGroup(ch, r.p.RaftStats(), n.replicas.dir(r.a.GroupID), now, r.a.GroupID, r.a.Queue, itoa(r.a.Index))
-		}
-	}
-	if n.logs != nil {
-		st := n.logs.Stats()
+	if st, ok := c.src.logStats(); ok {
 		ch <- prometheus.MustNewConstMetric(walDiskD, prometheus.GaugeValue, float64(st.DiskBytes))
 		ch <- prometheus.MustNewConstMetric(walLiveD, prometheus.GaugeValue, float64(st.LiveBytes))
 		ch <- prometheus.MustNewConstMetric(walSegmentsD, prometheus.GaugeValue, float64(st.SegmentsLive))

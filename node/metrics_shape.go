@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/ferrymq/ferry/wire"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -8,7 +9,44 @@ import (
 // it: under-replicated partitions, moves in progress, replicas, preferred
 // and actual leaderships per node, draining nodes; and this node's own
 // share of moving replicas (catch-ups it leads, snapshot bytes it sent).
-type shapeCollector struct{ n *Node }
+type shapeCollector struct{ src shapeSource }
+
+// shapeSource is what shapeCollector reads of its node; each part answers
+// false until it runs.
+type shapeSource interface {
+	// shapeListing is the node listing of `ferry node ls`, once the meta
+	// group and gossip run.
+	shapeListing() (*wire.ListNodesResponse, bool)
+	// catchUps counts the new replicas catching up in the partitions the
+	// node leads.
+	catchUps() (int, bool)
+	// snapshotBytesSent is the snapshot bytes the node streamed to peers.
+	snapshotBytesSent() (uint64, bool)
+}
+
+// shapeListing implements shapeSource.
+func (n *Node) shapeListing() (*wire.ListNodesResponse, bool) {
+	if n.meta == nil || n.members == nil {
+		return nil, false
+	}
+	return n.listNodes(), true
+}
+
+// catchUps implements shapeSource.
+func (n *Node) catchUps() (int, bool) {
+	if n.mover == nil {
+		return 0, false
+	}
+	return n.mover.CatchingUp(), true
+}
+
+// snapshotBytesSent implements shapeSource.
+func (n *Node) snapshotBytesSent() (uint64, bool) {
+	if n.raftNet == nil {
+		return 0, false
+	}
+	return n.raftNet.Stats().SnapshotBytesSent, true
+}
 
 var (
 	underReplicatedDesc = prometheus.NewDesc("ferry_cluster_partitions_under_replicated",
@@ -40,11 +78,10 @@ func (c shapeCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector, from this node's catalog and
 // gossip; nothing before the meta group and gossip run.
 func (c shapeCollector) Collect(ch chan<- prometheus.Metric) {
-	n := c.n
-	if n.meta == nil || n.members == nil {
+	l, ok := c.src.shapeListing()
+	if !ok {
 		return
 	}
-	l := n.listNodes()
 	ch <- prometheus.MustNewConstMetric(underReplicatedDesc, prometheus.GaugeValue, float64(l.UnderReplicatedTotal))
 	ch <- prometheus.MustNewConstMetric(movesDesc, prometheus.GaugeValue, float64(l.MovesInFlight))
 	for _, s := range l.Nodes {
@@ -60,10 +97,10 @@ func (c shapeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(nodeLeadingDesc, prometheus.GaugeValue, float64(s.Leading), s.ID)
 		ch <- prometheus.MustNewConstMetric(nodeDrainingDesc, prometheus.GaugeValue, draining, s.ID)
 	}
-	if n.mover != nil {
-		ch <- prometheus.MustNewConstMetric(catchUpsDesc, prometheus.GaugeValue, float64(n.mover.CatchingUp()))
+	if k, ok := c.src.catchUps(); ok {
+		ch <- prometheus.MustNewConstMetric(catchUpsDesc, prometheus.GaugeValue, float64(k))
 	}
-	if n.raftNet != nil {
-		ch <- prometheus.MustNewConstMetric(snapshotBytesDesc, prometheus.CounterValue, float64(n.raftNet.Stats().SnapshotBytesSent))
+	if sent, ok := c.src.snapshotBytesSent(); ok {
+		ch <- prometheus.MustNewConstMetric(snapshotBytesDesc, prometheus.CounterValue, float64(sent))
 	}
 }

@@ -84,7 +84,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	n = newNode(cfg)
 	var undo cleanups
 	defer func() {
@@ -222,7 +222,7 @@ func (n *Node) openCluster(undo *cleanups) (err error) {
 		return err
 	}
 	undo.add(n.meta.close)
-	n.clock = newClockMonitor(n)
+	n.clock = newClockMonitor(n.cfg.ID, n.cfg.MaxClockOffset, n.logger, n)
 	if n.members, err = newMembership(n); err != nil {
 		return err
 	}
@@ -245,7 +245,7 @@ func (n *Node) openServers(clientLn net.Listener) {
 		clientTLS = n.tls.Server()
 	}
 	n.clients = newClientServer(n, clientLn, clientTLS)
-	n.dashSrc = newDashboardSource(n)
+	n.dashSrc = newDashboardSource(n.cfg.ID, n.clientAddr, n.tls, n)
 	n.dash = dashboard.New(n.dashSrc, n.logger)
 	n.http = n.httpServer()
 }
@@ -267,7 +267,7 @@ func (n *Node) startLoops(httpLn net.Listener) {
 	}()
 	n.loops.Add(5)
 	go n.runMoves()
-	go n.clock.run()
+	go func() { defer n.loops.Done(); n.clock.run(n.closing) }()
 	go n.runBootstrap()
 	go n.runMetaDuties()
 	go n.runReconcile()
@@ -377,15 +377,22 @@ func (n *Node) RaftConnections() transport.Stats { return n.mux.Stats() }
 // one group-committed log for the raft entries of every partition replica
 // the node hosts (the meta group keeps its own raft-boltdb log).
 func openLogStore(cfg Config, logger *slog.Logger) (*raftlog.Store, error) {
-	lc := raftlog.DefaultConfig(filepath.Join(cfg.DataDir, "raftlog"))
+	lc := cfg.logStoreConfig()
 	lc.Logger = logger
-	lc.PreallocateSegments = cfg.RaftLogPrewrite
 	store, sum, err := raftlog.Open(lc)
 	if err != nil {
 		return nil, fmt.Errorf("raft log store: %w", err)
 	}
 	logger.Info("raft log store opened", "recovery", sum.String())
 	return store, nil
+}
+
+// logStoreConfig is the config of the node's shared raft log store, in
+// DataDir/raftlog.
+func (c Config) logStoreConfig() raftlog.Config {
+	lc := raftlog.DefaultConfig(filepath.Join(c.DataDir, "raftlog"))
+	lc.PreallocateSegments = !c.NoRaftLogPrewrite
+	return lc
 }
 
 // mkdir creates dir and its parents, naming dir in the error.

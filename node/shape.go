@@ -173,8 +173,8 @@ func (n *Node) startPlannedMoves() {
 // evacuated is treated as gone, so the live nodes balance among themselves
 // (with a joined replacement among them) without waiting for `node remove`.
 func (n *Node) planInput() meta.PlanInput {
-	pc := n.cfg.Placement
-	in := meta.PlanInput{Evacuate: map[string]bool{}, Unavailable: map[string]bool{}, InFlightMax: pc.movesMax(), Balance: pc.Balance}
+	pc := n.cfg.Placement.withDefaults()
+	in := meta.PlanInput{Evacuate: map[string]bool{}, Unavailable: map[string]bool{}, InFlightMax: pc.MovesMax, Balance: !pc.NoBalance}
 	var nodes []meta.Node
 	n.meta.view(func(f *meta.FSM) { nodes = f.Nodes() })
 	for _, nd := range nodes {
@@ -192,10 +192,11 @@ func (n *Node) planInput() meta.PlanInput {
 }
 
 // deadPastTimeout reports whether gossip has seen node id dead for longer
-// than the dead-node timeout (never, when replacement is off).
+// than the dead-node timeout (never, when replacement is off: a negative
+// timeout).
 func (n *Node) deadPastTimeout(id string) bool {
-	timeout := n.cfg.Placement.DeadNodeTimeout
-	return timeout > 0 && n.members.deadFor(id) > timeout
+	timeout, on := n.cfg.Placement.replacementAfter()
+	return on && n.members.deadFor(id) > timeout
 }
 
 // proposeShape proposes one shape command on the meta leader; a command

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/raftutil"
 	"github.com/ferrymq/ferry/wal"
 	"github.com/ferrymq/ferry/wal/raftlog"
 	"github.com/hashicorp/raft"
@@ -273,7 +274,7 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval
-	rc.Logger = RaftLogger(logger)
+	rc.Logger = raftutil.RaftLogger(logger)
 	rc.Abstain = c.Abstain
 	return rc
 }

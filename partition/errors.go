@@ -2,7 +2,8 @@ package partition
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/ferrymq/ferry/internal/raftutil"
 )
 
 // Errors returned by a Partition. FSM errors (fsm.ErrQueueFull, ...) reach
@@ -10,7 +11,8 @@ import (
 var (
 	// ErrNotLeader is returned when this replica is not the partition's
 	// leader. The error is a *NotLeaderError naming the leader if known.
-	ErrNotLeader = errors.New("not the partition leader")
+	// It is raftutil.ErrNotLeader, which the meta group returns too.
+	ErrNotLeader = raftutil.ErrNotLeader
 
 	// ErrUnknownOutcome is returned when a command was handed to raft but
 	// leadership was lost before its commit was known: it may or may not
@@ -51,22 +53,7 @@ var (
 )
 
 // NotLeaderError is the detail of ErrNotLeader: the leader's raft server id
-// and address, empty when no leader is known.
-type NotLeaderError struct {
-	LeaderID   string
-	LeaderAddr string
-}
-
-// Error describes the error.
-func (e *NotLeaderError) Error() string {
-	switch {
-	case e.LeaderID == "":
-		return ErrNotLeader.Error() + " (no leader known)"
-	case e.LeaderAddr == "":
-		return fmt.Sprintf("%s (leader is %s)", ErrNotLeader, e.LeaderID)
-	}
-	return fmt.Sprintf("%s (leader is %s at %s)", ErrNotLeader, e.LeaderID, e.LeaderAddr)
-}
-
-// Is makes errors.Is(err, ErrNotLeader) true.
-func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+// and address, empty when no leader is known. It is the one type the
+// node's raft groups share (raftutil.NotLeaderError), under the name
+// partition's callers know.
+type NotLeaderError = raftutil.NotLeaderError

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,10 +12,9 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
-	"github.com/ferrymq/ferry/transport"
+	"github.com/ferrymq/ferry/internal/raftutil"
 	"github.com/ferrymq/ferry/wal"
 	"github.com/ferrymq/ferry/wal/raftlog"
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -163,7 +161,7 @@ var sharedWALFiles = sync.OnceValue(func() *wal.FileCache {
 // inside NewRaft, locally (starting is set); with no snapshot to restore,
 // the body records of an earlier run are released first.
 func (p *Partition) startRaft() error {
-	hlog := RaftLogger(p.logger)
+	hlog := raftutil.RaftLogger(p.logger)
 	files, err := raft.NewFileSnapshotStoreWithLogger(p.cfg.Dir, snapshotsKept, hlog.Named("snapshots"))
 	if err != nil {
 		return fmt.Errorf("partition %s: snapshot store: %w", p.cfg.GroupID, err)
@@ -273,36 +271,4 @@ func (p *Partition) Close() error {
 		p.mu.Unlock()
 	})
 	return err
-}
-
-// RaftLogger adapts l for hashicorp/raft. Raft reports routine events
-// (elections, pipeline restarts, snapshots) at Info; they are demoted to
-// Debug so that a node's Info log stays readable. Warnings and errors keep
-// their level, within a budget for the whole process (raftlogger.go).
-func RaftLogger(l *slog.Logger) hclog.Logger {
-	return transport.NewHCLogger(slog.New(demoteInfo{limitedHandler{l.Handler(), raftWarnings}})).Named("raft")
-}
-
-// demoteInfo is a slog.Handler that logs Info records at Debug.
-type demoteInfo struct{ slog.Handler }
-
-func (d demoteInfo) Enabled(ctx context.Context, level slog.Level) bool {
-	return d.Handler.Enabled(ctx, demote(level))
-}
-
-func (d demoteInfo) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = demote(r.Level)
-	return d.Handler.Handle(ctx, r)
-}
-
-func (d demoteInfo) WithAttrs(as []slog.Attr) slog.Handler {
-	return demoteInfo{d.Handler.WithAttrs(as)}
-}
-func (d demoteInfo) WithGroup(name string) slog.Handler { return demoteInfo{d.Handler.WithGroup(name)} }
-
-func demote(level slog.Level) slog.Level {
-	if level == slog.LevelInfo {
-		return slog.LevelDebug
-	}
-	return level
 }

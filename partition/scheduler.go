@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/raftutil"
 	"github.com/hashicorp/raft"
 )
 
@@ -138,6 +139,18 @@ func (s *scheduler) work() {
 	}
 }
 
+// leaderLines is the process's budget for "partition leader changed"
+// lines: every replica logs each leader it learns, which is what an
+// operator needs for a few partitions and 70,000 lines a minute when a
+// node leading thousands dies.
+var leaderLines = raftutil.NewLogBudget(leaderLinesPerSecond, leaderLinesBurst, time.Now)
+
+// Bounds of leaderLines.
+const (
+	leaderLinesPerSecond = 100
+	leaderLinesBurst     = 1000
+)
+
 // logLeader logs, at Info and within a process budget, the leader this
 // replica learnt, with the term
 // and the applied index: raft's own messages about elections and
@@ -149,7 +162,7 @@ func (p *Partition) logLeader(id raft.ServerID) {
 	if leader == "" {
 		leader = "(none)"
 	}
-	ok, suppressed := leaderLines.take()
+	ok, suppressed := leaderLines.Take()
 	if !ok {
 		return
 	}

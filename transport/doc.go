@@ -60,7 +60,8 @@
 // of every connection, routing of accepted connections to the group they
 // name, and the lifetime of every connection it accepted or dialed: closing
 // a group force-closes that group's connections, closing the Mux closes
-// everything. It also bridges raft's hclog logging to log/slog.
+// everything. Raft's hclog logging reaches log/slog through
+// internal/raftutil's bridge.
 //
 // # What it must never do
 //

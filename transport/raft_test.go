@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/ferrymq/ferry/internal/raftutil"
 	"github.com/ferrymq/ferry/internal/testwait"
 )
 
@@ -178,7 +179,7 @@ func (c *cluster) startReplica(n *testNode, g string, rep *replica) {
 	if c.trailing > 0 {
 		cfg.TrailingLogs = c.trailing
 	}
-	cfg.Logger = NewHCLogger(testLogger().With("node", string(n.id), "group", g))
+	cfg.Logger = raftutil.NewHCLogger(testLogger().With("node", string(n.id), "group", g))
 	r, err := raft.NewRaft(cfg, rep.fsm, rep.logs, rep.logs, rep.snaps, rep.trans)
 	if err != nil {
 		c.t.Fatalf("NewRaft %s/%s: %v", n.id, g, err)

@@ -1,6 +1,9 @@
 package transport
 
-import "github.com/hashicorp/raft"
+import (
+	"github.com/ferrymq/ferry/internal/raftutil"
+	"github.com/hashicorp/raft"
+)
 
 // NewTransport returns a raft.NetworkTransport for the group of layer,
 // configured by cfg (zero fields take the documented defaults: MaxPool
@@ -12,7 +15,7 @@ import "github.com/hashicorp/raft"
 // of entry data (see BoundedTransport).
 func NewTransport(layer *StreamLayer, cfg TransportConfig) *BoundedTransport {
 	cfg = cfg.withDefaults()
-	logger := NewHCLogger(cfg.Logger.With("group", layer.ID())).Named("raft-net")
+	logger := raftutil.NewHCLogger(cfg.Logger.With("group", layer.ID())).Named("raft-net")
 	return &BoundedTransport{RPCBytesMax: cfg.RPCBytesMax, Transport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		ServerAddressProvider: cfg.AddressProvider,
 		Logger:                logger,

@@ -196,7 +196,8 @@ func (l tlsOptions) apply(cfg *node.Config) {
 
 // raftOptions tune raft for tests (chaos runs use small snapshot
 // thresholds so that restarted and wiped replicas are rebuilt from
-// snapshots). Zero keeps the node's defaults.
+// snapshots). Zero keeps the node's defaults, except for the two proposal
+// flags, whose 0 turns their feature off (see apply).
 type raftOptions struct {
 	heartbeat, election, leaderLease, snapshotInterval, gatherWait, quiesceAfter time.Duration
 	snapshotThreshold, trailingLogs                                              uint64
@@ -213,20 +214,33 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
 	fs.DurationVar(&r.quiesceAfter, "raft-quiesce-after", 0, "how long an idle partition keeps heartbeating before it quiesces (0 = default 2s, negative = never)")
 	fs.DurationVar(&r.gatherWait, "proposal-gather-wait", partition.DefaultGatherWait,
-		"longest wait of a merged send or ack proposal for the clients its previous proposal answered (0 = off, at most 10ms)")
+		"longest wait of a merged send or ack proposal for the clients its previous proposal answered (0 or negative = off, at most 10ms)")
 	fs.IntVar(&r.overlapItems, "proposal-overlap-items", partition.DefaultOverlapItemsMin,
-		"sends (or acks) waiting behind a merged proposal in flight that start a second one before the first is answered (0 = one at a time, at most 1000)")
+		"sends (or acks) waiting behind a merged proposal in flight that start a second one before the first is answered (0 or negative = one at a time, at most 1000)")
 	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", true,
 		"append the raft log into segment files written with zeros ahead of time, for a faster fdatasync (not for segments written faster than 32 MiB/s)")
 }
 
+// apply sets the raft fields of cfg. -proposal-gather-wait and
+// -proposal-overlap-items default to the node's values and take 0 for
+// "off", as their help says; node.Config spells "off" with a negative
+// value (its zero is the default), so apply passes 0 on as -1.
 func (r raftOptions) apply(cfg *node.Config) {
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = r.heartbeat, r.election, r.leaderLease
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = r.snapshotThreshold, r.trailingLogs, r.snapshotInterval
 	cfg.QuiesceAfter = r.quiesceAfter
-	cfg.RaftLogPrewrite = r.logPrewrite
-	cfg.ProposalGatherWait = r.gatherWait
-	cfg.ProposalOverlapItemsMin = r.overlapItems
+	cfg.NoRaftLogPrewrite = !r.logPrewrite
+	cfg.ProposalGatherWait = offWhenZero(r.gatherWait)
+	cfg.ProposalOverlapItemsMin = offWhenZero(r.overlapItems)
+}
+
+// offWhenZero maps the value of a flag whose 0 means "off" to node.Config's
+// "off" (a negative value); any other value is passed on as it is.
+func offWhenZero[T time.Duration | int](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // parseFlags reads the environment twins of the flags, then args (which

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -273,8 +274,8 @@ func TestFerryd_ProposalGatherWaitFlag(t *testing.T) {
 		t.Fatalf("default %v (%v), want %v", o.config(nil).ProposalGatherWait, err, partition.DefaultGatherWait)
 	}
 	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-proposal-gather-wait=0"}, io.Discard)
-	if err != nil || o.config(nil).ProposalGatherWait != 0 {
-		t.Fatalf("-proposal-gather-wait=0 gives %v (%v)", o.config(nil).ProposalGatherWait, err)
+	if err != nil || o.config(nil).ProposalGatherWait >= 0 {
+		t.Fatalf("-proposal-gather-wait=0 gives %v (%v), want node.Config's off (negative)", o.config(nil).ProposalGatherWait, err)
 	}
 	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-proposal-gather-wait=1s"}, io.Discard)
 	if err != nil {
@@ -291,8 +292,8 @@ func TestFerryd_ProposalOverlapItemsFlag(t *testing.T) {
 		t.Fatalf("default %d (%v), want %d", o.config(nil).ProposalOverlapItemsMin, err, partition.DefaultOverlapItemsMin)
 	}
 	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-proposal-overlap-items=0"}, io.Discard)
-	if err != nil || o.config(nil).ProposalOverlapItemsMin != 0 {
-		t.Fatalf("-proposal-overlap-items=0 gives %d (%v)", o.config(nil).ProposalOverlapItemsMin, err)
+	if err != nil || o.config(nil).ProposalOverlapItemsMin >= 0 {
+		t.Fatalf("-proposal-overlap-items=0 gives %d (%v), want node.Config's off (negative)", o.config(nil).ProposalOverlapItemsMin, err)
 	}
 	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-proposal-overlap-items=5000"}, io.Discard)
 	if err != nil {
@@ -305,16 +306,54 @@ func TestFerryd_ProposalOverlapItemsFlag(t *testing.T) {
 
 func TestFerryd_RaftLogPrewriteFlag(t *testing.T) {
 	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
-	if err != nil || !o.config(nil).RaftLogPrewrite {
+	if err != nil || o.config(nil).NoRaftLogPrewrite {
 		t.Fatalf("pre-written raft log segments should be on by default (%v)", err)
 	}
 	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-raft-log-prewrite=false"}, io.Discard)
-	if err != nil || o.config(nil).RaftLogPrewrite {
+	if err != nil || !o.config(nil).NoRaftLogPrewrite {
 		t.Fatalf("-raft-log-prewrite=false did not turn them off (%v)", err)
 	}
 	t.Setenv("FERRY_RAFT_LOG_PREWRITE", "false")
 	o, err = parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
-	if err != nil || o.config(nil).RaftLogPrewrite {
+	if err != nil || !o.config(nil).NoRaftLogPrewrite {
 		t.Fatalf("FERRY_RAFT_LOG_PREWRITE=false did not turn them off (%v)", err)
+	}
+}
+
+// -dead-node-timeout 0 means never, as its help says (node.Config's
+// negative), and -no-balance turns balancing off; by default both are on.
+func TestFerryd_PlacementFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := o.config(nil).Placement; p.DeadNodeTimeout != node.DefaultDeadNodeTimeout || p.NoBalance {
+		t.Fatalf("defaults: %+v, want replacement after %v and balancing", p, node.DefaultDeadNodeTimeout)
+	}
+	o, err = parseFlags([]string{"-id", "n1", "-insecure", "-dead-node-timeout=0", "-no-balance"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := o.config(nil)
+	if p := cfg.Placement; p.DeadNodeTimeout >= 0 || !p.NoBalance {
+		t.Fatalf("-dead-node-timeout=0 -no-balance: %+v, want replacement and balancing off", p)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With no flag given, ferryd runs a node exactly as node.DefaultConfig
+// describes it: the flags' defaults are the node's.
+func TestFerryd_FlagDefaultsAreTheNodes(t *testing.T) {
+	o, err := parseFlags([]string{"-id", "n1", "-insecure"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := o.config(nil).WithDefaults()
+	want := node.DefaultConfig("n1", "data/n1", "127.0.0.1", 0)
+	want.Insecure = true
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ferryd without flags runs\n%+v\nnode.DefaultConfig is\n%+v", got, want)
 	}
 }

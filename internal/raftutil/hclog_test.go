@@ -1,4 +1,4 @@
-package transport
+package raftutil
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-func TestTransport_HCLogBridge(t *testing.T) {
+func TestHCLogger_WritesToSlog(t *testing.T) {
 	var buf bytes.Buffer
 	base := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	l := NewHCLogger(base).Named("raft").Named("net").With("group", "p1")

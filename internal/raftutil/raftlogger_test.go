@@ -1,4 +1,4 @@
-package partition
+package raftutil
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // limited.
 func TestRaftLogger_WarningsWithinABudget(t *testing.T) {
 	now := time.Unix(1000, 0)
-	budget := newLogBudget(10, 20, func() time.Time { return now })
+	budget := NewLogBudget(10, 20, func() time.Time { return now })
 	var out bytes.Buffer
 	log := slog.New(limitedHandler{slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}), budget})
 	for range 1000 {
