@@ -166,6 +166,7 @@ func (fc *fakeCluster) infoLocked(mq meta.Queue) wire.QueueInfo {
 	return qi
 }
 
+// metadata answers a metadata request: every node, and one queue or all.
 func (fc *fakeCluster) metadata(queue string) (any, error) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
@@ -185,6 +186,7 @@ func (fc *fakeCluster) metadata(queue string) (any, error) {
 	return md, nil
 }
 
+// listQueues answers a list-queues request.
 func (fc *fakeCluster) listQueues(prefix string) any {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
@@ -397,8 +399,8 @@ func (fc *fakeCluster) deadOpLocked(p *fakePart, index int, body any) (any, erro
 
 // The conversions below mirror package node's (convert.go).
 
-// codes maps the state machines' errors to wire codes.
-var codes = []struct {
+// stateCodes maps the state machines' errors to wire codes.
+var stateCodes = []struct {
 	err  error
 	code wire.Code
 }{
@@ -423,7 +425,7 @@ func codeOf(err error) wire.Code {
 	if err == nil || errors.As(err, &we) {
 		return wire.CodeOf(err)
 	}
-	for _, c := range codes {
+	for _, c := range stateCodes {
 		if errors.Is(err, c.err) {
 			return c.code
 		}
@@ -465,21 +467,27 @@ func pick[T, U any](items []T, indexes []int, conv func(T) U) []U {
 	return out
 }
 
+// receiptOf is the state machine's form of a receipt (its partition is
+// the caller's to check).
 func receiptOf(r wire.Receipt) fsm.Receipt { return fsm.Receipt{Seq: r.Seq, Attempt: r.Attempt} }
 
+// extendItemOf is the state machine's form of an extend item.
 func extendItemOf(it wire.ExtendItem) fsm.ExtendItem {
 	return fsm.ExtendItem{Receipt: receiptOf(it.Receipt), Visibility: it.Visibility}
 }
 
+// nackItemOf is the state machine's form of a nack item.
 func nackItemOf(it wire.NackItem) fsm.NackItem {
 	return fsm.NackItem{Receipt: receiptOf(it.Receipt), ExplicitDelay: it.ExplicitDelay, Delay: it.Delay,
 		Reason: it.Reason, Release: it.Release}
 }
 
+// rejectItemOf is the state machine's form of a reject item.
 func rejectItemOf(it wire.RejectItem) fsm.RejectItem {
 	return fsm.RejectItem{Receipt: receiptOf(it.Receipt), Reason: it.Reason}
 }
 
+// deadFilterOf is the state machine's form of a dead-letter filter.
 func deadFilterOf(f wire.DeadFilter) fsm.DeadFilter {
 	return fsm.DeadFilter{Seqs: f.Seqs, Reason: fsm.DeadReason(f.Reason), Group: f.Group,
 		FromAt: f.FromAt, ToAt: f.ToAt, AfterSeq: f.AfterSeq, Limit: f.Limit, Text: f.Text}

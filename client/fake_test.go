@@ -362,12 +362,14 @@ func (n *fakeNode) apply(c *fakeConn, body any) (any, error) {
 	return fc.partOpLocked(p, index, body)
 }
 
+// notLeader is the not-leader error naming addr (unless hideLeader).
 func (fc *fakeCluster) notLeader(addr string) error {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	return fc.notLeaderLocked(addr)
 }
 
+// notLeaderLocked is notLeader with fc.mu held.
 func (fc *fakeCluster) notLeaderLocked(addr string) error {
 	e := &wire.Error{Code: wire.CodeNotLeader, Message: "not the leader"}
 	if !fc.hideLeader {
