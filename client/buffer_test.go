@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -89,7 +90,7 @@ func TestClient_LeftoverLongPollLeasesAreNotLostOrStale(t *testing.T) {
 	}
 	seen.check(t, ids)
 	// Give the leftover polls time to end, then no message may be left.
-	waitFor(t, 5*time.Second, "the leftover polls to end", func() bool { return fc.waitingPolls() == 0 })
+	testwait.Until(t, 5*time.Second, "the leftover polls to end", func() bool { return fc.waitingPolls() == 0 })
 	if st, err := c.QueueStats(ctx, "q"); err != nil || st.Total().Ready+st.Total().InFlight != 0 {
 		t.Fatalf("left in the queue: %+v, %v", st.Total(), err)
 	}
@@ -123,7 +124,7 @@ func receiveLeftBehind(t *testing.T, fc *fakeCluster, q *client.Queue) (let func
 		_, err := q.Receive(ctx, client.ReceiveOptions{Max: 1, Wait: time.Second})
 		errc <- err
 	}()
-	waitFor(t, 5*time.Second, "the lease", func() bool { n, _ := fc.leases(); return n == 1 })
+	testwait.Until(t, 5*time.Second, "the lease", func() bool { n, _ := fc.leases(); return n == 1 })
 	cancel()
 	if err := <-errc; err == nil {
 		t.Fatal("the cancelled Receive returned no error")
@@ -148,7 +149,7 @@ func TestClient_WaitingReceiveTakesALateLease(t *testing.T) {
 		ds, _ := q.Receive(ctx, client.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
 		got <- ds
 	}()
-	waitFor(t, 5*time.Second, "the waiting poll", func() bool { return fc.waitingPolls() > 0 })
+	testwait.Until(t, 5*time.Second, "the waiting poll", func() bool { return fc.waitingPolls() > 0 })
 	start := time.Now()
 	let()
 	ds := <-got
@@ -178,9 +179,9 @@ func TestClient_StaleBufferedLeaseIsReleasedNotHandedOut(t *testing.T) {
 	}
 	let := receiveLeftBehind(t, fc, q)
 	let()
-	waitFor(t, 5*time.Second, "the lease in the buffer", func() bool { return q.Buffered() == 1 })
+	testwait.Until(t, 5*time.Second, "the lease in the buffer", func() bool { return q.Buffered() == 1 })
 	fc.setHook(nil)
-	waitFor(t, 5*time.Second, "the release", func() bool {
+	testwait.Until(t, 5*time.Second, "the release", func() bool {
 		for _, r := range fc.requests(wire.OpNack) {
 			for _, it := range r.body.(*wire.NackRequest).Items {
 				if it.Release {
@@ -213,7 +214,7 @@ func TestClient_CloseReleasesBufferedLeases(t *testing.T) {
 	}
 	let := receiveLeftBehind(t, fc, q)
 	let()
-	waitFor(t, 5*time.Second, "the lease in the buffer", func() bool { return q.Buffered() == 1 })
+	testwait.Until(t, 5*time.Second, "the lease in the buffer", func() bool { return q.Buffered() == 1 })
 	c.Close()
 	if n, _ := fc.leases(); n != 0 {
 		t.Fatalf("%d leases still held after Close", n)

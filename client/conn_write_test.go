@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -115,7 +117,9 @@ func queueLen(c *conn) int {
 	return len(c.queue)
 }
 
-// poll reports whether cond came to hold within d.
+// poll reports whether cond came to hold within d. It is for waits off
+// the test's goroutine (a write gate), where a failed wait must not end
+// the test; the test's own waits use testwait.
 func poll(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -147,9 +151,8 @@ func queueBehind(t *testing.T, c *conn, ctx context.Context, reqs ...wire.Reques
 	for _, req := range reqs {
 		n := queueLen(c)
 		out = append(out, goWrite(c, ctx, req))
-		if !poll(5*time.Second, func() bool { return queueLen(c) == n+1 }) {
-			t.Fatalf("request %d not queued", req.ID)
-		}
+		testwait.Until(t, 5*time.Second, fmt.Sprintf("request %d to be queued", req.ID),
+			func() bool { return queueLen(c) == n+1 })
 	}
 	return out
 }
@@ -160,9 +163,7 @@ func blockedWrite(t *testing.T, c *conn, cc *countConn, ctx context.Context, req
 	t.Helper()
 	n := cc.started.Load()
 	ch := goWrite(c, ctx, req)
-	if !poll(5*time.Second, func() bool { return cc.started.Load() == n+1 }) {
-		t.Fatal("the write did not start")
-	}
+	testwait.Until(t, 5*time.Second, "the write to start", func() bool { return cc.started.Load() == n+1 })
 	return ch
 }
 
@@ -356,9 +357,7 @@ func flushBehind(t *testing.T, c *conn, cc *countConn, peer net.Conn, n int, ctx
 	if err := result(t, first, "the first write"); err != nil {
 		t.Fatalf("first write: %v", err)
 	}
-	if !poll(5*time.Second, func() bool { return cc.started.Load() == 2 }) {
-		t.Fatal("the flusher did not write")
-	}
+	testwait.Until(t, 5*time.Second, "the flusher to write", func() bool { return cc.started.Load() == 2 })
 	if w := cc.recorded(); w[1].frames != n+1 {
 		t.Fatalf("writes %+v, want frames 2..%d in the second", w, n+2)
 	}
@@ -480,9 +479,7 @@ func flushBeyondBudget(t *testing.T, c *conn, cc *countConn, peer net.Conn, ctx 
 	if err := result(t, first, "the first write"); err != nil {
 		t.Fatalf("first write: %v", err)
 	}
-	if !poll(5*time.Second, func() bool { return cc.started.Load() == 2 }) {
-		t.Fatal("the flusher did not write")
-	}
+	testwait.Until(t, 5*time.Second, "the flusher to write", func() bool { return cc.started.Load() == 2 })
 	return others, flusher
 }
 

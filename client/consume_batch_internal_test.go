@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 func TestAcquireRefill_WaitsForLeastThenTakesWhatIsFree(t *testing.T) {
@@ -34,13 +36,8 @@ func TestAcquireRefill_GivesBackOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan int, 1)
 	go func() { got <- acquireRefill(ctx, slots, 2, 4) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(slots) < 4 { // it holds the free slot while waiting for a second
-		if time.Now().After(deadline) {
-			t.Fatal("the free slot was not taken")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// It holds the free slot while waiting for a second.
+	testwait.Until(t, 5*time.Second, "the free slot to be taken", func() bool { return len(slots) == 4 })
 	cancel()
 	if k := <-got; k != 0 {
 		t.Fatalf("took %d slots after cancel", k)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -34,7 +35,7 @@ func TestClient_ConsumeAcksInBatchesAndBeforeReturning(t *testing.T) {
 		handled.Add(1)
 		return nil
 	}, client.ConsumeOptions{Concurrency: 8, Prefetch: 32, Wait: 50 * time.Millisecond})
-	waitFor(t, 10*time.Second, "every message handled", func() bool { return handled.Load() == n })
+	testwait.Until(t, 10*time.Second, "every message handled", func() bool { return handled.Load() == n })
 	if err := stop(); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}

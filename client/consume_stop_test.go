@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -66,9 +67,9 @@ func TestClient_ConsumeSoftStopFinishesRunningReleasesUnstarted(t *testing.T) {
 	}, client.ConsumeOptions{Prefetch: 3, Wait: 50 * time.Millisecond, Stop: stop,
 		OnSettle: func(o client.SettleOutcome) { mu.Lock(); outcomes = append(outcomes, o); mu.Unlock() }})
 	first := <-started
-	waitFor(t, 5*time.Second, "three leases held", func() bool { now, _ := fc.leases(); return now == 3 })
+	testwait.Until(t, 5*time.Second, "three leases held", func() bool { now, _ := fc.leases(); return now == 3 })
 	close(stop)
-	waitFor(t, 5*time.Second, "the two unstarted leases released", func() bool { r, _ := releasedAndNacked(fc); return r == 2 })
+	testwait.Until(t, 5*time.Second, "the two unstarted leases released", func() bool { r, _ := releasedAndNacked(fc); return r == 2 })
 	close(finish)
 	waitDone(t, done, 5*time.Second)
 	if r, n := releasedAndNacked(fc); r != 2 || n != 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -65,7 +66,7 @@ func TestClient_ConsumeSettlesByHandlerResult(t *testing.T) {
 		return nil
 	}, client.ConsumeOptions{Concurrency: 2, Wait: 50 * time.Millisecond})
 
-	waitFor(t, 5*time.Second, "two acks and a reject", func() bool {
+	testwait.Until(t, 5*time.Second, "two acks and a reject", func() bool {
 		return ackedReceipts(fc) == 2 && len(fc.requests(wire.OpReject)) == 1
 	})
 	if err := stop(); err != nil {
@@ -113,19 +114,19 @@ func TestClient_ConsumeRespectsPrefetch(t *testing.T) {
 		return nil
 	}, client.ConsumeOptions{Concurrency: concurrency, Prefetch: prefetch, Wait: 50 * time.Millisecond})
 
-	waitFor(t, 5*time.Second, "the prefetch to fill", func() bool {
+	testwait.Until(t, 5*time.Second, "the prefetch to fill", func() bool {
 		n, _ := fc.leases()
 		return n == prefetch && running.Load() == concurrency
 	})
 	close(gate)
-	waitFor(t, 5*time.Second, "every message handled", func() bool { return handled.Load() == 20 })
+	testwait.Until(t, 5*time.Second, "every message handled", func() bool { return handled.Load() == 20 })
 	if err := stop(); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	if _, high := fc.leases(); high > prefetch {
 		t.Fatalf("%d leases held at once, prefetch %d", high, prefetch)
 	}
-	waitFor(t, 5*time.Second, "all acks", func() bool { return ackedReceipts(fc) == 20 })
+	testwait.Until(t, 5*time.Second, "all acks", func() bool { return ackedReceipts(fc) == 20 })
 }
 
 func TestClient_ConsumePrefetchBoundsLongPolls(t *testing.T) {
@@ -146,15 +147,15 @@ func TestClient_ConsumePrefetchBoundsLongPolls(t *testing.T) {
 		return nil
 	}, client.ConsumeOptions{Prefetch: prefetch, Wait: 2 * time.Second})
 	// Only as many partitions as there are free slots are polled.
-	waitFor(t, 5*time.Second, "long polls", func() bool { return fc.waitingPolls() == prefetch })
+	testwait.Until(t, 5*time.Second, "long polls", func() bool { return fc.waitingPolls() == prefetch })
 	// Messages land on every partition at once.
 	sendTo(t, q, 4, 0, 1, 2, 3, 0, 1, 2, 3)
-	waitFor(t, 5*time.Second, "the prefetch to fill", func() bool {
+	testwait.Until(t, 5*time.Second, "the prefetch to fill", func() bool {
 		n, _ := fc.leases()
 		return n == prefetch
 	})
 	close(gate)
-	waitFor(t, 10*time.Second, "every message handled", func() bool { return handled.Load() == 8 })
+	testwait.Until(t, 10*time.Second, "every message handled", func() bool { return handled.Load() == 8 })
 	if err := stop(); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
@@ -179,7 +180,7 @@ func TestClient_ConsumeAutoExtendAndStopGivesBack(t *testing.T) {
 	}, client.ConsumeOptions{Prefetch: 3, Visibility: 60 * time.Millisecond, AutoExtend: true,
 		Wait: 50 * time.Millisecond})
 	<-started
-	waitFor(t, 5*time.Second, "two extensions", func() bool { return len(fc.requests(wire.OpExtend)) >= 2 })
+	testwait.Until(t, 5*time.Second, "two extensions", func() bool { return len(fc.requests(wire.OpExtend)) >= 2 })
 	for _, r := range fc.requests(wire.OpExtend) {
 		if it := r.body.(*wire.ExtendRequest).Items[0]; it.Visibility != 60*time.Millisecond {
 			t.Fatalf("extend by %v", it.Visibility)

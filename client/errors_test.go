@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/fsm"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -185,7 +186,7 @@ func TestClient_ErrorTextNamesItsKindOnce(t *testing.T) {
 // sent, alone: the rest of its batch goes through.
 func TestClient_MessageOverFrameLimitIsTooLarge(t *testing.T) {
 	fc := newFake(t, 1)
-	fc.addQueue("q", wire.QueueConfig{MaxMessageBytes: 64 << 20})
+	fc.addQueue("q", wire.QueueConfig{MaxMessageBytes: fsm.MessageBytesLimit})
 	c := dial(t, fc)
 	ctx := testCtx(t, 10*time.Second)
 	q := c.Queue("q")

@@ -8,20 +8,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/wire"
 )
 
 // fakeCluster is an in-process stand-in for a Ferry cluster: a few
 // "nodes" listening on loopback TCP and speaking the wire protocol, over
-// one shared in-memory state. Each queue partition has a leader node;
-// partition requests sent to another node get CodeNotLeader with the
-// leader's address, catalog changes sent to a node other than node 0 (the
-// meta leader) too. A hook injects faults per request.
+// one shared state. That state is held by the state machines a real node
+// runs (fake_state_test.go): a meta.FSM for the catalog and an fsm.FSM per
+// partition, so the fake has no queue rule of its own to drift from
+// theirs. What the fake adds is the part of a cluster that client tests
+// steer: which node leads each partition (partition requests sent to
+// another node get CodeNotLeader with the leader's address, catalog
+// changes sent to a node other than node 0, the meta leader, too), long
+// polls, and a hook that injects faults per request.
 type fakeCluster struct {
 	nodes []*fakeNode
+	// clock stamps every command the fake applies. The client's own
+	// timers (lease deadlines, buffered leases) run on the wall clock, so
+	// it is time.Now unless a test sets it before any traffic.
+	clock func() time.Time
 
 	mu         sync.Mutex
-	queues     map[string]*fakeQueue
+	catalog    *meta.FSM             // the queues and their configs
+	queues     map[string]*fakeQueue // the partitions of each catalog queue
 	metaIndex  uint64
 	hook       func(node int, op wire.Op, body any) fault
 	hideLeader bool      // NotLeader answers carry no leader address
@@ -33,7 +43,6 @@ type fakeCluster struct {
 	inFlightHi int // the most leases ever held at once
 	closed     bool
 
-	ackRides           int  // acks applied from receives
 	receiveIgnoresAcks bool // receives ignore their acks, as an older server does
 }
 
@@ -88,7 +97,8 @@ func (fc *fakeConn) close() {
 // newFake starts a fake cluster of n nodes. t may be nil (examples); the
 // caller then closes it.
 func newFake(t testing.TB, n int) *fakeCluster {
-	fc := &fakeCluster{queues: make(map[string]*fakeQueue), changed: make(chan struct{})}
+	fc := &fakeCluster{clock: time.Now, catalog: meta.New(), queues: make(map[string]*fakeQueue),
+		changed: make(chan struct{})}
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -97,6 +107,7 @@ func newFake(t testing.TB, n int) *fakeCluster {
 		nd := &fakeNode{idx: i, id: fmt.Sprintf("node-%d", i), addr: ln.Addr().String(), fc: fc, ln: ln,
 			conns: make(map[*fakeConn]bool)}
 		fc.nodes = append(fc.nodes, nd)
+		fc.register(nd)
 		nd.wg.Add(1)
 		go nd.serve()
 	}
@@ -258,7 +269,7 @@ func (n *fakeNode) handle(c *fakeConn, req wire.Request) {
 		c.close()
 		return
 	}
-	out, err := n.apply(c, req.Op, body)
+	out, err := n.apply(c, body)
 	if f.hold != nil {
 		select {
 		case <-f.hold:
@@ -274,7 +285,7 @@ func (n *fakeNode) handle(c *fakeConn, req wire.Request) {
 		return
 	}
 	if err != nil {
-		n.reply(c, wire.ErrorResponse(req.ID, err))
+		n.reply(c, wire.ErrorResponse(req.ID, wireErrorOf(err)))
 		return
 	}
 	resp, err := wire.NewResponse(req.ID, out)
@@ -324,7 +335,7 @@ func (n *fakeNode) reply(c *fakeConn, resp wire.Response) {
 }
 
 // apply routes a request to its operation, checking leadership.
-func (n *fakeNode) apply(c *fakeConn, op wire.Op, body any) (any, error) {
+func (n *fakeNode) apply(c *fakeConn, body any) (any, error) {
 	fc := n.fc
 	switch b := body.(type) {
 	case *wire.MetadataRequest:
@@ -337,36 +348,47 @@ func (n *fakeNode) apply(c *fakeConn, op wire.Op, body any) (any, error) {
 		if n.idx != 0 {
 			return nil, fc.notLeader(fc.nodes[0].addr)
 		}
-		return fc.catalog(body)
+		return fc.changeCatalog(body)
 	case *wire.ReceiveRequest:
 		return fc.receive(n.idx, c, *b)
 	}
-	queue, part := partitionOf(body)
+	queue, index := partitionOf(body)
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	p, err := fc.partLocked(queue, part)
+	p, err := fc.leaderLocked(n.idx, queue, index)
 	if err != nil {
 		return nil, err
 	}
-	if p.leader != n.idx {
-		return nil, fc.notLeaderLocked(fc.nodes[p.leader].addr)
-	}
-	defer fc.notifyLocked()
-	return fc.partOp(p, body, time.Now())
+	return fc.partOpLocked(p, index, body)
 }
 
+// notLeader is the not-leader error naming addr (unless hideLeader).
 func (fc *fakeCluster) notLeader(addr string) error {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	return fc.notLeaderLocked(addr)
 }
 
+// notLeaderLocked is notLeader with fc.mu held.
 func (fc *fakeCluster) notLeaderLocked(addr string) error {
 	e := &wire.Error{Code: wire.CodeNotLeader, Message: "not the leader"}
 	if !fc.hideLeader {
 		e.Leader = addr
 	}
 	return e
+}
+
+// leaderLocked returns partition index of queue if node leads it, else
+// the error a node answers.
+func (fc *fakeCluster) leaderLocked(node int, queue string, index int) (*fakePart, error) {
+	p, err := fc.partLocked(queue, index)
+	if err != nil {
+		return nil, err
+	}
+	if p.leader != node {
+		return nil, fc.notLeaderLocked(fc.nodes[p.leader].addr)
+	}
+	return p, nil
 }
 
 // partitionOf returns the queue and partition a partition request names.
@@ -396,52 +418,73 @@ func partitionOf(body any) (string, int) {
 	return "", -1
 }
 
-// receive leases messages, long-polling when asked to.
+// receive acks the receipts a receive carries and leases messages in one
+// command, as a node does, then long-polls up to the request's Wait.
+//
+// The waiting is the one part of a receive the fake does itself: package
+// fsm has no clock or goroutines, so a node's partition does it there
+// too. A poll applies another receive whenever a command changed the
+// fake's state or the partition's next timer (a delay, a backoff, a lease
+// deadline) is due, and answers once something is leased, the wait is
+// over, its connection closed or the fake closed. Once the acks are
+// applied, a failure during the wait answers them with no messages.
 func (fc *fakeCluster) receive(node int, c *fakeConn, req wire.ReceiveRequest) (any, error) {
+	if err := req.CheckWait(); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(min(req.Wait, wire.ReceiveWaitMax))
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	var acks []wire.ItemResult
-	for {
-		p, err := fc.partLocked(req.Queue, req.Partition)
-		if err != nil {
-			return nil, err
+	p, err := fc.leaderLocked(node, req.Queue, req.Partition)
+	if err != nil {
+		return nil, err
+	}
+	if fc.receiveIgnoresAcks {
+		req.Acks = nil
+	}
+	out, err := fc.receiveAckLocked(p, req)
+	for err == nil && len(out.Messages) == 0 && time.Now().Before(deadline) && !fc.closed {
+		if !fc.waitLocked(c, p, deadline) {
+			break
 		}
-		if p.leader != node {
-			return nil, fc.notLeaderLocked(fc.nodes[p.leader].addr)
+		if p, err = fc.leaderLocked(node, req.Queue, req.Partition); err == nil {
+			req.Acks = nil
+			var more wire.ReceiveResponse
+			more, err = fc.receiveAckLocked(p, req)
+			out.Messages = more.Messages
 		}
-		if acks == nil && len(req.Acks) > 0 && !fc.receiveIgnoresAcks {
-			acks = make([]wire.ItemResult, 0, len(req.Acks))
-			for _, r := range req.Acks {
-				acks = append(acks, item(p.settle(r, func(m *fakeMsg) { p.remove(m) })))
-			}
-			fc.ackRides += len(req.Acks)
-		}
-		now := time.Now()
-		ds := fc.leaseLocked(p, req, now)
-		if len(ds) > 0 || !now.Before(deadline) || fc.closed {
-			if len(ds) > 0 {
-				fc.notifyLocked()
-			}
-			return wire.ReceiveResponse{Messages: ds, AckResults: acks}, nil
-		}
-		changed := fc.changed
-		fc.polls++
-		fc.mu.Unlock()
-		t := time.NewTimer(min(time.Until(deadline), 50*time.Millisecond))
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-c.closed:
-		}
-		t.Stop()
-		fc.mu.Lock()
-		fc.polls--
-		select {
-		case <-c.closed:
-			return wire.ReceiveResponse{AckResults: acks}, nil
-		default:
-		}
+	}
+	if err != nil && out.AckResults == nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// waitLocked waits, with fc.mu released, until the fake's state changes,
+// p's next timer or the deadline is due, or c closes; it returns false
+// once c is closed.
+func (fc *fakeCluster) waitLocked(c *fakeConn, p *fakePart, deadline time.Time) bool {
+	wait := time.Until(deadline)
+	if next, ok := p.sm.NextDeadline(); ok {
+		wait = min(wait, time.Duration(next-fc.clock().UnixNano()))
+	}
+	changed := fc.changed
+	fc.polls++
+	fc.mu.Unlock()
+	t := time.NewTimer(max(wait, 0))
+	select {
+	case <-changed:
+	case <-t.C:
+	case <-c.closed:
+	}
+	t.Stop()
+	fc.mu.Lock()
+	fc.polls--
+	select {
+	case <-c.closed:
+		return false
+	default:
+		return true
 	}
 }
 

@@ -30,18 +30,6 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // idFor returns an id that routes to partition part of n.
 func idFor(part, n int, prefix string) string {
 	for i := 0; ; i++ {

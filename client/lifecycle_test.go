@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -31,7 +32,7 @@ func TestClient_SendCancellationReturnsPromptly(t *testing.T) {
 		_, err := c.Queue("q").Send(ctx, client.Message{Body: []byte("x")})
 		done <- err
 	}()
-	waitFor(t, 5*time.Second, "the send to reach the server", func() bool { return len(fc.requests(wire.OpSend)) == 1 })
+	testwait.Until(t, 5*time.Second, "the send to reach the server", func() bool { return len(fc.requests(wire.OpSend)) == 1 })
 	cancel()
 	select {
 	case err := <-done:
@@ -47,7 +48,6 @@ func TestClient_SendCancellationReturnsPromptly(t *testing.T) {
 func TestClient_NoGoroutineLeakAfterClose(t *testing.T) {
 	fc := newFake(t, 3)
 	fc.addQueue("q", wire.QueueConfig{Partitions: 4})
-	waitFor(t, 5*time.Second, "a stable baseline", func() bool { return true })
 	base := runtime.NumGoroutine()
 
 	c, err := client.Dial(testCtx(t, 5*time.Second), fc.Addrs(), client.WithRetryBackoff(time.Millisecond, 5*time.Millisecond))
@@ -66,7 +66,7 @@ func TestClient_NoGoroutineLeakAfterClose(t *testing.T) {
 	go func() {
 		_, _ = q.Receive(rctx, client.ReceiveOptions{Wait: 20 * time.Second})
 	}()
-	waitFor(t, 5*time.Second, "long polls", func() bool { return fc.waitingPolls() == 4 })
+	testwait.Until(t, 5*time.Second, "long polls", func() bool { return fc.waitingPolls() == 4 })
 	rcancel()
 	cctx, ccancel := context.WithCancel(ctx)
 	consumed := make(chan error, 1)
@@ -74,7 +74,7 @@ func TestClient_NoGoroutineLeakAfterClose(t *testing.T) {
 		consumed <- c.Queue("q").Consume(cctx, func(context.Context, *client.Delivery) error { return nil },
 			client.ConsumeOptions{Concurrency: 3, Prefetch: 4, Wait: 20 * time.Second})
 	}()
-	waitFor(t, 5*time.Second, "the consumer's polls", func() bool { return fc.waitingPolls() >= 8 })
+	testwait.Until(t, 5*time.Second, "the consumer's polls", func() bool { return fc.waitingPolls() >= 8 })
 	ccancel()
 	if err := <-consumed; err != nil {
 		t.Fatalf("Consume: %v", err)
@@ -83,15 +83,18 @@ func TestClient_NoGoroutineLeakAfterClose(t *testing.T) {
 	if _, err := q.Receive(ctx, client.ReceiveOptions{}); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("Receive after Close: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
+	defer func() {
+		if t.Failed() {
 			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines after Close, %d before Dial:\n%s", runtime.NumGoroutine(), base,
-				buf[:runtime.Stack(buf, true)])
+			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}()
+	testwait.UntilNil(t, 5*time.Second, "the goroutines to end after Close", func() error {
+		if n := runtime.NumGoroutine(); n > base {
+			return fmt.Errorf("%d goroutines after Close, %d before Dial", n, base)
+		}
+		return nil
+	})
 }
 
 func TestClient_ConcurrentUse(t *testing.T) {
@@ -140,7 +143,7 @@ func TestClient_ConcurrentUse(t *testing.T) {
 			})
 		}()
 	}
-	waitFor(t, 15*time.Second, "every message received", func() bool {
+	testwait.Until(t, 15*time.Second, "every message received", func() bool {
 		seenMu.Lock()
 		defer seenMu.Unlock()
 		return len(seen) == producers*perProducer

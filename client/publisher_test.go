@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -30,7 +31,7 @@ func TestPublisher_BatchesAndConfirmsEveryMessage(t *testing.T) {
 	}
 	// Two full batches left at once; the last five wait for the (hour
 	// long) linger until Close flushes them.
-	waitFor(t, 5*time.Second, "two full batches", func() bool { return len(fc.requests(wire.OpSend)) >= 2 })
+	testwait.Until(t, 5*time.Second, "two full batches", func() bool { return len(fc.requests(wire.OpSend)) >= 2 })
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

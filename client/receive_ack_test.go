@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -28,7 +29,7 @@ func consumeAll(t *testing.T, fc *fakeCluster, n int, opts client.ConsumeOptions
 		mu.Unlock()
 	}
 	stop := consume(t, q, func(context.Context, *client.Delivery) error { return nil }, opts)
-	waitFor(t, 10*time.Second, "every message settled", func() bool {
+	testwait.Until(t, 10*time.Second, "every message settled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(outcomes) == n
@@ -97,7 +98,7 @@ func TestClient_ReceiveAckFencesPerItemAndStillLeases(t *testing.T) {
 		t.Fatalf("Receive: %v %d", err, len(old))
 	}
 	var again []*client.Delivery // the same messages, leased again
-	waitFor(t, 5*time.Second, "the leases to end and the messages to come back", func() bool {
+	testwait.Until(t, 5*time.Second, "the leases to end and the messages to come back", func() bool {
 		ds, err := q.Receive(ctx, client.ReceiveOptions{Max: 2, Visibility: time.Minute})
 		if err != nil {
 			t.Fatalf("Receive: %v", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -80,7 +81,7 @@ func TestClient_LongPollReturnsOnAnyPartitionAndBuffersLateAnswers(t *testing.T)
 		ds, err := q.Receive(ctx, client.ReceiveOptions{Max: 3, Wait: 5 * time.Second})
 		done <- result{ds, err}
 	}()
-	waitFor(t, 5*time.Second, "four long polls", func() bool { return fc.waitingPolls() == 4 })
+	testwait.Until(t, 5*time.Second, "four long polls", func() bool { return fc.waitingPolls() == 4 })
 	sendTo(t, q, 4, 1, 2)
 
 	r := <-done
@@ -89,7 +90,7 @@ func TestClient_LongPollReturnsOnAnyPartitionAndBuffersLateAnswers(t *testing.T)
 	}
 	// Partition 1 leased its message too; its answer arrives late.
 	close(release)
-	waitFor(t, 5*time.Second, "the late answer to be buffered", func() bool { return q.Buffered() == 1 })
+	testwait.Until(t, 5*time.Second, "the late answer to be buffered", func() bool { return q.Buffered() == 1 })
 	asked := len(fc.requests(wire.OpReceive))
 	ds, err := q.Receive(ctx, client.ReceiveOptions{Max: 3, Wait: time.Second})
 	if err != nil || len(ds) != 1 || ds[0].Partition != 1 {
@@ -127,7 +128,7 @@ func TestClient_ReceiveCancellationReturnsPromptly(t *testing.T) {
 		_, err := c.Queue("q").Receive(ctx, client.ReceiveOptions{Wait: 20 * time.Second})
 		done <- err
 	}()
-	waitFor(t, 5*time.Second, "long polls", func() bool { return fc.waitingPolls() == 3 })
+	testwait.Until(t, 5*time.Second, "long polls", func() bool { return fc.waitingPolls() == 3 })
 	cancel()
 	select {
 	case err := <-done:
@@ -139,7 +140,7 @@ func TestClient_ReceiveCancellationReturnsPromptly(t *testing.T) {
 	}
 	// A message sent now is leased by the abandoned polls and kept.
 	sendTo(t, c.Queue("q"), 3, 0)
-	waitFor(t, 5*time.Second, "the abandoned poll's lease to be buffered", func() bool { return c.Queue("q").Buffered() == 1 })
+	testwait.Until(t, 5*time.Second, "the abandoned poll's lease to be buffered", func() bool { return c.Queue("q").Buffered() == 1 })
 }
 
 func TestClient_SettleRequestsCarryReceipts(t *testing.T) {

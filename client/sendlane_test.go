@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -35,7 +36,7 @@ func fillLane(t *testing.T, fc *fakeCluster, q *client.Queue, ctx context.Contex
 			out <- err
 		}()
 		// One at a time: sends that met on the lane would share a request.
-		waitFor(t, 5*time.Second, "the first sends out", func() bool { return len(fc.requests(wire.OpSend)) == i+1 })
+		testwait.Until(t, 5*time.Second, "the first sends out", func() bool { return len(fc.requests(wire.OpSend)) == i+1 })
 	}
 	return out
 }
@@ -92,7 +93,7 @@ func TestClient_ConcurrentSendsShareOneRequest(t *testing.T) {
 			outs[i] = outcome{res, err}
 		})
 	}
-	waitFor(t, 5*time.Second, "the sends to wait on the lane", func() bool { return client.LaneWaiting(q, 0) == waiting })
+	testwait.Until(t, 5*time.Second, "the sends to wait on the lane", func() bool { return client.LaneWaiting(q, 0) == waiting })
 	if n := len(fc.requests(wire.OpSend)); n != client.LaneInFlight {
 		t.Fatalf("%d send requests while the lane was full, want %d", n, client.LaneInFlight)
 	}
@@ -124,7 +125,7 @@ func TestClient_SendWithdrawnFromLaneIsNotSent(t *testing.T) {
 		_, err := q.Send(short, client.Message{ID: "gone"})
 		errc <- err
 	}()
-	waitFor(t, 5*time.Second, "the send to wait", func() bool { return client.LaneWaiting(q, 0) == 1 })
+	testwait.Until(t, 5*time.Second, "the send to wait", func() bool { return client.LaneWaiting(q, 0) == 1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) || errors.Is(err, client.ErrUnconfirmed) {
 		t.Fatalf("withdrawn send: %v, want context.Canceled and not ErrUnconfirmed", err)
@@ -178,14 +179,14 @@ func TestClient_SharedRequestKeepsEachCallersDeadline(t *testing.T) {
 		_, err := q.Send(short, client.Message{ID: "short"})
 		shortErr <- err
 	}()
-	waitFor(t, 5*time.Second, "the short send to wait", func() bool { return client.LaneWaiting(q, 0) == 1 })
+	testwait.Until(t, 5*time.Second, "the short send to wait", func() bool { return client.LaneWaiting(q, 0) == 1 })
 	go func() {
 		_, err := q.Send(ctx, client.Message{ID: "long"})
 		longErr <- err
 	}()
-	waitFor(t, 5*time.Second, "both sends to wait", func() bool { return client.LaneWaiting(q, 0) == 2 })
+	testwait.Until(t, 5*time.Second, "both sends to wait", func() bool { return client.LaneWaiting(q, 0) == 2 })
 	close(f.release) // the first sends end; the two waiting ones leave together
-	waitFor(t, 5*time.Second, "the shared request", func() bool { return len(fc.requests(wire.OpSend)) == client.LaneInFlight+1 })
+	testwait.Until(t, 5*time.Second, "the shared request", func() bool { return len(fc.requests(wire.OpSend)) == client.LaneInFlight+1 })
 	cancel()
 	if err := <-shortErr; !errors.Is(err, client.ErrUnconfirmed) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("short send: %v, want ErrUnconfirmed wrapping context.Canceled", err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/internal/jsonview"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // fakeQueues is an in-memory cluster with one queue and its dead letters.
@@ -285,17 +286,13 @@ func TestDashboard_PageViewStartsSampling(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, body := get(t, http.DefaultClient, srv.URL+"/queues/jobs")
-		if strings.Contains(body, "<polyline") {
-			return // two samples or more: the depth chart has lines
+	// Two samples or more: the depth chart has lines.
+	testwait.UntilNil(t, 10*time.Second, "a depth chart with lines", func() error {
+		if _, body := get(t, http.DefaultClient, srv.URL+"/queues/jobs"); !strings.Contains(body, "<polyline") {
+			return fmt.Errorf("page without a chart:\n%s", body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no chart after sampling for 10s:\n%s", body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // The confirm page's Cancel link goes back to the dead letters with the

@@ -14,12 +14,15 @@
 //
 // The cluster runs in plaintext (node.Config.Insecure: no TLS, gossip
 // without a key) because it listens on 127.0.0.1 only and lives as long as
-// one test; it is not a way to run Ferry for anything else. Raft and
-// gossip use fast timings so that the cluster forms in about a second.
+// one test; it is not a way to run Ferry for anything else. Options.TLS
+// serves it with TLS instead, under a throwaway CA, for tests of TLS
+// clients; Options.TokensFile makes it require tokens. Raft and gossip use
+// fast timings so that the cluster forms in about a second.
 package ferrytest
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,7 +36,10 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/internal/devpki"
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
 )
 
@@ -50,9 +56,23 @@ type Options struct {
 	// warn, error), which then go to stderr.
 	Logger *slog.Logger
 	// Tweak, when set, may change each node's config before it starts
-	// (limits, snapshot thresholds...). Addresses and data directories
-	// are already filled in.
+	// (limits, snapshot thresholds...). Addresses, data directories, TLS
+	// and tokens are already filled in.
 	Tweak func(*node.Config)
+	// TLS serves the client, raft and HTTP ports with TLS instead of
+	// plaintext. Start makes a throwaway CA and a certificate for each
+	// node; the cluster's own clients (Client, Dial) and checks trust that
+	// CA, and CAFile and TLSConfig hand it to other clients.
+	TLS bool
+	// TokensFile, when set, names a tokens file in the format of ferryd's
+	// -tokens flag: every node then requires a token on its client and
+	// HTTP ports. Token must then be the secret of one of its tokens that
+	// has the cluster admin permission; the cluster's own clients and
+	// checks present it.
+	TokensFile string
+	// Token is the secret the cluster's own clients present (see
+	// TokensFile).
+	Token string
 }
 
 // Cluster is a running in-process cluster.
@@ -60,6 +80,10 @@ type Cluster struct {
 	t      testing.TB
 	nodes  []*node.Node
 	client *client.Client
+	token  string
+	tls    *tls.Config // what clients dial with; nil in plaintext
+	caFile string      // the CA certificate, PEM; "" in plaintext
+	http   *http.Client
 }
 
 // Start starts a cluster of opts.Nodes nodes, waits until it has formed
@@ -80,11 +104,18 @@ func Start(t testing.TB, opts Options) *Cluster {
 		logger = envLogger()
 	}
 	root := t.TempDir() // before the cleanup that stops the nodes, so removed after it
-	c := &Cluster{t: t}
+	c := &Cluster{t: t, token: opts.Token}
+	secure, err := c.security(root, opts)
+	if err != nil {
+		t.Fatalf("ferrytest: %v", err)
+	}
 	t.Cleanup(c.stop)
 	var seeds []string
 	for i := range opts.Nodes {
 		cfg := nodeConfig(t, root, fmt.Sprintf("n%d", i+1), opts.Nodes, seeds, logger)
+		if err := secure(&cfg); err != nil {
+			t.Fatalf("ferrytest: node %s: %v", cfg.ID, err)
+		}
 		if opts.Tweak != nil {
 			opts.Tweak(&cfg)
 		}
@@ -97,6 +128,65 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c.client = c.Dial(client.WithLogger(logger))
 	return c
+}
+
+// security prepares what opts.TLS and opts.TokensFile ask for: the CA
+// (its certificate written to root/ca.pem) and the clients' TLS config,
+// the token set, and the HTTP client of the cluster's checks. It returns
+// the function that applies them to a node's config.
+func (c *Cluster) security(root string, opts Options) (func(*node.Config) error, error) {
+	var tokens *auth.Set
+	if opts.TokensFile != "" {
+		var err error
+		if tokens, err = auth.LoadFile(opts.TokensFile); err != nil {
+			return nil, err
+		}
+	}
+	var ca *devpki.CA
+	transport := &http.Transport{}
+	if opts.TLS {
+		var err error
+		if ca, err = devpki.NewCA("ferrytest CA"); err != nil {
+			return nil, err
+		}
+		pool, err := tlsconf.CAPool(ca.CertPEM)
+		if err != nil {
+			return nil, err
+		}
+		c.tls = tlsconf.ClientWithPool(pool)
+		c.caFile = filepath.Join(root, "ca.pem")
+		if err := os.WriteFile(c.caFile, ca.CertPEM, 0o600); err != nil {
+			return nil, err
+		}
+		transport.TLSClientConfig = c.tls
+	}
+	c.http = &http.Client{Timeout: 2 * time.Second, Transport: bearer{transport, opts.Token}}
+	return func(cfg *node.Config) error {
+		cfg.Tokens = tokens
+		if ca == nil {
+			return nil
+		}
+		m, err := ca.NodeMaterial(cfg.ID)
+		cfg.Insecure, cfg.TLS = false, m
+		return err
+	}, nil
+}
+
+// bearer adds "Authorization: Bearer <token>" to every request when token
+// is set.
+type bearer struct {
+	base  http.RoundTripper
+	token string
+}
+
+// RoundTrip sends r, with the token on a copy of it.
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token == "" {
+		return b.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
 }
 
 // nodeConfig is the config of one test node: loopback, free ports, fast
@@ -155,16 +245,42 @@ func (c *Cluster) HTTPAddrs() []string {
 	return out
 }
 
+// Nodes returns the cluster's nodes, for tests that stop one (Close) or
+// look at one. They are closed when the test ends, whatever the test did.
+func (c *Cluster) Nodes() []*node.Node { return append([]*node.Node(nil), c.nodes...) }
+
+// CAFile returns the path of the CA certificate (PEM) of a cluster started
+// with Options.TLS, for clients configured by file; "" in plaintext.
+func (c *Cluster) CAFile() string { return c.caFile }
+
+// TLSConfig returns a client TLS config that trusts the CA of a cluster
+// started with Options.TLS; nil in plaintext.
+func (c *Cluster) TLSConfig() *tls.Config {
+	if c.tls == nil {
+		return nil
+	}
+	return c.tls.Clone()
+}
+
 // Client returns the cluster's shared client, connected at Start.
 func (c *Cluster) Client() *client.Client { return c.client }
 
 // Dial connects a new client to the cluster (one per simulated service,
-// say); it is closed when the test ends.
+// say); it is closed when the test ends. It trusts the cluster's CA and
+// presents Options.Token when the cluster has them; opts come after and
+// may replace them.
 func (c *Cluster) Dial(opts ...client.Option) *client.Client {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.Addrs(), opts...)
+	var own []client.Option
+	if c.tls != nil {
+		own = append(own, client.WithTLS(c.TLSConfig()))
+	}
+	if c.token != "" {
+		own = append(own, client.WithToken(c.token))
+	}
+	cl, err := client.Dial(ctx, c.Addrs(), append(own, opts...)...)
 	if err != nil {
 		c.t.Fatalf("ferrytest: dial: %v", err)
 	}
@@ -200,10 +316,9 @@ func (c *Cluster) CreateQueue(name string, settings ...client.QueueSetting) *cli
 // waitListed polls every node's /v1/queues until all list the queue, or
 // deadline passes.
 func (c *Cluster) waitListed(name string, deadline time.Time) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
 	for _, n := range c.nodes {
 		for {
-			listed, err := lists(hc, n.HTTPAddr(), name)
+			listed, err := c.lists(n.HTTPAddr(), name)
 			if listed {
 				break
 			}
@@ -217,11 +332,11 @@ func (c *Cluster) waitListed(name string, deadline time.Time) error {
 }
 
 // lists reports whether the node at httpAddr lists the queue.
-func lists(hc *http.Client, httpAddr, name string) (bool, error) {
+func (c *Cluster) lists(httpAddr, name string) (bool, error) {
 	var qs []struct {
 		Name string `json:"name"`
 	}
-	if err := getJSON(hc, "http://"+httpAddr+"/v1/queues", &qs); err != nil {
+	if err := c.getJSON(httpAddr, "/v1/queues", &qs); err != nil {
 		return false, err
 	}
 	for _, q := range qs {
@@ -235,10 +350,9 @@ func lists(hc *http.Client, httpAddr, name string) (bool, error) {
 // waitFormed polls every node's /v1/cluster until all name the same meta
 // leader and list every node, or deadline passes.
 func (c *Cluster) waitFormed(deadline time.Time) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
 	var last error
 	for time.Now().Before(deadline) {
-		if last = c.formed(hc); last == nil {
+		if last = c.formed(); last == nil {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -246,7 +360,7 @@ func (c *Cluster) waitFormed(deadline time.Time) error {
 	return last
 }
 
-func (c *Cluster) formed(hc *http.Client) error {
+func (c *Cluster) formed() error {
 	leader := ""
 	for _, n := range c.nodes {
 		var v struct {
@@ -255,7 +369,7 @@ func (c *Cluster) formed(hc *http.Client) error {
 				ID string `json:"id"`
 			} `json:"nodes"`
 		}
-		if err := getJSON(hc, "http://"+n.HTTPAddr()+"/v1/cluster", &v); err != nil {
+		if err := c.getJSON(n.HTTPAddr(), "/v1/cluster", &v); err != nil {
 			return err
 		}
 		switch {
@@ -271,8 +385,15 @@ func (c *Cluster) formed(hc *http.Client) error {
 	return nil
 }
 
-func getJSON(hc *http.Client, url string, v any) error {
-	resp, err := hc.Get(url)
+// getJSON decodes the JSON answer to a GET of path on the node at
+// httpAddr.
+func (c *Cluster) getJSON(httpAddr, path string, v any) error {
+	scheme := "http://"
+	if c.tls != nil {
+		scheme = "https://"
+	}
+	url := scheme + httpAddr + path
+	resp, err := c.http.Get(url)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,14 @@ package ferrytest_test
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/ferrytest"
+	"github.com/ferrymq/ferry/internal/auth"
 )
 
 func TestStart_OneAndThreeNodes(t *testing.T) {
@@ -35,5 +38,34 @@ func TestStart_OneAndThreeNodes(t *testing.T) {
 				t.Fatalf("Cluster: %d nodes, %v", len(ci.Nodes), err)
 			}
 		})
+	}
+}
+
+// With TLS and a tokens file the cluster's own clients trust its CA and
+// present the token; a client without the CA or the token gets nowhere.
+func TestStart_TLSAndTokens(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens.json")
+	if err := auth.AddToFile(tokens, auth.FileToken{Name: "ops", SHA256: auth.HashSecret("ops-secret"),
+		Cluster: []string{"admin"}}); err != nil {
+		t.Fatal(err)
+	}
+	fc := ferrytest.Start(t, ferrytest.Options{TLS: true, TokensFile: tokens, Token: "ops-secret"})
+	q := fc.CreateQueue("jobs")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := q.Send(ctx, client.Message{ID: "j1", Body: []byte("work")}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if fc.CAFile() == "" || fc.TLSConfig() == nil {
+		t.Fatalf("CAFile %q, TLSConfig %v: want both for a TLS cluster", fc.CAFile(), fc.TLSConfig())
+	}
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	defer cancelShort()
+	if _, err := client.Dial(short, fc.Addrs(), client.WithDialTimeout(time.Second)); err == nil {
+		t.Fatal("a plaintext client got through")
+	}
+	_, err := client.Dial(short, fc.Addrs(), client.WithTLS(fc.TLSConfig()))
+	if !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("a client without the token: %v, want ErrUnauthorized", err)
 	}
 }

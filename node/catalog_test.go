@@ -3,11 +3,11 @@ package node
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/meta"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -17,22 +17,11 @@ import (
 // until the meta leader reaches it.
 func startLoneNode(t *testing.T, bootstrap int, tweak ...func(*Config)) *Node {
 	t.Helper()
-	cfg := DefaultConfig("lone", t.TempDir(), "127.0.0.1", 0)
-	cfg.Insecure = true
-	for _, fn := range tweak {
-		fn(&cfg)
-	}
-	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freePort(t)
-	cfg.BootstrapExpect = bootstrap
-	cfg.GossipFast = true
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 150*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	nd, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nd.Close() })
-	return nd
+	return startTestNode(t, t.TempDir(), "lone", bootstrap, nil, func(c *Config) {
+		for _, fn := range tweak {
+			fn(c)
+		}
+	})
 }
 
 // Found by the chaos suite: a restarted node answered "queue not found"
@@ -68,13 +57,7 @@ func TestNode_CatalogBehindAnswersUnavailable(t *testing.T) {
 // A node whose catalog is current still reports a missing queue as such.
 func TestNode_CaughtUpCatalogReportsMissingQueue(t *testing.T) {
 	nd := startLoneNode(t, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for !nd.meta.caughtUp() {
-		if time.Now().After(deadline) {
-			t.Fatal("single-node meta group never caught up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the single-node meta group to catch up", nd.meta.caughtUp)
 	c := dialRaw(t, nd.ClientAddr())
 	err := c.call(wire.OpMetadata, &wire.MetadataRequest{Queue: "nope"}, &wire.MetadataResponse{})
 	if !errors.Is(err, wire.ErrQueueNotFound) {
@@ -90,13 +73,9 @@ func TestNode_CaughtUpCatalogReportsMissingQueue(t *testing.T) {
 // refused as unavailable (clients retry); an explicit count is not.
 func TestNode_CreateQueueWaitsForRegistry(t *testing.T) {
 	nd := startLoneNode(t, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for !nd.meta.caughtUp() || !nd.meta.registered() {
-		if time.Now().After(deadline) {
-			t.Fatal("single node never registered itself")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the single node to register itself", func() bool {
+		return nd.meta.caughtUp() && nd.meta.registered()
+	})
 	// A member of the meta group that the registry does not have yet.
 	if err := nd.meta.raft.AddNonvoter("ghost", "127.0.0.1:1", 0, 5*time.Second).Error(); err != nil {
 		t.Fatal(err)
@@ -136,28 +115,18 @@ func TestNode_QueueLookupsFollowCatalogChanges(t *testing.T) {
 		t.Helper()
 		req := &wire.CreateQueueRequest{Name: "orders", Config: wire.QueueConfig{Partitions: partitions, Replicas: 1},
 			Set: wire.FieldPartitions | wire.FieldReplicas}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := c.call(wire.OpCreateQueue, req, &wire.CreateQueueResponse{})
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("create orders: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testwait.UntilNil(t, 10*time.Second, "queue orders created", func() error {
+			return c.call(wire.OpCreateQueue, req, &wire.CreateQueueResponse{})
+		})
 	}
 	send := func(partition int) error {
 		req := &wire.SendRequest{Queue: "orders", Partition: partition, Messages: []wire.Message{{ID: "m", Body: []byte("x")}}}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := c.call(wire.OpSend, req, &wire.SendResponse{})
-			if !errors.Is(err, wire.ErrNotLeader) && !errors.Is(err, wire.ErrUnavailable) || time.Now().After(deadline) {
-				return err
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var err error
+		testwait.Until(t, 10*time.Second, "an answer from the partition's leader", func() bool {
+			err = c.call(wire.OpSend, req, &wire.SendResponse{})
+			return !errors.Is(err, wire.ErrNotLeader) && !errors.Is(err, wire.ErrUnavailable)
+		})
+		return err
 	}
 	create(1)
 	if err := send(0); err != nil {

@@ -12,13 +12,7 @@ import (
 // limit, off) and never stands for "the default".
 func TestNode_CreateAndUpdateTakeZeroAsAValue(t *testing.T) {
 	nd := startLoneNode(t, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for !nd.meta.caughtUp() || !nd.meta.registered() || !nd.meta.isLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("single node never became a registered meta leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitMetaLeader(t, nd)
 	c := dialRaw(t, nd.ClientAddr())
 
 	err := c.call(wire.OpCreateQueue, &wire.CreateQueueRequest{Name: "zero-replicas", Set: wire.FieldReplicas},

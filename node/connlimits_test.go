@@ -26,26 +26,8 @@ import (
 // and waits until it leads the meta group.
 func startLimitedNode(t *testing.T, mutate func(*Config)) *Node {
 	t.Helper()
-	cfg := DefaultConfig("lone", t.TempDir(), "127.0.0.1", 0)
-	cfg.Insecure = true
-	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freePort(t)
-	cfg.BootstrapExpect = 1
-	cfg.GossipFast = true
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 150*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	mutate(&cfg)
-	nd, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nd.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for !nd.meta.caughtUp() || !nd.meta.registered() || !nd.meta.isLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("single node never became a registered meta leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	nd := startTestNode(t, t.TempDir(), "lone", 1, nil, mutate)
+	waitMetaLeader(t, nd)
 	return nd
 }
 
@@ -56,16 +38,10 @@ func createServedQueue(t *testing.T, nd *Node, c *rawClient, name string) {
 	if err := c.call(wire.OpCreateQueue, &wire.CreateQueueRequest{Name: name}, &wire.CreateQueueResponse{}); err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if p := nd.replicas.get(nd.queueGroup(t, name)); p != nil && p.IsLeader() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %s never got a leader", name)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "queue "+name+" to get a leader", func() bool {
+		p := nd.replicas.get(nd.queueGroup(t, name))
+		return p != nil && p.IsLeader()
+	})
 }
 
 // dialFrom connects from the local IP from and performs the handshake.
@@ -114,18 +90,13 @@ func TestNode_ConnectionLimitsPerIPAndPerNode(t *testing.T) {
 		t.Fatalf("fifth connection to the node: %v, want too many connections", err)
 	}
 	conns[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.UntilNil(t, 5*time.Second, "the freed slot to be reused", func() error {
 		conn, err := dialFrom("127.0.0.1", nd.ClientAddr())
 		if err == nil {
 			conn.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a freed slot was never reused: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 func TestNode_IdleConnectionCutLongPollKept(t *testing.T) {

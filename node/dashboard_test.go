@@ -57,14 +57,7 @@ type dashCluster struct {
 func startDashCluster(t *testing.T) *dashCluster {
 	t.Helper()
 	set := dashTokens(t)
-	root := t.TempDir()
-	var nodes []*Node
-	var seeds []string
-	for i := range 3 {
-		nd := startTestNode(t, root, fmt.Sprintf("n%d", i+1), 3, seeds, func(c *Config) { c.Tokens = set })
-		nodes = append(nodes, nd)
-		seeds = append(seeds, nd.GossipAddr())
-	}
+	nodes := testNodesIn(t, t.TempDir(), 3, func(c *Config) { c.Tokens = set })
 	leader := metaLeader(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -124,11 +117,12 @@ func (dc *dashCluster) total(t *testing.T) client.PartitionStats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := dc.c.QueueStats(ctx, "orders")
-	for err == nil && st.Err() != nil && ctx.Err() == nil { // a partition between leaders: ask again
-		time.Sleep(50 * time.Millisecond)
+	var st client.Stats
+	var err error
+	testwait.Until(t, 10*time.Second, "the stats of every partition", func() bool {
 		st, err = dc.c.QueueStats(ctx, "orders")
-	}
+		return err != nil || st.Err() == nil // a partition between leaders: ask again
+	})
 	if err == nil {
 		err = st.Err()
 	}

@@ -1,11 +1,14 @@
 package node
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // rawHTTPConn opens a TCP connection from IP from to addr that sends
@@ -30,17 +33,12 @@ func TestNode_HTTPConnectionsBoundedPerIPAndInAll(t *testing.T) {
 	addr := nd.HTTPAddr()
 	open := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			if got, _ := nd.httpConns.Counts(); got == n {
-				return
+		testwait.UntilNil(t, 5*time.Second, fmt.Sprintf("%d admin connections open", n), func() error {
+			if got, _ := nd.httpConns.Counts(); got != n {
+				return fmt.Errorf("%d open", got)
 			}
-			if time.Now().After(deadline) {
-				got, _ := nd.httpConns.Counts()
-				t.Fatalf("%d admin connections open, want %d", got, n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	first := rawHTTPConn(t, "127.0.0.1", addr)
 	rawHTTPConn(t, "127.0.0.1", addr)

@@ -242,17 +242,9 @@ func TestNode_FloodUnderLowFDLimitStillServes(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for {
-		if err = tryServe(clientAddr, "after-flood"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node never served a client again after the flood: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.UntilNil(t, 30*time.Second, "the node to serve a client again after the flood", func() error {
+		return tryServe(clientAddr, "after-flood")
+	})
 	waitReady(t, httpAddr, 10*time.Second)
 	n, _ := strconv.ParseFloat(metricValue(httpAddr, "ferry_client_accept_errors_total"), 64)
 	if n == 0 {

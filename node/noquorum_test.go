@@ -2,10 +2,12 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -14,22 +16,12 @@ import (
 // loop and the user told something false. It answers unavailable.
 func TestNode_LeaderWithoutQuorumAnswersUnavailable(t *testing.T) {
 	nodes := testNodes(t, 3)
-	deadline := time.Now().Add(20 * time.Second)
 	var leader *Node
-	var c *rawClient
-	for leader == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no partition leader in time")
-		}
-		time.Sleep(50 * time.Millisecond)
+	testwait.Until(t, 20*time.Second, "a partition leader of orders", func() bool {
 		for _, nd := range nodes {
 			if nd.meta.isLeader() {
-				c = dialRaw(t, nd.ClientAddr())
 				var created wire.CreateQueueResponse
-				err := c.call(wire.OpCreateQueue, &wire.CreateQueueRequest{Name: "orders"}, &created)
-				if err != nil && !errors.Is(err, wire.ErrQueueExists) {
-					continue
-				}
+				_ = dialRaw(t, nd.ClientAddr()).call(wire.OpCreateQueue, &wire.CreateQueueRequest{Name: "orders"}, &created)
 			}
 		}
 		for _, nd := range nodes {
@@ -37,28 +29,27 @@ func TestNode_LeaderWithoutQuorumAnswersUnavailable(t *testing.T) {
 				leader = nd
 			}
 		}
-	}
+		return leader != nil
+	})
 	for _, nd := range nodes {
 		if nd != leader {
 			nd.Close()
 		}
 	}
 	lc := dialRaw(t, leader.ClientAddr())
-	var last error
-	for time.Now().Before(deadline.Add(10 * time.Second)) {
+	testwait.UntilNil(t, 30*time.Second, "unavailable: no leader, from "+leader.ID()+" without quorum", func() error {
 		var sent wire.SendResponse
-		last = lc.call(wire.OpSend, &wire.SendRequest{Queue: "orders", Messages: []wire.Message{{ID: "m1", Body: []byte("x")}}}, &sent)
+		err := lc.call(wire.OpSend, &wire.SendRequest{Queue: "orders", Messages: []wire.Message{{ID: "m1", Body: []byte("x")}}}, &sent)
 		var we *wire.Error
-		if errors.As(last, &we) && we.Code == wire.CodeUnavailable && strings.Contains(we.Message, "no leader") {
-			return
+		if errors.As(err, &we) && we.Code == wire.CodeUnavailable && strings.Contains(we.Message, "no leader") {
+			return nil
 		}
-		if errors.As(last, &we) && we.Code == wire.CodeNotLeader && (we.Leader == leader.ClientAddr() || we.Leader == "") &&
+		if errors.As(err, &we) && we.Code == wire.CodeNotLeader && (we.Leader == leader.ClientAddr() || we.Leader == "") &&
 			strings.Contains(we.Message, leader.ID()) {
-			t.Fatalf("leader without quorum names itself: %v", last)
+			t.Fatalf("leader without quorum names itself: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("send to %s at %s without quorum: last answer %v, want unavailable: no leader", leader.ID(), leader.ClientAddr(), last)
+		return fmt.Errorf("send answered %v", err)
+	})
 }
 
 // queueGroup returns the raft group id of partition 0 of a queue as this

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -28,28 +30,27 @@ func newLeaderCaller(t *testing.T, queue string) *leaderCaller {
 // error.
 func (pl *leaderCaller) callAny(op wire.Op, body, out any) {
 	pl.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	testwait.UntilNil(pl.t, 30*time.Second, op.String()+" answered by a node", func() error {
+		var err error
 		for _, nd := range pl.nodes {
-			err := dialRaw(pl.t, nd.ClientAddr()).call(op, body, out)
+			err = dialRaw(pl.t, nd.ClientAddr()).call(op, body, out)
 			if err == nil || wire.CodeOf(err) == wire.CodeQueueExists {
-				return
+				return nil
 			}
 			if !wire.CodeOf(err).Retryable() && wire.CodeOf(err) != wire.CodeNotLeader {
 				pl.t.Fatalf("%s: %v", op, err)
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	pl.t.Fatalf("%s: no node answered", op)
+		return err
+	})
 }
 
 // call sends a request to the partition leader, retrying (at the new
 // leader) requests refused before they were proposed.
 func (pl *leaderCaller) call(op wire.Op, body, out any) error {
 	pl.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var err error
+	testwait.UntilNil(pl.t, 30*time.Second, op.String()+" taken by the partition leader", func() error {
 		if pl.c == nil {
 			var md wire.MetadataResponse
 			pl.callAny(wire.OpMetadata, &wire.MetadataRequest{Queue: pl.queue}, &md)
@@ -57,20 +58,17 @@ func (pl *leaderCaller) call(op wire.Op, body, out any) error {
 				pl.c = dialRaw(pl.t, addr)
 			}
 		}
-		var err error
-		if pl.c != nil {
-			err = pl.c.call(op, body, out)
-			code := wire.CodeOf(err)
-			if err == nil || (code != wire.CodeNotLeader && code != wire.CodeUnavailable) {
-				return err
-			}
+		if pl.c == nil {
+			return errors.New("no partition leader known")
+		}
+		err = pl.c.call(op, body, out)
+		if code := wire.CodeOf(err); code == wire.CodeNotLeader || code == wire.CodeUnavailable {
 			pl.c = nil
+			return err
 		}
-		if time.Now().After(deadline) {
-			pl.t.Fatalf("%s: %v", op, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return err
 }
 
 func wantCodes(t *testing.T, got []wire.ItemResult, want ...wire.Code) {

@@ -50,7 +50,7 @@ func metaVoters(nd *Node) []string {
 // voter still counted, two of four would not be a quorum).
 func TestShape_DeadNodeIsReplacedByAJoinedNode(t *testing.T) {
 	root := t.TempDir()
-	nodes := shapeNodes(t, root, 3, func(c *Config) { c.Placement.DeadNodeTimeout = 2 * time.Second })
+	nodes := testNodesIn(t, root, 3, func(c *Config) { c.Placement.DeadNodeTimeout = 2 * time.Second })
 	leader := metaLeader(t, nodes)
 	createReplicated(t, leader, "orders", 2, 3)
 	q := catalogQueue(leader, "orders")

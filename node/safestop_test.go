@@ -28,7 +28,7 @@ func safeToStopSays(t *testing.T, n *Node, id string) *wire.SafeToStopResponse {
 // then would leave its partitions without a quorum.
 func TestSafeToStop_WaitsForReplicasOpenedAndCaughtUp(t *testing.T) {
 	root := t.TempDir()
-	nodes := shapeNodes(t, root, 3, nil)
+	nodes := testNodesIn(t, root, 3, nil)
 	leader := metaLeader(t, nodes)
 	createReplicated(t, leader, "orders", 1, 3)
 	var seen string
@@ -66,7 +66,7 @@ func TestSafeToStop_WaitsForReplicasOpenedAndCaughtUp(t *testing.T) {
 // caught up again once it is back.
 func TestSafeToStop_LeaderSeesAFollowerBehind(t *testing.T) {
 	root := t.TempDir()
-	nodes := shapeNodes(t, root, 3, nil)
+	nodes := testNodesIn(t, root, 3, nil)
 	leader := metaLeader(t, nodes)
 	createReplicated(t, leader, "orders", 1, 3)
 	q := catalogQueue(leader, "orders")

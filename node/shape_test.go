@@ -14,20 +14,6 @@ import (
 	"github.com/ferrymq/ferry/wire"
 )
 
-// shapeNodes starts count nodes that bootstrap together, with tweak
-// applied to each, in root.
-func shapeNodes(t *testing.T, root string, count int, tweak func(*Config)) []*Node {
-	t.Helper()
-	var nodes []*Node
-	var seeds []string
-	for i := range count {
-		nd := startTestNode(t, root, fmt.Sprintf("n%d", i+1), count, seeds, tweak)
-		nodes = append(nodes, nd)
-		seeds = append(seeds, nd.GossipAddr())
-	}
-	return nodes
-}
-
 // catalogQueue returns the catalog's copy of a queue as nd sees it.
 func catalogQueue(nd *Node, name string) meta.Queue {
 	var q meta.Queue
@@ -77,7 +63,7 @@ func waitPlacedAndCaughtUp(t *testing.T, live []*Node, name string, want int) me
 // stays registered, and a node that joins then gets its share.
 func TestShape_DeadNodeReplicasAreRebuilt(t *testing.T) {
 	root := t.TempDir()
-	nodes := shapeNodes(t, root, 4, func(c *Config) { c.Placement.DeadNodeTimeout = 2 * time.Second })
+	nodes := testNodesIn(t, root, 4, func(c *Config) { c.Placement.DeadNodeTimeout = 2 * time.Second })
 	leader := metaLeader(t, nodes)
 	createQueueOn(t, leader, "orders", 4)
 	q := catalogQueue(leader, "orders")
@@ -133,7 +119,7 @@ func TestShape_DeadNodeReplicasAreRebuilt(t *testing.T) {
 // first, while the data stays whole.
 func TestShape_JoinedNodesGetTheirShare(t *testing.T) {
 	root := t.TempDir()
-	nodes := shapeNodes(t, root, 3, nil)
+	nodes := testNodesIn(t, root, 3, nil)
 	leader := metaLeader(t, nodes)
 	for i := range 4 {
 		createQueueOn(t, leader, fmt.Sprintf("q%d", i), 2)
@@ -182,7 +168,7 @@ func TestShape_JoinedNodesGetTheirShare(t *testing.T) {
 // nowhere to go says why.
 func TestShape_DrainEmptiesANode(t *testing.T) {
 	root := t.TempDir()
-	nodes := shapeNodes(t, root, 4, nil)
+	nodes := testNodesIn(t, root, 4, nil)
 	leader := metaLeader(t, nodes)
 	createQueueOn(t, leader, "orders", 4)
 	q := catalogQueue(leader, "orders")
@@ -244,7 +230,7 @@ func TestShape_DrainEmptiesANode(t *testing.T) {
 // node joins.
 func TestShape_UnderReplicatedUntilANodeJoins(t *testing.T) {
 	root := t.TempDir()
-	nodes := shapeNodes(t, root, 3, nil)
+	nodes := testNodesIn(t, root, 3, nil)
 	leader := metaLeader(t, nodes)
 	createQueueOn(t, leader, "orders", 2)
 	var victim *Node
@@ -294,7 +280,7 @@ func restartTestNode(t *testing.T, root string, old *Node, seeds []string) *Node
 // is there and the wiped replica rejoins as a learner and votes again.
 func TestShape_WipedVoterAbstainsWhileTheCatalogMoves(t *testing.T) {
 	root := t.TempDir()
-	nodes := shapeNodes(t, root, 5, nil)
+	nodes := testNodesIn(t, root, 5, nil)
 	leader := metaLeader(t, nodes)
 	createQueueOn(t, leader, "amnesia", 1)
 	q := catalogQueue(leader, "amnesia")
@@ -375,22 +361,19 @@ func waitForSaying(t *testing.T, within time.Duration, what string, seen *string
 // it over).
 func metaCall(t *testing.T, nodes []*Node, op wire.Op, body, out any) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.UntilNil(t, 10*time.Second, op.String()+" answered by the meta leader", func() error {
 		err := dialRaw(t, metaLeader(t, nodes).ClientAddr()).call(op, body, out)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, wire.ErrNotLeader) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, wire.ErrNotLeader) {
 			t.Fatalf("%v: %v", op, err)
 		}
-	}
+		return err
+	})
 }
 
 // A draining meta leader hands the catalog's leadership to a voter that
 // is not draining: a drained node leads nothing, the meta group included.
 func TestShape_DrainingMetaLeaderHandsOver(t *testing.T) {
-	nodes := shapeNodes(t, t.TempDir(), 3, nil)
+	nodes := testNodes(t, 3)
 	testwait.Until(t, 15*time.Second, "every node registered", func() bool {
 		return len(metaLeader(t, nodes).listNodes().Nodes) == len(nodes)
 	})

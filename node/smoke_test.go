@@ -12,21 +12,32 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
 
 // testGossipKey is the gossip key of test clusters.
 var testGossipKey = []byte("0123456789abcdef0123456789abcdef")
 
-// testNodes starts n nodes on 127.0.0.1 with free ports, bootstrapping
+// The in-process clusters of this package's tests. They cannot use
+// package ferrytest, which imports this one; every test starts its nodes
+// with startTestNode, alone or through testNodes and testNodesIn.
+
+// testNodes starts count nodes on 127.0.0.1 with free ports, bootstrapping
 // together.
 func testNodes(t *testing.T, count int) []*Node {
 	t.Helper()
-	root := t.TempDir()
+	return testNodesIn(t, t.TempDir(), count, nil)
+}
+
+// testNodesIn starts count nodes that bootstrap together, with tweak
+// applied to each, in root.
+func testNodesIn(t *testing.T, root string, count int, tweak func(*Config)) []*Node {
+	t.Helper()
 	var nodes []*Node
 	var seeds []string
 	for i := range count {
-		nd := startTestNode(t, root, fmt.Sprintf("n%d", i+1), count, seeds, nil)
+		nd := startTestNode(t, root, fmt.Sprintf("n%d", i+1), count, seeds, tweak)
 		nodes = append(nodes, nd)
 		seeds = append(seeds, nd.GossipAddr())
 	}
@@ -116,54 +127,27 @@ func (c *rawClient) call(op wire.Op, body, out any) error {
 
 func TestNode_SmokeCreateSendReceive(t *testing.T) {
 	nodes := testNodes(t, 3)
-	deadline := time.Now().Add(15 * time.Second)
-	var meta *Node
-	for meta == nil {
-		for _, nd := range nodes {
-			if nd.meta.isLeader() {
-				meta = nd
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no meta leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	c := dialRaw(t, meta.ClientAddr())
+	c := dialRaw(t, metaLeader(t, nodes).ClientAddr())
 	var created wire.CreateQueueResponse
-	for {
-		err := c.call(wire.OpCreateQueue, &wire.CreateQueueRequest{Name: "orders"}, &created)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.UntilNil(t, 15*time.Second, "queue orders created", func() error {
+		return c.call(wire.OpCreateQueue, &wire.CreateQueueRequest{Name: "orders"}, &created)
+	})
 	t.Logf("created %+v", created.Queue)
 	var sent wire.SendResponse
-	for {
+	var lc *rawClient
+	testwait.UntilNil(t, 15*time.Second, "a send through the partition's leader", func() error {
 		var md wire.MetadataResponse
 		if err := c.call(wire.OpMetadata, &wire.MetadataRequest{Queue: "orders"}, &md); err != nil {
 			t.Fatal(err)
 		}
-		addr := md.Queues[0].Partitions[0].LeaderAddr
-		lc := dialRaw(t, addr)
-		err := lc.call(wire.OpSend, &wire.SendRequest{Queue: "orders", Messages: []wire.Message{{ID: "m1", Body: []byte("hello")}}}, &sent)
-		if err == nil {
-			var got wire.ReceiveResponse
-			if err := lc.call(wire.OpReceive, &wire.ReceiveRequest{Queue: "orders", Max: 1, Wait: time.Second}, &got); err != nil {
-				t.Fatal(err)
-			}
-			if len(got.Messages) != 1 || string(got.Messages[0].Body) != "hello" {
-				t.Fatalf("got %+v", got)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("send: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		lc = dialRaw(t, md.Queues[0].Partitions[0].LeaderAddr)
+		return lc.call(wire.OpSend, &wire.SendRequest{Queue: "orders", Messages: []wire.Message{{ID: "m1", Body: []byte("hello")}}}, &sent)
+	})
+	var got wire.ReceiveResponse
+	if err := lc.call(wire.OpReceive, &wire.ReceiveRequest{Queue: "orders", Max: 1, Wait: time.Second}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 1 || string(got.Messages[0].Body) != "hello" {
+		t.Fatalf("got %+v", got)
 	}
 }

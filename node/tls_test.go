@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -126,13 +127,12 @@ func TestNode_TLSRaftPortRefusesPlaintextRequestVote(t *testing.T) {
 	if !waitClosed(conn, 10*time.Second) {
 		t.Fatal("the raft port kept a plaintext connection open")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for nd.mux.Stats().TLSRefused == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Stats %+v: the plaintext dialer was not counted as refused", nd.mux.Stats())
+	testwait.UntilNil(t, 10*time.Second, "the plaintext dialer counted as refused", func() error {
+		if st := nd.mux.Stats(); st.TLSRefused == 0 {
+			return fmt.Errorf("stats %+v", st)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if v := seriesValue(t, nd, "ferry_raft_connections_refused_total", "reason", "tls"); v != 1 {
 		t.Fatalf("ferry_raft_connections_refused_total{reason=tls} = %v, want 1", v)
 	}

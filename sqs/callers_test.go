@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // signedAs signs a request of the JSON protocol (action set) or, with
@@ -110,29 +112,21 @@ func TestCallers_IdleCallersAreDropped(t *testing.T) {
 	busy, _ := cs.admit("busy", true)
 	idle, _ := cs.admit("idle", false)
 	cs.release(idle, false)
-	deadline := time.Now().Add(5 * time.Second)
-	for cs.count() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers after the idle timeout, want 1 (the busy one)", cs.count())
+	callersLeft := func(want int) func() error {
+		return func() error {
+			if n := cs.count(); n != want {
+				return fmt.Errorf("%d callers", n)
+			}
+			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	testwait.UntilNil(t, 5*time.Second, "the idle caller dropped and the busy one kept", callersLeft(1))
 	cs.release(busy, true)
-	for cs.count() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers after the last request ended, want 0", cs.count())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.UntilNil(t, 5*time.Second, "the last caller dropped once its request ended", callersLeft(0))
 	// The sweep stopped with the table empty and starts again with it.
 	again, _ := cs.admit("again", false)
 	cs.release(again, false)
-	for cs.count() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("a caller added after the table emptied was never dropped")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.UntilNil(t, 5*time.Second, "a caller added after the table emptied dropped", callersLeft(0))
 }
 
 // A caller's connection is dialled on its first request; a failed dial

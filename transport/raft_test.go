@@ -237,21 +237,18 @@ func (c *cluster) apply(g string, k int) {
 // applyData is apply with a given command.
 func (c *cluster) applyData(g string, k int, data []byte) {
 	c.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for done := 0; done < k; {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("group %s: only %d of %d applies confirmed", g, done, k)
-		}
-		err := c.leader(g).r.Apply(data, time.Second).Error()
-		switch {
-		case err == nil:
-			done++
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-			errors.Is(err, raft.ErrEnqueueTimeout):
-			// Retry on the new leader; an ambiguous apply only adds a count.
-		default:
-			c.t.Fatalf("group %s: apply: %v", g, err)
-		}
+	for done := 0; done < k; done++ {
+		testwait.UntilNil(c.t, waitTimeout, fmt.Sprintf("group %s: apply %d of %d confirmed", g, done+1, k), func() error {
+			err := c.leader(g).r.Apply(data, time.Second).Error()
+			switch {
+			case err == nil, errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+				errors.Is(err, raft.ErrEnqueueTimeout):
+				// Retry on the new leader; an ambiguous apply only adds a count.
+			default:
+				c.t.Fatalf("group %s: apply: %v", g, err)
+			}
+			return err
+		})
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +14,9 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/ferrytest"
 	"github.com/ferrymq/ferry/internal/freeport"
 	"github.com/ferrymq/ferry/internal/testwait"
-	"github.com/ferrymq/ferry/node"
 )
 
 // ferryBin is the CLI binary the tests run, built once by TestMain.
@@ -70,47 +69,18 @@ func ferry(t *testing.T, servers []string, args ...string) result {
 	return r
 }
 
-// cluster is an in-process three-node cluster.
+// cluster is an in-process three-node cluster, its client addresses
+// and its shared client.
 type cluster struct {
-	nodes []*node.Node
+	*ferrytest.Cluster
 	addrs []string
 	c     *client.Client
 }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	root := t.TempDir()
-	cl := &cluster{}
-	var gossip []string
-	for i := range 3 {
-		id := fmt.Sprintf("n%d", i+1)
-		cfg := node.DefaultConfig(id, filepath.Join(root, id), "127.0.0.1", 0)
-		cfg.Insecure = true
-		cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-		cfg.GossipAddr = loopbackAddr(t)
-		cfg.BootstrapExpect = 3
-		cfg.Join = gossip
-		cfg.GossipFast = true
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 150*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond
-		cfg.Logger = slog.New(slog.DiscardHandler)
-		n, err := node.Start(cfg)
-		if err != nil {
-			t.Fatalf("start %s: %v", id, err)
-		}
-		t.Cleanup(func() { n.Close() })
-		cl.nodes = append(cl.nodes, n)
-		cl.addrs = append(cl.addrs, n.ClientAddr())
-		gossip = append(gossip, n.GossipAddr())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := client.Dial(ctx, cl.addrs)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	cl.c = c
-	return cl
+	fc := ferrytest.Start(t, ferrytest.Options{Nodes: 3})
+	return &cluster{Cluster: fc, addrs: fc.Addrs(), c: fc.Client()}
 }
 
 // loopbackAddr returns a loopback address free a moment ago, below the
@@ -128,17 +98,12 @@ func loopbackAddr(t *testing.T) string {
 // trying again while the cluster is still settling.
 func (cl *cluster) createQueue(t *testing.T, name string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := ferry(t, cl.addrs, "queue", "create", name)
-		if r.code == 0 {
-			return
+	testwait.UntilNil(t, 30*time.Second, "queue "+name+" created", func() error {
+		if r := ferry(t, cl.addrs, "queue", "create", name); r.code != 0 {
+			return fmt.Errorf("exit %d: %s", r.code, r.stderr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create %s: exit %d: %s", name, r.code, r.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // stats returns the totals of a queue.
@@ -146,20 +111,17 @@ func (cl *cluster) stats(t *testing.T, name string) client.PartitionStats {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		// A partition between leaders reports no figures for a moment.
+	var total client.PartitionStats
+	// A partition between leaders reports no figures for a moment.
+	testwait.UntilNil(t, 10*time.Second, "the stats of "+name, func() error {
 		st, err := cl.c.QueueStats(ctx, name)
 		if err == nil {
 			err = st.Err()
 		}
-		if err == nil {
-			return st.Total()
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("stats %s: %v", name, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		total = st.Total()
+		return err
+	})
+	return total
 }
 
 // recvJSON runs recv --json and returns the deliveries as maps.
@@ -329,7 +291,7 @@ func TestCLI_NoQuorumFailsLoudly(t *testing.T) {
 	}
 	leader := qs[0].Partitions[0].Leader
 	var survivor string
-	for _, n := range cl.nodes {
+	for _, n := range cl.Nodes() {
 		if n.ID() == leader {
 			survivor = n.ClientAddr()
 			t.Logf("survivor %s at %s", leader, survivor)

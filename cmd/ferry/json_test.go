@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"sync"
@@ -17,26 +15,15 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/ferrytest"
 	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/node"
 )
 
-// startNode starts a one-node cluster on free ports and waits until it
-// serves /readyz.
+// startNode starts a one-node cluster and waits until it serves /readyz.
 func startNode(t *testing.T) *node.Node {
 	t.Helper()
-	cfg := node.DefaultConfig("n1", filepath.Join(t.TempDir(), "n1"), "127.0.0.1", 0)
-	cfg.Insecure = true
-	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freeAddr(t)
-	cfg.BootstrapExpect = 1
-	cfg.GossipFast = true
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 150*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatalf("start node: %v", err)
-	}
-	t.Cleanup(func() { nd.Close() })
+	nd := ferrytest.Start(t, ferrytest.Options{}).Nodes()[0]
 	testwait.UntilNil(t, waitTimeout, "node ready", func() error {
 		resp, err := http.Get("http://" + nd.HTTPAddr() + "/readyz")
 		if err != nil {
@@ -49,11 +36,6 @@ func startNode(t *testing.T) *node.Node {
 		return nil
 	})
 	return nd
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	return loopbackAddr(t)
 }
 
 // waitTimeout bounds every polled condition in the tests.

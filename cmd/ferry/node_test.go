@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // `ferry node remove` asks first, removes the node from the cluster (it
@@ -16,28 +19,22 @@ func TestCLI_NodeRemove(t *testing.T) {
 	if r := ferry(t, cl.addrs[:2], "node", "remove", "n3"); r.code == 0 {
 		t.Fatal("node remove without --yes and without a terminal succeeded")
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	var r result
-	for {
-		r = ferry(t, cl.addrs[:2], "node", "remove", "n3", "--yes")
-		if r.code == 0 || time.Now().After(deadline) {
-			break
+	testwait.UntilNil(t, 20*time.Second, "node n3 removed", func() error {
+		if r = ferry(t, cl.addrs[:2], "node", "remove", "n3", "--yes"); r.code != 0 {
+			return fmt.Errorf("exit %d: %s", r.code, r.stderr)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if !strings.Contains(r.stdout, "node n3 removed; 0 replicas moved") {
+		t.Fatalf("node remove: %q", r.stdout)
 	}
-	if r.code != 0 || !strings.Contains(r.stdout, "node n3 removed; 0 replicas moved") {
-		t.Fatalf("node remove: exit %d, %q", r.code, r.stdout)
-	}
-	for {
-		st := ferry(t, cl.addrs[:2], "cluster", "status")
-		if st.code == 0 && !strings.Contains(st.stdout, "n3 ") {
-			break
+	testwait.UntilNil(t, 20*time.Second, "n3 gone from cluster status", func() error {
+		if st := ferry(t, cl.addrs[:2], "cluster", "status"); st.code != 0 || strings.Contains(st.stdout, "n3 ") {
+			return fmt.Errorf("exit %d: %q", st.code, st.stdout)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("n3 still listed: %q", st.stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if r := ferry(t, cl.addrs[:2], "node", "remove", "n3", "--yes"); r.code == 0 || !strings.Contains(r.stderr, "node not found") {
 		t.Fatalf("second removal: exit %d, %q", r.code, r.stderr)
 	}

@@ -3,16 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"log/slog"
+	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ferrymq/ferry/internal/devpki"
-	"github.com/ferrymq/ferry/node"
+	"github.com/ferrymq/ferry/ferrytest"
+	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // runFerry runs the CLI with args and extra environment, and returns its
@@ -37,35 +36,16 @@ func runFerry(t *testing.T, env []string, args ...string) (string, int) {
 }
 
 func TestCLI_TLSClusterNeedsItsCA(t *testing.T) {
-	pki := filepath.Join(t.TempDir(), "pki")
-	if _, err := devpki.Init(pki, []string{"n1"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	cfg := node.DefaultConfig("n1", t.TempDir(), "127.0.0.1", 0)
-	cfg.TLSCertFile, cfg.TLSKeyFile, cfg.TLSCAFile = filepath.Join(pki, "n1.pem"), filepath.Join(pki, "n1-key.pem"), filepath.Join(pki, "ca.pem")
-	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", loopbackAddr(t)
-	cfg.BootstrapExpect = 1
-	cfg.GossipFast = true
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := node.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	base := []string{"-s", n.ClientAddr(), "--timeout", "10s"}
-
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out, code := runFerry(t, nil, append(base, "--ca", cfg.TLSCAFile, "queue", "create", "tls-orders")...)
-		if code == 0 {
-			break
+	fc := ferrytest.Start(t, ferrytest.Options{TLS: true})
+	ca := fc.CAFile()
+	base := []string{"-s", fc.Addrs()[0], "--timeout", "10s"}
+	testwait.UntilNil(t, 20*time.Second, "queue created with --ca", func() error {
+		if out, code := runFerry(t, nil, append(base, "--ca", ca, "queue", "create", "tls-orders")...); code != 0 {
+			return fmt.Errorf("exit %d: %s", code, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create with --ca: exit %d: %s", code, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if out, code := runFerry(t, []string{"FERRY_CA=" + cfg.TLSCAFile}, append(base, "queue", "ls")...); code != 0 || !strings.Contains(out, "tls-orders") {
+		return nil
+	})
+	if out, code := runFerry(t, []string{"FERRY_CA=" + ca}, append(base, "queue", "ls")...); code != 0 || !strings.Contains(out, "tls-orders") {
 		t.Fatalf("queue ls with FERRY_CA: exit %d: %s", code, out)
 	}
 	out, code := runFerry(t, nil, append(base, "--timeout", "3s", "queue", "ls")...)

@@ -2,41 +2,33 @@ package main
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/ferrytest"
 	"github.com/ferrymq/ferry/internal/auth"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/node"
 )
 
 // startTokenNode starts a one-node plaintext cluster that requires the
-// tokens of file.
-func startTokenNode(t *testing.T, file auth.File) *node.Node {
+// tokens of file; admin is the secret of one with the cluster admin
+// permission.
+func startTokenNode(t *testing.T, file auth.File, admin string) *node.Node {
 	t.Helper()
-	data, _ := json.Marshal(file)
-	set, err := auth.Parse(data)
+	data, err := json.Marshal(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.DefaultConfig("n1", filepath.Join(t.TempDir(), "n1"), "127.0.0.1", 0)
-	cfg.Insecure = true
-	cfg.Tokens = set
-	cfg.RaftAddr, cfg.ClientAddr, cfg.HTTPAddr, cfg.GossipAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", freeAddr(t)
-	cfg.BootstrapExpect = 1
-	cfg.GossipFast = true
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 150*time.Millisecond, 150*time.Millisecond, 100*time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	nd, err := node.Start(cfg)
-	if err != nil {
-		t.Fatalf("start node: %v", err)
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { nd.Close() })
-	return nd
+	return ferrytest.Start(t, ferrytest.Options{TokensFile: path, Token: admin}).Nodes()[0]
 }
 
 func TestCLI_TokenRequiredAndPermissionsShown(t *testing.T) {
@@ -44,23 +36,18 @@ func TestCLI_TokenRequiredAndPermissionsShown(t *testing.T) {
 		{Name: "ops", SHA256: auth.HashSecret("ops-secret"), Cluster: []string{"admin"}},
 		{Name: "sender", SHA256: auth.HashSecret("sender-secret"),
 			Permissions: []auth.FilePermission{{Queues: []string{"orders"}, Actions: []string{"send"}}}},
-	}})
+	}}, "ops-secret")
 	base := []string{"-s", nd.ClientAddr(), "--insecure", "--timeout", "10s"}
 	tokenFile := filepath.Join(t.TempDir(), "ops.token")
 	if err := os.WriteFile(tokenFile, []byte("ops-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out, code := runFerry(t, []string{"FERRY_TOKEN_FILE=" + tokenFile}, append(base, "queue", "create", "orders")...)
-		if code == 0 {
-			break
+	testwait.UntilNil(t, 20*time.Second, "queue created with the admin token file", func() error {
+		if out, code := runFerry(t, []string{"FERRY_TOKEN_FILE=" + tokenFile}, append(base, "queue", "create", "orders")...); code != 0 {
+			return fmt.Errorf("exit %d: %s", code, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create with the admin token file: exit %d: %s", code, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	out, code := runFerry(t, nil, append(base, "send", "orders", "hello")...)
 	if code == 0 || !strings.Contains(out, "requires a token") || strings.Count(out, "ferry:") != 1 {
 		t.Fatalf("send without a token: exit %d: %s", code, out)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/internal/tlsconf"
 	"github.com/ferrymq/ferry/node"
 )
@@ -72,16 +74,14 @@ func TestFerryd_SQSAddrServesTheAPIOverTLS(t *testing.T) {
 	}
 	defer e.close()
 	var addr string
-	for deadline := time.Now().Add(30 * time.Second); addr == ""; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("SQS listener not up after 30s")
-		}
+	testwait.Until(t, 30*time.Second, "the SQS listener up", func() bool {
 		e.mu.Lock()
+		defer e.mu.Unlock()
 		if e.l != nil {
 			addr = e.l.Addr()
 		}
-		e.mu.Unlock()
-	}
+		return addr != ""
+	})
 	caPEM, err := os.ReadFile(filepath.Join(pki, "ca.pem"))
 	if err != nil {
 		t.Fatal(err)
@@ -110,16 +110,16 @@ func TestFerryd_SQSAddrServesTheAPIOverTLS(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	var code int
 	var body string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		code, body = call(sqsKey, `{"QueueName":"tls-check"}`)
-		if code == http.StatusOK || time.Now().After(deadline) {
-			break
+	testwait.UntilNil(t, 30*time.Second, "CreateQueue over HTTPS", func() error {
+		var code int
+		if code, body = call(sqsKey, `{"QueueName":"tls-check"}`); code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
 		}
-	}
-	if code != http.StatusOK || !strings.Contains(body, "/tls-check") {
-		t.Fatalf("CreateQueue over HTTPS: %d %s", code, body)
+		return nil
+	})
+	if !strings.Contains(body, "/tls-check") {
+		t.Fatalf("CreateQueue over HTTPS: %s", body)
 	}
 	if code, body := call("", `{"QueueName":"tls-unsigned"}`); code == http.StatusOK || !strings.Contains(body, "IncompleteSignature") {
 		t.Fatalf("unsigned request on a node with tokens: %d %s", code, body)

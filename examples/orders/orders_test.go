@@ -151,11 +151,12 @@ func TestOrders_RollingDeploySpendsNoAttempts(t *testing.T) {
 				s.Delivery.ID, s.Action, s.Delivery.Attempt, s.Err)
 		}
 	}
-	st, err := fc.Client().QueueStats(ctx, "orders")
-	for err == nil && st.Err() != nil && ctx.Err() == nil { // a partition between leaders: ask again
-		time.Sleep(50 * time.Millisecond)
+	var st client.Stats
+	var err error
+	testwait.Until(t, 30*time.Second, "the stats of every partition", func() bool {
 		st, err = fc.Client().QueueStats(ctx, "orders")
-	}
+		return err != nil || st.Err() == nil // a partition between leaders: ask again
+	})
 	if err == nil {
 		err = st.Err()
 	}

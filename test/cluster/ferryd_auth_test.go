@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"runtime"
@@ -49,16 +50,7 @@ func TestCluster_FerrydSIGHUPRevokesToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		err := admin.CreateQueue(ctx, "jobs")
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("create jobs: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	untilNil(t, ctx, "queue jobs created", func() error { return admin.CreateQueue(ctx, "jobs") })
 	worker, err := dial(workerSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -111,19 +103,16 @@ func TestCluster_FerrydSIGHUPRevokesToken(t *testing.T) {
 		}
 	}
 	for _, n := range c.Nodes {
-		for {
+		untilNil(t, ctx, n.ID+" refusing the revoked token after SIGHUP", func() error {
 			cl, err := client.Dial(ctx, []string{n.ClientAddr}, client.WithTLS(c.ClientTLS), client.WithToken(workerSecret))
 			if errors.Is(err, client.ErrUnauthorized) {
-				break
+				return nil
 			}
 			if err == nil {
 				cl.Close()
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("%s still accepts the revoked token after SIGHUP: %v", n.ID, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("dial with the revoked token: %v", err)
+		})
 	}
 	if _, err := worker.Queue("jobs").Send(ctx, client.Message{Body: []byte("2")}); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("send on the worker's open connection after SIGHUP: %v", err)
@@ -144,10 +133,10 @@ func startFerryds(ctx context.Context, t *testing.T, c *chaos.Cluster) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close(true) })
-	for !c.Ready(ctx) {
-		if ctx.Err() != nil {
-			t.Fatalf("cluster not ready: %v", c.Crashes())
+	untilNil(t, ctx, "the cluster ready", func() error {
+		if !c.Ready(ctx) {
+			return fmt.Errorf("not ready; crashes %v", c.Crashes())
 		}
-		time.Sleep(100 * time.Millisecond) // between readiness polls
-	}
+		return nil
+	})
 }

@@ -186,6 +186,17 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
+// untilNil is testwait.UntilNil for a wait whose calls use ctx: it gives
+// up when ctx ends (or after waitLong for a ctx without a deadline).
+func untilNil(t *testing.T, ctx context.Context, what string, cond func() error) {
+	t.Helper()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(waitLong)
+	}
+	testwait.UntilNil(t, time.Until(deadline), what, cond)
+}
+
 // freePort returns a loopback address whose port was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()

@@ -225,19 +225,15 @@ func stats(t *testing.T, cl *client.Client, queue string) client.PartitionStats 
 // moment), and fails the test when ctx ends first.
 func completeStats(t *testing.T, ctx context.Context, cl *client.Client, queue string) client.Stats {
 	t.Helper()
-	for {
-		st, err := cl.QueueStats(ctx, queue)
-		if err == nil {
+	var st client.Stats
+	untilNil(t, ctx, "the stats of every partition of "+queue, func() error {
+		var err error
+		if st, err = cl.QueueStats(ctx, queue); err == nil {
 			err = st.Err()
 		}
-		if err == nil {
-			return st
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("stats of %s: %v", queue, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
+	return st
 }
 
 // GET /v1/replicas/summary counts a node's replicas by role: with a

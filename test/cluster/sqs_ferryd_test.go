@@ -69,16 +69,10 @@ func startFerrydSQS(t *testing.T, tokens ...auth.FileToken) *ferrydSQS {
 	startFerryds(ctx, t, c)
 	f.admin = f.native(ctx, c.AdminToken)
 	for i := range c.Nodes {
-		for {
+		untilNil(t, ctx, "the SQS endpoint of "+c.Nodes[i].ID, func() error {
 			_, err := f.sdk(tokens[0].Name, i).ListQueues(ctx, &awssqs.ListQueuesInput{})
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("SQS endpoint of %s: %v", c.Nodes[i].ID, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err
+		})
 	}
 	return f
 }

@@ -84,17 +84,13 @@ func startSQSProcCluster(t *testing.T, nodes int, sqsFlags []string, maxFiles in
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	startFerryds(ctx, t, c)
-	for {
+	untilNil(t, ctx, "the SQS port "+sc.sqsAddr+" open", func() error {
 		conn, err := net.DialTimeout("tcp", sc.sqsAddr, time.Second)
 		if err == nil {
 			conn.Close()
-			break
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("SQS port %s never opened: %v", sc.sqsAddr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	return sc
 }
 
@@ -227,14 +223,12 @@ func TestCluster_SQSLongPollsOfOneCallerDoNotStallAnother(t *testing.T) {
 		}()
 	}
 	defer func() { stopPolls(); wg.Wait() }()
-	deadline := time.Now().Add(15 * time.Second)
-	for throttled.Load()+failed.Load() < hogPolls-hogPollsHeld {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of the greedy caller's polls throttled, %d failed, after 15s; want %d throttled",
-				throttled.Load(), failed.Load(), hogPolls-hogPollsHeld)
+	testwait.UntilNil(t, 15*time.Second, fmt.Sprintf("%d of the greedy caller's polls throttled", hogPolls-hogPollsHeld), func() error {
+		if n := throttled.Load() + failed.Load(); n < hogPolls-hogPollsHeld {
+			return fmt.Errorf("%d throttled, %d failed", throttled.Load(), failed.Load())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if failed.Load() > 0 {
 		t.Fatalf("%d of the greedy caller's polls failed otherwise than throttled: %v", failed.Load(), firstFailure.Load())
 	}

@@ -191,12 +191,12 @@ func sqsTrustRedrive(t *testing.T, f *ferrydSQS) {
 		return out.QueueUrls
 	}
 	// Another node sees the new policy within its 2 s attribute cache.
-	for got := sources("owner"); len(got) != 1 || !strings.HasSuffix(got[0], "/jobs"); got = sources("owner") {
-		if ctx.Err() != nil {
-			t.Fatalf("owner's sources of owner-dlq: %v, want jobs", got)
+	untilNil(t, ctx, "jobs as the owner's only source of owner-dlq", func() error {
+		if got := sources("owner"); len(got) != 1 || !strings.HasSuffix(got[0], "/jobs") {
+			return fmt.Errorf("sources %v", got)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := sources("viewer"); len(got) != 0 {
 		t.Fatalf("viewer (admin on owner-dlq only) sees sources %v", got)
 	}
@@ -221,15 +221,10 @@ func sqsTrustRevokedPoll(t *testing.T, f *ferrydSQS) {
 		}
 		f.restoreTokens(tokens)
 		ctx := sqsCtx(t)
-		for { // the key works again at the endpoint
-			if _, err := f.sdk("revokee", 0).ListQueues(ctx, &awssqs.ListQueuesInput{}); err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatal("the restored key never worked again")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		untilNil(t, ctx, "the restored key working again at the endpoint", func() error {
+			_, err := f.sdk("revokee", 0).ListQueues(ctx, &awssqs.ListQueuesInput{})
+			return err
+		})
 	}
 }
 
@@ -263,16 +258,14 @@ func sqsTrustRevokedPollOnce(t *testing.T, f *ferrydSQS, name string) bool {
 	}
 	reload := time.Now()
 	f.reloadWithout("revokee")
-	for { // the reload is in force at the endpoint once a new request is refused
+	// The reload is in force at the endpoint once a new request is refused.
+	untilNil(t, ctx, "the revoked key refused at the endpoint", func() error {
 		_, err := f.sdk("revokee", 0).ListQueues(ctx, &awssqs.ListQueuesInput{})
 		if err != nil && strings.Contains(err.Error(), "InvalidClientTokenId") {
-			break
+			return nil
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the revoked key still works: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("ListQueues answered %v", err)
+	})
 	if _, err := f.sdk("owner", 1).SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(f.queueURL(1, name)), MessageBody: aws.String("after")}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -138,25 +139,19 @@ func connectAll(nodes []*raftNode) {
 // applyAll applies entries first..last through whichever node leads.
 func applyAll(t *testing.T, nodes []*raftNode, first, last int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for i := first; i <= last; {
-		if time.Now().After(deadline) {
-			t.Fatalf("could not apply entry %d in time", i)
-		}
-		var leader *raftNode
-		for _, n := range nodes {
-			if n.r != nil && n.r.State() == raft.Leader {
-				leader = n
+	for i := first; i <= last; i++ {
+		testwait.UntilNil(t, 20*time.Second, fmt.Sprintf("entry %d applied", i), func() error {
+			var leader *raftNode
+			for _, n := range nodes {
+				if n.r != nil && n.r.State() == raft.Leader {
+					leader = n
+				}
 			}
-		}
-		if leader == nil {
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if err := leader.r.Apply([]byte(fmt.Sprintf("cmd-%04d", i)), 5*time.Second).Error(); err != nil {
-			continue
-		}
-		i++
+			if leader == nil {
+				return errors.New("no leader")
+			}
+			return leader.r.Apply([]byte(fmt.Sprintf("cmd-%04d", i)), 5*time.Second).Error()
+		})
 	}
 }
 
