@@ -527,24 +527,23 @@ func statsOf(index int, leader string, st fsm.Stats) wire.PartitionStats {
 	}
 }
 
-// wireConfigOf renders a catalog config for the wire.
+// wireConfigOf renders a catalog config for the wire, setting by setting
+// through fsm's settings table (as node does).
 func wireConfigOf(c meta.QueueConfig) wire.QueueConfig {
-	q := c.Queue
-	return wire.QueueConfig{
-		Partitions: c.Partitions, Replicas: c.Replicas, VisibilityTimeout: q.VisibilityTimeout,
-		MaxReceives: q.MaxReceives, BackoffBase: q.BackoffBase, BackoffMax: q.BackoffMax,
-		DedupWindow: q.DedupWindow, MaxMessageBytes: q.MaxMessageBytes, MaxDepth: q.MaxDepth,
-		MaxBytes: q.MaxBytes, Retention: q.Retention, MaxDead: q.MaxDead, MaxDeadBytes: q.MaxDeadBytes,
-		DeadRetention: q.DeadRetention, DedupMaxIDs: q.DedupMaxIDs,
+	w := wire.QueueConfig{Partitions: c.Partitions, Replicas: c.Replicas}
+	for _, s := range fsm.Settings() {
+		f, _ := wire.ConfigFieldNamed(s.Name)
+		w.Set(f, s.Get(c.Queue))
 	}
+	return w
 }
 
 // catalogConfigOf is the inverse of wireConfigOf.
 func catalogConfigOf(w wire.QueueConfig) meta.QueueConfig {
-	return meta.QueueConfig{Partitions: w.Partitions, Replicas: w.Replicas, Queue: fsm.QueueConfig{
-		VisibilityTimeout: w.VisibilityTimeout, MaxReceives: w.MaxReceives, BackoffBase: w.BackoffBase,
-		BackoffMax: w.BackoffMax, DedupWindow: w.DedupWindow, MaxMessageBytes: w.MaxMessageBytes,
-		MaxDepth: w.MaxDepth, MaxBytes: w.MaxBytes, Retention: w.Retention,
-		MaxDead: w.MaxDead, MaxDeadBytes: w.MaxDeadBytes, DeadRetention: w.DeadRetention, DedupMaxIDs: w.DedupMaxIDs,
-	}}
+	c := meta.QueueConfig{Partitions: w.Partitions, Replicas: w.Replicas}
+	for _, s := range fsm.Settings() {
+		f, _ := wire.ConfigFieldNamed(s.Name)
+		s.Set(&c.Queue, w.Get(f))
+	}
+	return c
 }
