@@ -158,7 +158,7 @@ func (m *membership) verifyTable(st signedTable, now time.Time) (leaderTable, er
 	if err := json.Unmarshal(st.Body, &t); err != nil {
 		return t, fmt.Errorf("undecodable leader table: %w", err)
 	}
-	if t.Node == "" || t.Node == m.n.cfg.ID {
+	if t.Node == "" || t.Node == m.cfg.ID {
 		return t, fmt.Errorf("leader table for node %q", t.Node)
 	}
 	if len(t.Reports) > reportsMax {
@@ -200,5 +200,5 @@ func (m *membership) warnUnadmitted(id string) {
 	}
 	m.refused[id] = time.Now()
 	m.mu.Unlock()
-	m.n.logger.Warn("refusing to register a member without a valid admission proof", "member", id)
+	m.logger.Warn("refusing to register a member without a valid admission proof", "member", id)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/connlimit"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -47,7 +49,7 @@ const (
 
 // clientServer accepts client connections and serves wire requests.
 type clientServer struct {
-	n   *Node
+	clientDeps
 	ln  net.Listener
 	tls *tls.Config // nil: plaintext
 
@@ -62,10 +64,24 @@ type clientServer struct {
 	acceptFailedAt atomic.Int64
 }
 
+// clientDeps is what the client port needs of its node: its settings,
+// logger and metrics, the token store, the request handler, and the
+// channel closed when the node shuts down.
+type clientDeps struct {
+	cfg     *Config
+	logger  *slog.Logger
+	metrics *metrics
+	auth    *tokenStore
+	// handle serves one decoded request for a token (authErr: the
+	// connection's authentication failed).
+	handle  func(ctx context.Context, req wire.Request, tok *auth.Token, authErr error) wire.Response
+	closing <-chan struct{}
+}
+
 // newClientServer returns the server of the client port on ln; tlsCfg
 // nil serves plaintext.
-func newClientServer(n *Node, ln net.Listener, tlsCfg *tls.Config) *clientServer {
-	return &clientServer{n: n, ln: ln, tls: tlsCfg, conns: map[net.Conn]string{}, perIP: map[string]int{}, refusing: map[net.Conn]struct{}{}}
+func newClientServer(deps clientDeps, ln net.Listener, tlsCfg *tls.Config) *clientServer {
+	return &clientServer{clientDeps: deps, ln: ln, tls: tlsCfg, conns: map[net.Conn]string{}, perIP: map[string]int{}, refusing: map[net.Conn]struct{}{}}
 }
 
 // serve is the accept loop. A failed Accept never ends it (only closing
@@ -92,14 +108,14 @@ func (s *clientServer) serve() {
 		}
 		backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
 		s.acceptFailedAt.Store(time.Now().UnixNano())
-		s.n.metrics.acceptErrors.Inc()
+		s.metrics.acceptErrors.Inc()
 		if time.Since(loggedAt) >= time.Second {
 			loggedAt = time.Now()
-			s.n.logger.Warn("client accept failed; backing off", "err", err, "backoff", backoff)
+			s.logger.Warn("client accept failed; backing off", "err", err, "backoff", backoff)
 		}
 		select {
 		case <-time.After(backoff):
-		case <-s.n.closing:
+		case <-s.closing:
 			return
 		}
 	}
@@ -122,7 +138,7 @@ func (s *clientServer) closed() bool {
 // its connection limit.
 func (s *clientServer) admit(conn net.Conn) {
 	ip := connlimit.RemoteIP(conn)
-	cfg := &s.n.cfg
+	cfg := s.cfg
 	s.mu.Lock()
 	if s.conns == nil {
 		s.mu.Unlock()
@@ -152,7 +168,7 @@ func (s *clientServer) admit(conn net.Conn) {
 // refuse answers conn with refusal in place of a welcome and closes it once
 // the client has read it (or after refuseLinger).
 func (s *clientServer) refuse(conn net.Conn, refusal *wire.Error) {
-	s.n.metrics.connsRefused.Inc()
+	s.metrics.connsRefused.Inc()
 	s.mu.Lock()
 	if s.conns == nil || len(s.refusing) >= refusingMax {
 		s.mu.Unlock()
@@ -255,13 +271,13 @@ func (s *clientServer) serveConn(nc net.Conn) {
 	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), bw: bufio.NewWriterSize(nc, 64<<10)}
 	r := wire.NewReader(c.br)
 	nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	welcome := wire.Welcome{Version: wire.ProtocolVersion, NodeID: s.n.cfg.ID, Cluster: s.n.cfg.ClusterName, Server: "ferryd"}
-	ca := &connAuth{store: &s.n.auth, nc: nc}
+	welcome := wire.Welcome{Version: wire.ProtocolVersion, NodeID: s.cfg.ID, Cluster: s.cfg.ClusterName, Server: "ferryd"}
+	ca := &connAuth{store: s.auth, nc: nc}
 	if _, err := wire.ServerHandshakeCheck(nc, r, welcome, ca.checkHello); err != nil {
 		if errors.Is(err, wire.ErrUnauthorized) {
-			s.n.metrics.connsClosed.WithLabelValues("unauthorized").Inc()
+			s.metrics.connsClosed.WithLabelValues("unauthorized").Inc()
 		}
-		s.n.logger.Debug("client handshake failed", "remote", nc.RemoteAddr(), "err", err)
+		s.logger.Debug("client handshake failed", "remote", nc.RemoteAddr(), "err", err)
 		return
 	}
 	nc.SetDeadline(time.Time{})
@@ -270,7 +286,7 @@ func (s *clientServer) serveConn(nc net.Conn) {
 	deadlines := newRequestDeadlines(ctx)
 	defer deadlines.close()
 	w := newRequestWorkers(func(cr connRequest) {
-		c.write(s.n.handle(cr.ctx, cr.req, cr.tok, cr.authErr))
+		c.write(s.handle(cr.ctx, cr.req, cr.tok, cr.authErr))
 		cr.deadline.release()
 		c.finished()
 	})
@@ -302,7 +318,7 @@ func (c *serverConn) readRequest(r *wire.Reader) (wire.Request, error) {
 	c.mu.Lock()
 	c.waiting = true
 	if c.inflight == 0 {
-		c.nc.SetReadDeadline(time.Now().Add(c.s.n.cfg.IdleTimeout))
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 	} else {
 		c.nc.SetReadDeadline(time.Time{})
 	}
@@ -318,7 +334,7 @@ func (c *serverConn) readRequest(r *wire.Reader) (wire.Request, error) {
 		}
 		return wire.Request{}, err
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.s.n.cfg.FrameTimeout))
+	c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
 	return r.ReadRequest()
 }
 
@@ -341,7 +357,7 @@ func (c *serverConn) finished() {
 	defer c.mu.Unlock()
 	c.inflight--
 	if c.inflight == 0 && c.waiting {
-		c.nc.SetReadDeadline(time.Now().Add(c.s.n.cfg.IdleTimeout))
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 	}
 }
 
@@ -358,7 +374,7 @@ func (c *serverConn) write(v any) {
 	c.writers.Add(1)
 	c.wmu.Lock()
 	last := c.writers.Add(-1) == 0
-	c.nc.SetWriteDeadline(time.Now().Add(c.s.n.cfg.FrameTimeout))
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
 	err := wire.WriteFrame(c.bw, v)
 	c.wmu.Unlock()
 	if err != nil {
@@ -379,7 +395,7 @@ func (c *serverConn) write(v any) {
 	}
 	c.wmu.Lock()
 	if c.bw.Buffered() > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(c.s.n.cfg.FrameTimeout))
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
 		err = c.bw.Flush()
 	}
 	c.wmu.Unlock()
@@ -391,8 +407,8 @@ func (c *serverConn) write(v any) {
 // writeFailed closes the connection after a failed write.
 func (c *serverConn) writeFailed(err error) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		c.s.n.metrics.connsClosed.WithLabelValues("write_timeout").Inc()
-		c.s.n.logger.Debug("client connection cut: answers not read", "remote", c.nc.RemoteAddr())
+		c.s.metrics.connsClosed.WithLabelValues("write_timeout").Inc()
+		c.s.logger.Debug("client connection cut: answers not read", "remote", c.nc.RemoteAddr())
 	}
 	c.nc.Close()
 }
@@ -404,13 +420,13 @@ func (c *serverConn) readFailed(err error) {
 	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 		return
 	case errors.Is(err, errIdle):
-		c.s.n.metrics.connsClosed.WithLabelValues("idle").Inc()
+		c.s.metrics.connsClosed.WithLabelValues("idle").Inc()
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		c.s.n.metrics.connsClosed.WithLabelValues("frame_timeout").Inc()
+		c.s.metrics.connsClosed.WithLabelValues("frame_timeout").Inc()
 	}
 	var we *wire.Error
 	if errors.As(err, &we) {
 		c.write(wire.ErrorResponse(0, err))
 	}
-	c.s.n.logger.Debug("client connection closed", "remote", c.nc.RemoteAddr(), "err", fmt.Sprint(err))
+	c.s.logger.Debug("client connection closed", "remote", c.nc.RemoteAddr(), "err", fmt.Sprint(err))
 }

@@ -312,7 +312,8 @@ func TestClientServer_AcceptErrorsBackOffAndRecover(t *testing.T) {
 	n.metrics = newMetrics(n)
 	ln := &flakyListener{conns: make(chan net.Conn), done: make(chan struct{})}
 	ln.failing.Store(true)
-	s := newClientServer(n, ln, nil)
+	s := newClientServer(clientDeps{cfg: &n.cfg, logger: n.logger, metrics: n.metrics, auth: &n.auth, handle: n.handle,
+		closing: n.closing}, ln, nil)
 	n.clients = s
 	s.wg.Add(1)
 	start := time.Now()

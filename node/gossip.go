@@ -30,7 +30,7 @@ func (d *gossipDelegate) NotifyMsg(b []byte) {
 		return
 	}
 	if err := (*membership)(d).mergeTable(st); err != nil && !errors.Is(err, errStaleTable) {
-		d.n.logger.Debug("leader table ignored", "err", err)
+		d.logger.Debug("leader table ignored", "err", err)
 	}
 }
 
@@ -93,10 +93,10 @@ func (e *gossipEvents) NotifyLeave(n *memberlist.Node) {
 func (m *membership) update(n *memberlist.Node, state wire.NodeState) {
 	var mm memberMeta
 	if err := json.Unmarshal(n.Meta, &mm); err != nil || mm.ID == "" {
-		m.n.logger.Warn("ignoring gossip member without valid metadata", "name", n.Name)
+		m.logger.Warn("ignoring gossip member without valid metadata", "name", n.Name)
 		return
 	}
-	if state == wire.NodeAlive && mm.ID != m.n.cfg.ID && !m.admitted(mm) {
+	if state == wire.NodeAlive && mm.ID != m.cfg.ID && !m.admitted(mm) {
 		// Holding a gossip key is not enough: a member must prove it holds
 		// the cluster secret for its id and addresses. Until it does it is
 		// no member at all (not listed, not registered, no leader table).
@@ -114,7 +114,7 @@ func (m *membership) update(n *memberlist.Node, state wire.NodeState) {
 	} else {
 		delete(m.alive, mm.ID)
 	}
-	if mm.ID != m.n.cfg.ID && (state != wire.NodeAlive || (wasAlive && old.SignKey != mm.SignKey)) {
+	if mm.ID != m.cfg.ID && (state != wire.NodeAlive || (wasAlive && old.SignKey != mm.SignKey)) {
 		// A member that left, or restarted with a new signing key, loses
 		// its leader table: a new one must come from it.
 		delete(m.tables, mm.ID)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"slices"
@@ -77,7 +78,9 @@ func (t leaderTable) newerThan(o leaderTable) bool {
 // which node leads which raft group (gossiped, so that any node can point a
 // client to any partition's leader).
 type membership struct {
-	n      *Node
+	cfg    *Config
+	logger *slog.Logger
+	clock  *clockMonitor // answers gossip's pings with this node's clock
 	ml     *memberlist.Memberlist
 	addr   string // the bound gossip address, fixed at start
 	queue  *memberlist.TransmitLimitedQueue
@@ -107,13 +110,13 @@ type membership struct {
 	signKey ed25519.PrivateKey
 }
 
-// newMembership starts gossip for n: a fresh key to sign its leader
-// tables, the keyring from Config.GossipKeys (first key primary), and
-// this node's metadata with its addresses and incarnation. It joins no
-// one yet.
-func newMembership(n *Node) (*membership, error) {
+// newMembership starts gossip for the node of cfg: a fresh key to sign its
+// leader tables, the keyring from Config.GossipKeys (first key primary),
+// and self, this node's metadata with its addresses and incarnation (the
+// signing key is filled in here). It joins no one yet.
+func newMembership(cfg *Config, logger *slog.Logger, clock *clockMonitor, self memberMeta) (*membership, error) {
 	m := &membership{
-		n: n, start: time.Now().UnixNano(),
+		cfg: cfg, logger: logger, clock: clock, start: time.Now().UnixNano(),
 		alive: map[string]memberMeta{}, states: map[string]wire.NodeState{}, since: map[string]time.Time{},
 		tables: map[string]signedTable{}, decoded: map[string]leaderTable{}, events: make(chan struct{}, 1), refused: map[string]time.Time{},
 	}
@@ -122,22 +125,21 @@ func newMembership(n *Node) (*membership, error) {
 		return nil, fmt.Errorf("leader table signing key: %w", err)
 	}
 	m.signKey = priv
-	if len(n.cfg.GossipKeys) > 0 {
-		if m.ring, err = memberlist.NewKeyring(n.cfg.GossipKeys[1:], n.cfg.GossipKeys[0]); err != nil {
+	if len(cfg.GossipKeys) > 0 {
+		if m.ring, err = memberlist.NewKeyring(cfg.GossipKeys[1:], cfg.GossipKeys[0]); err != nil {
 			return nil, fmt.Errorf("gossip keyring: %w", err)
 		}
 	}
-	self := memberMeta{ID: n.cfg.ID, Raft: n.raftAddr, Client: n.clientAddr, HTTP: n.httpAddr, Formed: n.meta.hasState,
-		SignKey: base64.StdEncoding.EncodeToString(pub), Inc: strconv.FormatUint(n.incarnation, 16)}
+	self.SignKey = base64.StdEncoding.EncodeToString(pub)
 	if err := m.setSelf(self); err != nil {
 		return nil, err
 	}
-	m.mine = leaderTable{Node: n.cfg.ID, Start: m.start, Groups: map[string]uint64{}}
-	cfg, err := m.config()
+	m.mine = leaderTable{Node: cfg.ID, Start: m.start, Groups: map[string]uint64{}}
+	mlc, err := m.config()
 	if err != nil {
 		return nil, err
 	}
-	ml, err := memberlist.Create(cfg)
+	ml, err := memberlist.Create(mlc)
 	if err != nil {
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
@@ -153,20 +155,20 @@ func newMembership(n *Node) (*membership, error) {
 // as label, the keyring (when set) with encryption required both ways, the
 // gossip, event and clock delegates, and logs through slog.
 func (m *membership) config() (*memberlist.Config, error) {
-	host, portStr, err := net.SplitHostPort(m.n.cfg.GossipAddr)
+	host, portStr, err := net.SplitHostPort(m.cfg.GossipAddr)
 	if err != nil {
 		return nil, err
 	}
 	port, _ := strconv.Atoi(portStr)
 	cfg := memberlist.DefaultLANConfig()
-	if m.n.cfg.GossipFast {
+	if m.cfg.GossipFast {
 		cfg = memberlist.DefaultLocalConfig()
 		cfg.PushPullInterval = 2 * time.Second
 	}
-	cfg.Name = m.n.cfg.ID
+	cfg.Name = m.cfg.ID
 	cfg.BindAddr, cfg.BindPort = host, port
 	cfg.AdvertiseAddr, cfg.AdvertisePort = host, port
-	cfg.Label = m.n.cfg.ClusterName
+	cfg.Label = m.cfg.ClusterName
 	if m.ring != nil {
 		// Every packet and stream is encrypted with the primary key, and
 		// anything not encrypted with a key of the ring is dropped.
@@ -175,9 +177,9 @@ func (m *membership) config() (*memberlist.Config, error) {
 	}
 	cfg.Delegate = (*gossipDelegate)(m)
 	cfg.Events = (*gossipEvents)(m)
-	cfg.Ping = (*clockPing)(m.n.clock)
+	cfg.Ping = (*clockPing)(m.clock)
 	cfg.Logger = nil
-	cfg.LogOutput = slogWriter{m.n.logger.With("logger", "gossip")}
+	cfg.LogOutput = slogWriter{m.logger.With("logger", "gossip")}
 	return cfg, nil
 }
 
@@ -192,11 +194,11 @@ func (m *membership) markFormed() {
 	self.Formed = true
 	m.mu.Unlock()
 	if err := m.setSelf(self); err != nil {
-		m.n.logger.Error("gossip metadata", "err", err)
+		m.logger.Error("gossip metadata", "err", err)
 		return
 	}
 	if err := m.ml.UpdateNode(time.Second); err != nil {
-		m.n.logger.Debug("gossip metadata update failed", "err", err)
+		m.logger.Debug("gossip metadata update failed", "err", err)
 	}
 }
 
@@ -207,8 +209,8 @@ func (m *membership) setSelf(self memberMeta) error {
 	if keys := m.keyring(); len(keys) > 0 {
 		self.Proof = admissionProof(clusterSecret(keys[0]), self)
 	}
-	if m.n.cfg.forgeProof != nil {
-		self.Proof = m.n.cfg.forgeProof(self)
+	if m.cfg.forgeProof != nil {
+		self.Proof = m.cfg.forgeProof(self)
 	}
 	meta, err := json.Marshal(self)
 	if err != nil || len(meta) > memberlist.MetaMaxSize {
@@ -259,7 +261,7 @@ func (m *membership) setKeys(keys [][]byte) error {
 	// (a timeout of 0 would wait forever, and a broadcast superseded by a
 	// later update never reports); it is queued either way.
 	if err := m.ml.UpdateNode(time.Second); err != nil {
-		m.n.logger.Debug("gossip metadata update not confirmed yet", "err", err)
+		m.logger.Debug("gossip metadata update not confirmed yet", "err", err)
 	}
 	return nil
 }
@@ -318,7 +320,7 @@ func (m *membership) announce(t leaderTable) {
 	m.mine.Seq++
 	m.mine.Groups, m.mine.Reports, m.mine.Behind, m.mine.Opening = t.Groups, t.Reports, t.Behind, t.Opening
 	st := m.sign(m.mine)
-	m.tables[m.n.cfg.ID], m.decoded[m.n.cfg.ID] = st, m.mine
+	m.tables[m.cfg.ID], m.decoded[m.cfg.ID] = st, m.mine
 	m.sent = time.Now()
 	m.mu.Unlock()
 	msg, _ := json.Marshal(st)
@@ -331,7 +333,7 @@ func (m *membership) leaderOf(group string) (string, bool) {
 	defer m.mu.Unlock()
 	best, term := "", uint64(0)
 	for id, t := range m.decoded {
-		if _, alive := m.alive[id]; !alive && id != m.n.cfg.ID {
+		if _, alive := m.alive[id]; !alive && id != m.cfg.ID {
 			continue
 		}
 		if tm, ok := t.Groups[group]; ok && (tm > term || (tm == term && id < best)) {
@@ -408,7 +410,7 @@ func (m memberMeta) incarnation() uint64 {
 // gossip never saw it (a meta leader that started after the node died
 // must still see it dead; memberlist forgets dead members after a while).
 func (m *membership) deadFor(id string) time.Duration {
-	if id == m.n.cfg.ID {
+	if id == m.cfg.ID {
 		return 0
 	}
 	m.mu.Lock()
@@ -430,7 +432,7 @@ func (m *membership) reports() []memberReport {
 	defer m.mu.Unlock()
 	var out []memberReport
 	for id, t := range m.decoded {
-		if _, alive := m.alive[id]; !alive && id != m.n.cfg.ID {
+		if _, alive := m.alive[id]; !alive && id != m.cfg.ID {
 			continue
 		}
 		for _, r := range t.Reports {
@@ -462,7 +464,7 @@ func (m *membership) catchUpState() (behind, opened map[string]bool) {
 	defer m.mu.Unlock()
 	behind, opened = map[string]bool{}, map[string]bool{}
 	for from, t := range m.decoded {
-		if _, alive := m.alive[from]; !alive && from != m.n.cfg.ID {
+		if _, alive := m.alive[from]; !alive && from != m.cfg.ID {
 			continue
 		}
 		for _, id := range t.Behind {
@@ -478,7 +480,7 @@ func (m *membership) catchUpState() (behind, opened map[string]bool) {
 func (m *membership) leads(id string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if id == m.n.cfg.ID {
+	if id == m.cfg.ID {
 		return len(m.mine.Groups)
 	}
 	return len(m.decoded[id].Groups)

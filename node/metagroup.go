@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ const catalogLagMax = time.Second
 // metaGroup hosts this node's replica of the meta raft group: the queue
 // catalog and the node registry.
 type metaGroup struct {
-	n        *Node
+	self     metaSelf
 	mu       sync.Mutex // guards fsm
 	fsm      *meta.FSM
 	raft     *raft.Raft
@@ -46,16 +47,29 @@ type metaGroup struct {
 // the commit index to followers when no new entry does.
 const metaCommitTimeout = 50 * time.Millisecond
 
+// metaSelf is what the meta group knows of its node: who it is and how
+// its clock stands.
+type metaSelf struct {
+	id          string
+	incarnation uint64
+	// freshDir is set when the data directory is new or wiped.
+	freshDir bool
+	logger   *slog.Logger
+	// clockProblem says why the node's clock cannot be trusted now, ""
+	// when it can (a catalog change is stamped with it).
+	clockProblem func() string
+}
+
 // openMetaGroup opens this node's replica of the meta group in
 // DataDir/meta, with the partitions' timings but raft's 50 ms
 // CommitTimeout. A replica in a new or wiped data directory starts
 // abstaining from elections (see stopAbstaining).
-func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, error) {
-	g := &metaGroup{n: n, fsm: meta.New(), changed: make(chan struct{}, 1), applied: make(chan struct{})}
-	dir := filepath.Join(n.cfg.DataDir, "meta")
-	pc := n.cfg.partitionConfig(partition.DefaultConfig(meta.MetaGroupID, n.cfg.ID, dir))
+func openMetaGroup(self metaSelf, cfg *Config, raftNet *transport.Shared, trans *transport.BoundedTransport) (*metaGroup, error) {
+	g := &metaGroup{self: self, fsm: meta.New(), changed: make(chan struct{}, 1), applied: make(chan struct{})}
+	dir := filepath.Join(cfg.DataDir, "meta")
+	pc := cfg.partitionConfig(partition.DefaultConfig(meta.MetaGroupID, cfg.ID, dir))
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.cfg.ID)
+	rc.LocalID = raft.ServerID(cfg.ID)
 	rc.HeartbeatTimeout, rc.ElectionTimeout = pc.HeartbeatTimeout, pc.ElectionTimeout
 	// Every node serves requests from its own replica of the catalog, so
 	// followers must learn commits at once: the meta group keeps raft's
@@ -68,16 +82,16 @@ func openMetaGroup(n *Node, trans *transport.BoundedTransport) (*metaGroup, erro
 	// each node's catalog is current), its leader stops heartbeating
 	// them; a new entry wakes them at once. Without it, the meta leader's
 	// node was the one over 5% of a core at 1,000 idle queues.
-	if n.raftNet != nil && pc.QuiesceAfter > 0 {
-		rc.Liveness, rc.QuiesceAfter = n.raftNet, pc.QuiesceAfter
+	if raftNet != nil && pc.QuiesceAfter > 0 {
+		rc.Liveness, rc.QuiesceAfter = raftNet, pc.QuiesceAfter
 	}
-	rc.Logger = raftutil.RaftLogger(n.logger.With("group", meta.MetaGroupID))
+	rc.Logger = raftutil.RaftLogger(self.logger.With("group", meta.MetaGroupID))
 	g.trans = trans
 	if err := g.start(dir, rc); err != nil {
 		g.trans.Close()
 		return nil, err
 	}
-	if n.freshDir && !g.hasState {
+	if self.freshDir && !g.hasState {
 		// A new or wiped data directory: this replica may have been a
 		// voter that acknowledged entries it no longer has. It votes
 		// again once it bootstraps the group itself, or once it has
@@ -97,12 +111,12 @@ func (g *metaGroup) stopAbstaining() {
 	}
 	var registered bool
 	g.view(func(f *meta.FSM) {
-		nd, ok := f.Node(g.n.cfg.ID)
-		registered = ok && nd.Incarnation == g.n.incarnation
+		nd, ok := f.Node(g.self.id)
+		registered = ok && nd.Incarnation == g.self.incarnation
 	})
 	if registered {
 		g.raft.SetAbstain(false)
-		g.n.logger.Info("meta replica votes again: this node's registration is applied")
+		g.self.logger.Info("meta replica votes again: this node's registration is applied")
 	}
 }
 
@@ -198,7 +212,7 @@ func (g *metaGroup) propose(ctx context.Context, c meta.Command) (meta.Result, e
 		return meta.Result{}, wire.Errorf(wire.CodeUnavailable,
 			"cluster membership still settling: a meta group member is not registered yet, so the default replica count is not known")
 	}
-	if p := g.n.clock.problem(); p != "" {
+	if p := g.self.clockProblem(); p != "" {
 		return meta.Result{}, fmt.Errorf("%w: %s", partition.ErrClockUnverified, p)
 	}
 	c.At = clock.Now().UnixNano()

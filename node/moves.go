@@ -116,7 +116,7 @@ func (n *Node) runMoves() {
 
 // Alive reports whether gossip sees node id alive (mover.Cluster).
 func (m *membership) Alive(id string) bool {
-	return id == m.n.cfg.ID || m.state(id) == wire.NodeAlive
+	return id == m.cfg.ID || m.state(id) == wire.NodeAlive
 }
 
 // reportKind says what a moveReport asks the catalog to record.

@@ -11,7 +11,7 @@ import (
 // duties that only read it).
 func catalogNode(f *meta.FSM) *Node {
 	n := &Node{}
-	n.meta = &metaGroup{n: n, fsm: f}
+	n.meta = &metaGroup{fsm: f}
 	return n
 }
 

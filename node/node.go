@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,12 +219,16 @@ func (n *Node) openCluster(undo *cleanups) (err error) {
 	if err != nil {
 		return err
 	}
-	if n.meta, err = openMetaGroup(n, trans); err != nil {
+	metaSelf := metaSelf{id: n.cfg.ID, incarnation: n.incarnation, freshDir: n.freshDir, logger: n.logger,
+		clockProblem: func() string { return n.clock.problem() }}
+	if n.meta, err = openMetaGroup(metaSelf, &n.cfg, n.raftNet, trans); err != nil {
 		return err
 	}
 	undo.add(n.meta.close)
 	n.clock = newClockMonitor(n.cfg.ID, n.cfg.MaxClockOffset, n.logger, n)
-	if n.members, err = newMembership(n); err != nil {
+	self := memberMeta{ID: n.cfg.ID, Raft: n.raftAddr, Client: n.clientAddr, HTTP: n.httpAddr, Formed: n.meta.hasState,
+		Inc: strconv.FormatUint(n.incarnation, 16)}
+	if n.members, err = newMembership(&n.cfg, n.logger, n.clock, self); err != nil {
 		return err
 	}
 	undo.add(n.members.leave)
@@ -244,7 +249,8 @@ func (n *Node) openServers(clientLn net.Listener) {
 	if n.tls != nil {
 		clientTLS = n.tls.Server()
 	}
-	n.clients = newClientServer(n, clientLn, clientTLS)
+	n.clients = newClientServer(clientDeps{cfg: &n.cfg, logger: n.logger, metrics: n.metrics, auth: &n.auth,
+		handle: n.handle, closing: n.closing}, clientLn, clientTLS)
 	n.dashSrc = newDashboardSource(n.cfg.ID, n.clientAddr, n.tls, n)
 	n.dash = dashboard.New(n.dashSrc, n.logger)
 	n.http = n.httpServer()
