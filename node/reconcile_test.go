@@ -98,3 +98,44 @@ func TestReplicas_PeriodicPassRunsOnlyWhenSomethingMoved(t *testing.T) {
 		t.Fatal("no pass asked for after the safety interval")
 	}
 }
+
+// The catalog view is read once per applied index of the meta group:
+// passes started by leader changes (thousands during a failover) share
+// one read, and a catalog change is seen by the next call.
+func TestReplicas_CatalogReadOncePerMetaIndex(t *testing.T) {
+	nodes := testNodes(t, 3)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "first", 1)
+	nd := nodes[0]
+	var a1 []meta.Assignment
+	testwait.Until(t, 10*time.Second, nd.ID()+" to be assigned the first queue", func() bool {
+		a1, _, _ = nd.replicas.assignedHere()
+		return len(a1) == 1
+	})
+	checked := false
+	for range 20 { // the meta group applies now and then (registrations): find a still moment
+		index := nd.meta.raft.AppliedIndex()
+		a1, _, _ = nd.replicas.assignedHere()
+		a2, nodes2, _ := nd.replicas.assignedHere()
+		if nd.meta.raft.AppliedIndex() != index {
+			continue
+		}
+		if len(a2) != 1 || &a2[0] != &a1[0] {
+			t.Fatal("the catalog was read again at the same meta index")
+		}
+		if len(nodes2) != 3 {
+			t.Fatalf("the view holds %d nodes, want 3", len(nodes2))
+		}
+		checked = true
+		break
+	}
+	if !checked {
+		t.Fatal("the meta group's applied index never stood still for two reads")
+	}
+
+	createQueueOn(t, leader, "second", 1)
+	testwait.Until(t, 10*time.Second, nd.ID()+" to see the second queue", func() bool {
+		a, _, _ := nd.replicas.assignedHere()
+		return len(a) == 2
+	})
+}

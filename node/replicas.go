@@ -57,6 +57,9 @@ type replicaSet struct {
 	opened atomic.Bool
 	// pass is what the last reconcile saw (reconcilepass.go).
 	pass reconcilePass
+	// catalog is this node's share of the catalog at the meta group's
+	// last applied index (catalogview.go).
+	catalog catalogView
 
 	// afterCatalogRead, when set (tests only), runs in reconcile right
 	// after it read the catalog.
@@ -326,27 +329,6 @@ func (rs *replicaSet) syncLeader(r *replica, nodes map[string]meta.Node) bool {
 	}
 	wanted := rs.preferLeader(r, nodes)
 	return r.syncedTerm == term && !wanted
-}
-
-// assignedHere returns this node's assignments and the catalog's nodes.
-// current is false while the catalog still records another incarnation
-// of this node (it lost its data and is not registered again yet): its
-// assignments then describe replicas that are gone, which must not be
-// started as if they were whole.
-func (rs *replicaSet) assignedHere() (assigned []meta.Assignment, nodes map[string]meta.Node, current bool) {
-	nodes = map[string]meta.Node{}
-	current = true
-	rs.n.meta.view(func(f *meta.FSM) {
-		if self, ok := f.Node(rs.n.cfg.ID); ok && self.Incarnation != 0 && self.Incarnation != rs.n.incarnation {
-			current = false
-			return
-		}
-		assigned = f.Assignments(rs.n.cfg.ID)
-		for _, nd := range f.Nodes() {
-			nodes[nd.ID] = nd
-		}
-	})
-	return assigned, nodes, current
 }
 
 // startQueue starts this node's replicas of queue name that are not

@@ -271,6 +271,7 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.MaxAppendEntries = c.MaxAppendEntries
 	rc.BatchApplyCh = true
 	rc.NoLegacyTelemetry = true // per-peer series come labelled; the old per-name ones would be dropped
+	rc.NoLogAgeGauge = true     // not exported (node/raftmetrics.go): a goroutine and a timer per leader for nothing
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval

@@ -74,6 +74,10 @@ for _ in $(seq 1 300); do
   done
   sleep 0.1
 done
+sleep 1 # a node that cannot bind a port exits at once: not with a cluster of two
+for i in 0 1 2; do
+  if ! kill -0 "${pids[$i]}" 2>/dev/null; then echo "node$((i + 1)) exited:"; tail -5 "$dir/node$((i + 1)).log"; exit 1; fi
+done
 
 hz=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -107,13 +111,27 @@ summary() {
   curl -sf --max-time 10 --cacert "$pki/ca.pem" -H "Authorization: Bearer $(cat "$pki/admin.token")" \
     "https://127.0.0.1:$((7201 + OFFSET + $1))/v1/replicas/summary" || echo '{"leaders": 0}'
 }
+# elections I: node I's (0-based) raft transition counters, one line:
+# became candidate (election rounds), became leader, lease timeouts,
+# vote rounds (electSelf), votes served.
+elections() {
+  curl -sf --max-time 10 --cacert "$pki/ca.pem" -H "Authorization: Bearer $(cat "$pki/admin.token")" \
+    "https://127.0.0.1:$((7201 + OFFSET + $1))/metrics" | awk '
+      /^ferry_raft_became_candidate_total /   { c = $2 }
+      /^ferry_raft_became_leader_total /      { l = $2 }
+      /^ferry_raft_leader_lease_timeouts_total / { t = $2 }
+      /^ferry_raft_candidate_elect_seconds_count / { e = $2 }
+      /^ferry_raft_rpc_request_vote_seconds_count / { v = $2 }
+      END { printf "%d %d %d %d %d\n", c, l, t, e, v }'
+}
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f s", b - a}'; }
 
 # kill_restart N: kill -9 of node3 with N single-partition queues, then
 # its restart (see KILL above).
 kill_restart() {
-  local n=$1 t0 led
+  local n=$1 t0 led before1 before2
+  before1=$(elections 0) before2=$(elections 1)
   kill -9 "${pids[2]}"
   t0=$(now)
   echo "killed node3 (kill -9) with $n queues"
@@ -122,12 +140,27 @@ kill_restart() {
   # every 0.1 s at 10,000 replicas). Every partition has a replica on
   # node1 and on node2, and node3, which led the rest, is dead: their
   # leader counts add up to the partitions with a leader.
+  # The curve goes to kill-curve.txt in the data directory (seconds after
+  # the kill; partitions with a leader; then leaders, candidates and
+  # replicas without a known leader on node1 and on node2), and every
+  # 0.5 s of it is printed.
+  local curve="$dir/kill-curve.txt" row
+  : >"$curve"
   for _ in $(seq 1 1200); do
-    led=$({ summary 0; summary 1; } | jq -s 'map(.leaders) | add')
+    row=$({ summary 0; summary 1; } | jq -rs '"\(map(.leaders) | add) \(map("\(.leaders) \(.candidates // 0) \(.without_leader // 0)") | join(" "))"')
+    led=${row%% *}
+    echo "$(since "$t0") $row" >>"$curve"
     [[ "$led" -ge "$n" ]] && break
     sleep 0.1
   done
+  awk '{ if ($1 >= m) { printf "  %5.1f s: %s led (node1 %s leaders, %s candidates, %s without a leader; node2 %s, %s, %s)\n", $1, $3, $4, $5, $6, $7, $8, $9; m = int($1 * 2 + 1) / 2 } }' m=0 "$curve"
   echo "partitions with a leader on node1 or node2: $led of $n, $(since "$t0") after the kill"
+  for i in 1 2; do
+    local b a
+    if [[ $i == 1 ]]; then b=$before1; else b=$before2; fi
+    a=$(elections $((i - 1)))
+    echo "$b $a" | awk -v node="node$i" '{ printf "  %s since the kill: %d election rounds, %d won, %d vote rounds, %d votes served, %d lease step-downs\n", node, $6 - $1, $7 - $2, $9 - $4, $10 - $5, $8 - $3 }'
+  done
   "${ferry[@]}" bench queues --count "$n" --workers 64 --send-each | grep -v '^queues:' || true
   echo "(sends finished $(since "$t0") after the kill)"
   # What the leaders have applied now; node3 has caught up once each of

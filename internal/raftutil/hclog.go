@@ -56,8 +56,8 @@ func (h *hcLogger) enabled(level slog.Level) bool {
 
 // Log implements hclog.Logger.
 func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
-	if level == hclog.Off {
-		return
+	if level == hclog.Off || !h.enabled(toSlog(level)) {
+		return // a line the handler drops costs no argument conversion
 	}
 	h.l.Log(context.Background(), toSlog(level), msg, convertArgs(args)...)
 }

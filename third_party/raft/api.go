@@ -249,6 +249,9 @@ type Raft struct {
 	// termStartIndex (Ferry fork) is the index of this leader's no-op,
 	// its first entry of the term.
 	termStartIndex atomic.Uint64
+	// rpcID and rpcAddr (Ferry fork) are the id and encoded address every
+	// RPC's header carries (getRPCHeader), made once; read-only.
+	rpcID, rpcAddr []byte
 
 	// noLegacyTelemetry allows to skip the legacy metrics to avoid duplicates.
 	// legacy metrics are those that have `_peer_name` as metric suffix instead as labels.
@@ -615,6 +618,7 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 		campaigns:             conf.Campaigns,
 		RestoreCommittedLogs:  conf.RestoreCommittedLogs,
 	}
+	r.rpcID, r.rpcAddr = []byte(localID), trans.EncodePeer(localID, localAddr)
 	if !transportSupportPreVote && !conf.PreVoteDisabled {
 		r.logger.Warn("pre-vote is disabled because it is not supported by the Transport")
 	}

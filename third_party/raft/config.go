@@ -278,6 +278,13 @@ type Config struct {
 	// from it could elect a leader without them. See rejoin.go.
 	Abstain bool
 
+	// NoLogAgeGauge (Ferry fork) stops a leader from running a goroutine
+	// that reads its oldest log entry every 10 s for the
+	// raft.leader.oldestLogAge gauge. A process hosting thousands of
+	// groups that does not export that gauge turns it off: one goroutine
+	// and one timer per leader for nothing.
+	NoLogAgeGauge bool
+
 	// skipStartup allows NewRaft() to bypass all background work goroutines
 	skipStartup bool
 }

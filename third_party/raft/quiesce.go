@@ -43,12 +43,15 @@ type quiesceState struct {
 	// leaderWake tells the leader loop that a follower woke (its lease
 	// check runs again).
 	leaderWake chan struct{}
+	// quiescedCh tells the replication goroutine that the follower was
+	// quiesced: it leaves pipeline mode (see pipelineReplicate).
+	quiescedCh chan struct{}
 	// ackedCommit is the highest commit index the follower acknowledged.
 	ackedCommit atomic.Uint64
 }
 
 func newQuiesceState(leaderWake chan struct{}) quiesceState {
-	return quiesceState{wakeCh: make(chan struct{}, 1), leaderWake: leaderWake}
+	return quiesceState{wakeCh: make(chan struct{}, 1), quiescedCh: make(chan struct{}, 1), leaderWake: leaderWake}
 }
 
 // isQuiesced reports whether the leader treats s as quiesced.
@@ -151,6 +154,7 @@ func (r *Raft) finishQuiesce(s *followerReplication, wakes, lastIdx uint64) {
 	defer s.q.mu.Unlock()
 	if s.q.wakes == wakes && r.getLastIndex() == lastIdx {
 		s.q.quiesced = true
+		asyncNotifyCh(s.q.quiescedCh)
 	}
 }
 
@@ -173,11 +177,26 @@ func (r *Raft) heartbeatWait(s *followerReplication) (tick <-chan time.Time, los
 	return randomTimeout(r.config().HeartbeatTimeout / 10), nil, nil
 }
 
-// lostPeerRetryScale times HeartbeatTimeout is how often, at most, a leader
-// tries a follower whose node Liveness reports lost: it learns of the
-// node's return from Liveness at once, and this retry only covers a
-// Liveness that fails to say so.
-const lostPeerRetryScale = 4
+// lostPeerRetryScale times HeartbeatTimeout to twice that is how often a
+// leader tries a follower whose node Liveness reports lost: it learns of
+// the node's return from Liveness at once, and this retry only covers a
+// Liveness that fails to say so. With thousands of groups led beside a
+// dead node every try is a failed RPC per group, so it is rare: at four
+// heartbeat timeouts, 5,000 leaders made about 4,000 failed RPCs a second
+// to a killed node while the survivors were electing its groups.
+const lostPeerRetryScale = 20
+
+// rpcFailed logs a failed RPC to s: as an error, unless Liveness already
+// reports s's node lost (the node's loss is reported once, by the
+// transport and the membership; one line per group and retry would
+// repeat it thousands of times).
+func (r *Raft) rpcFailed(s *followerReplication, msg string, args ...interface{}) {
+	if r.peerBack(s) != nil {
+		r.logger.Debug(msg, args...)
+		return
+	}
+	r.logger.Error(msg, args...)
+}
 
 // peerBack returns nil while s's node is up (or no Liveness is set), and
 // otherwise the channel that Liveness closes when the node is back.

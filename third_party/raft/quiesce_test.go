@@ -98,8 +98,11 @@ type countingTransport struct {
 	*InmemTransport
 	appends  atomic.Int64
 	inflight atomic.Int64
-	mu       sync.Mutex
-	to       map[ServerAddress]int64 // AppendEntries tried, by target
+	// openPipelines and pipelinesOpened count pipelines (cost_test.go).
+	openPipelines   atomic.Int64
+	pipelinesOpened atomic.Int64
+	mu              sync.Mutex
+	to              map[ServerAddress]int64 // AppendEntries tried, by target
 }
 
 // appendsTo returns the AppendEntries RPCs tried to target so far.
@@ -145,6 +148,16 @@ type quiesceCluster struct {
 	nodes []*quiesceNode
 	// edit, when set, changes node i's config before it starts.
 	edit func(i int, c *Config)
+	// transport, when set, wraps a node's countingTransport.
+	transport func(*countingTransport) Transport
+}
+
+// transportOf returns the transport node runs on.
+func (c *quiesceCluster) transportOf(node *quiesceNode) Transport {
+	if c.transport != nil {
+		return c.transport(node.trans)
+	}
+	return node.trans
 }
 
 func quiesceConfig(id ServerID, live Liveness) *Config {
@@ -174,7 +187,15 @@ func newTestCluster(t *testing.T, n int, edit func(i int, c *Config)) *quiesceCl
 // wrap(their InmemStore) when wrap is set.
 func newTestClusterStable(t *testing.T, n int, edit func(i int, c *Config), wrap func(*InmemStore) StableStore) *quiesceCluster {
 	t.Helper()
-	c := &quiesceCluster{t: t, live: newFakeLiveness(), edit: edit}
+	return newTestClusterWith(t, n, edit, wrap, nil)
+}
+
+// newTestClusterWith is newTestClusterStable whose nodes use
+// transport(their countingTransport) when transport is set.
+func newTestClusterWith(t *testing.T, n int, edit func(i int, c *Config), wrap func(*InmemStore) StableStore,
+	transport func(*countingTransport) Transport) *quiesceCluster {
+	t.Helper()
+	c := &quiesceCluster{t: t, live: newFakeLiveness(), edit: edit, transport: transport}
 	var servers []Server
 	for i := range n {
 		addr, trans := NewInmemTransport("")
@@ -196,7 +217,7 @@ func newTestClusterStable(t *testing.T, n int, edit func(i int, c *Config), wrap
 	}
 	for _, node := range c.nodes {
 		conf := c.config(node)
-		if err := BootstrapCluster(conf, node.logs, node.stable, node.snaps, node.trans, Configuration{Servers: servers}); err != nil {
+		if err := BootstrapCluster(conf, node.logs, node.stable, node.snaps, c.transportOf(node), Configuration{Servers: servers}); err != nil {
 			t.Fatal(err)
 		}
 		c.start(node)
@@ -212,7 +233,7 @@ func newTestClusterStable(t *testing.T, n int, edit func(i int, c *Config), wrap
 }
 
 func (c *quiesceCluster) start(node *quiesceNode) {
-	r, err := NewRaft(c.config(node), node.fsm, node.logs, node.stable, node.snaps, node.trans)
+	r, err := NewRaft(c.config(node), node.fsm, node.logs, node.stable, node.snaps, c.transportOf(node))
 	if err != nil {
 		c.t.Fatal(err)
 	}

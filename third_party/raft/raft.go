@@ -34,10 +34,15 @@ var (
 // Raft instance. This structure is sent along with RPC requests and
 // responses.
 func (r *Raft) getRPCHeader() RPCHeader {
+	// Ferry fork: the id and address bytes are made once (NewRaft) and
+	// shared by every RPC this server sends; upstream copied both into
+	// new slices per RPC, which at thousands of groups was a steady share
+	// of the allocations. Neither changes for the life of a Raft, and no
+	// transport writes into a request's header.
 	return RPCHeader{
 		ProtocolVersion: r.config().ProtocolVersion,
-		ID:              []byte(r.config().LocalID),
-		Addr:            r.trans.EncodePeer(r.config().LocalID, r.localAddr),
+		ID:              r.rpcID,
+		Addr:            r.rpcAddr,
 	}
 }
 
@@ -569,7 +574,9 @@ func (r *Raft) runLeader() {
 
 	// Run a background go-routine to emit metrics on log age
 	stopCh := make(chan struct{})
-	go emitLogStoreMetrics(r.logs, []string{"raft", "leader"}, oldestLogGaugeInterval, stopCh)
+	if !r.config().NoLogAgeGauge { // Ferry fork
+		go emitLogStoreMetrics(r.logs, []string{"raft", "leader"}, oldestLogGaugeInterval, stopCh)
+	}
 
 	// Cleanup state on step down
 	defer func() {

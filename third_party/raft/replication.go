@@ -224,13 +224,13 @@ START:
 		// A follower whose node is lost is tried again as soon as it is
 		// back, and meanwhile only as rarely as heartbeats try it (Ferry
 		// fork: quiesce.go).
-		wait := backoff(failureWait, s.failures, maxFailureScale)
+		wait := time.After(backoff(failureWait, s.failures, maxFailureScale))
 		back := r.peerBack(s)
-		if slow := lostPeerRetryScale * r.config().HeartbeatTimeout; back != nil && wait < slow {
-			wait = slow
+		if back != nil {
+			wait = randomTimeout(lostPeerRetryScale * r.config().HeartbeatTimeout)
 		}
 		select {
-		case <-time.After(wait):
+		case <-wait:
 		case <-back:
 		case <-r.shutdownCh:
 		}
@@ -250,7 +250,7 @@ START:
 	// Make the RPC call
 	start = time.Now()
 	if err := r.trans.AppendEntries(peer.ID, peer.Address, &req, &resp); err != nil {
-		r.logger.Error("failed to appendEntries to", "peer", peer, "error", err)
+		r.rpcFailed(s, "failed to appendEntries to", "peer", peer, "error", err)
 		s.failures++
 		return
 	}
@@ -446,7 +446,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		start := time.Now()
 		if err := r.trans.AppendEntries(peer.ID, peer.Address, &req, &resp); err != nil {
 			nextBackoffTime := cappedExponentialBackoff(failureWait, failures, maxFailureScale, r.config().HeartbeatTimeout/2)
-			r.logger.Error("failed to heartbeat to", "peer", peer.Address, "backoff time",
+			r.rpcFailed(s, "failed to heartbeat to", "peer", peer.Address, "backoff time",
 				nextBackoffTime, "error", err)
 			r.observe(FailedHeartbeatObservation{PeerID: peer.ID, LastContact: s.LastContact()})
 			failures++
@@ -535,6 +535,15 @@ SEND:
 		case <-r.commitTimeoutCh(s):
 			lastLogIdx, _ := r.getLastLog()
 			shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
+		case <-s.q.quiescedCh:
+			// Ferry fork: a quiesced follower has every entry and
+			// gets none until a wake; the pipeline's decoder and the
+			// transport's sender would wait for nothing. replicate
+			// goes back to plain RPCs, and pipelines again after the
+			// first append that succeeds once woken.
+			if s.isQuiesced() {
+				break SEND
+			}
 		}
 	}
 
@@ -558,7 +567,7 @@ func (r *Raft) pipelineSend(s *followerReplication, p AppendPipeline, nextIdx *u
 
 	// Pipeline the append entries
 	if _, err := p.AppendEntries(req, new(AppendEntriesResponse)); err != nil {
-		r.logger.Error("failed to pipeline appendEntries", "peer", s.peer, "error", err)
+		r.rpcFailed(s, "failed to pipeline appendEntries", "peer", s.peer, "error", err)
 		return true
 	}
 
