@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -267,6 +268,7 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	}
 	if c.Campaigns != nil {
 		rc.Campaigns = c.Campaigns
+		rc.CampaignSeed = campaignSeed(c.GroupID)
 	}
 	rc.MaxAppendEntries = c.MaxAppendEntries
 	rc.BatchApplyCh = true
@@ -278,4 +280,15 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.Logger = raftutil.RaftLogger(logger)
 	rc.Abstain = c.Abstain
 	return rc
+}
+
+// campaignSeed is the group's raft.Config.CampaignSeed: a hash of its id,
+// the same on every replica, so that after a node's loss the survivors
+// share the first turn to campaign across their groups instead of one of
+// them (the first in every group's configuration order) holding it for
+// all.
+func campaignSeed(groupID string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(groupID))
+	return h.Sum64()
 }

@@ -87,15 +87,26 @@ func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID) bool {
 }
 
 // campaignRank is this server's place among the voters of the latest
-// configuration, in its order, leaving out the silent leader.
+// configuration, leaving out the silent leader. Without one (a new group)
+// it is their configuration order, so that the first listed (Ferry's
+// preferred leader) usually wins; after a leader went silent it is that
+// order rotated by Config.CampaignSeed, so that groups with the same
+// members (every group of a three-node cluster) do not all put the same
+// survivor first. Every replica of a group computes the same ranks.
 func (r *Raft) campaignRank(silent ServerID) time.Duration {
-	rank := 0
+	var voters []ServerID
 	for _, s := range r.configurations.latest.Servers {
-		switch {
-		case s.ID == r.localID:
-			return time.Duration(rank)
-		case s.Suffrage == Voter && s.ID != silent:
-			rank++
+		if s.Suffrage == Voter && s.ID != silent {
+			voters = append(voters, s.ID)
+		}
+	}
+	n, seed := uint64(len(voters)), r.config().CampaignSeed
+	if silent == "" {
+		seed = 0
+	}
+	for i, id := range voters {
+		if id == r.localID {
+			return time.Duration((uint64(i) + n - seed%n) % n)
 		}
 	}
 	return 0

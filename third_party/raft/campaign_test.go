@@ -250,3 +250,49 @@ func TestCampaign_FirstInOrderWinsAfterALostLeader(t *testing.T) {
 		}
 	}
 }
+
+// campaignRanks returns the rank of each of ids in a group of those
+// voters with seed, silent left out.
+func campaignRanks(ids []ServerID, seed uint64, silent ServerID) map[ServerID]time.Duration {
+	var conf Configuration
+	for _, id := range ids {
+		conf.Servers = append(conf.Servers, Server{Suffrage: Voter, ID: id, Address: ServerAddress(id)})
+	}
+	ranks := map[ServerID]time.Duration{}
+	for _, id := range ids {
+		r := &Raft{localID: id}
+		r.configurations.latest = conf
+		r.conf.Store(Config{CampaignSeed: seed})
+		ranks[id] = r.campaignRank(silent)
+	}
+	return ranks
+}
+
+// The seed rotates who campaigns first among the voters a silent leader
+// leaves: every replica agrees on the ranks, they are a permutation, and
+// across seeds each survivor is first as often as the other. A new group
+// (no silent leader) keeps configuration order: the preferred replica,
+// listed first, campaigns first.
+func TestCampaign_SeedSpreadsTheFirstRank(t *testing.T) {
+	ids := []ServerID{"n1", "n2", "n3"}
+	first := map[ServerID]int{}
+	for seed := range uint64(10) {
+		ranks := campaignRanks(ids, seed, "n3")
+		if ranks["n1"]+ranks["n2"] != 1 || ranks["n1"] == ranks["n2"] {
+			t.Fatalf("seed %d: ranks %v are not 0 and 1 for the two survivors", seed, ranks)
+		}
+		for id, rank := range ranks {
+			if rank == 0 && id != "n3" {
+				first[id]++
+			}
+		}
+	}
+	if first["n1"] != 5 || first["n2"] != 5 {
+		t.Fatalf("first ranks over 10 seeds: %v, want 5 each", first)
+	}
+	for seed := range uint64(3) {
+		if r := campaignRanks(ids, seed, ""); r["n1"] != 0 || r["n2"] != 1 || r["n3"] != 2 {
+			t.Fatalf("seed %d without a silent leader: ranks %v, want configuration order", seed, r)
+		}
+	}
+}

@@ -278,6 +278,16 @@ type Config struct {
 	// from it could elect a leader without them. See rejoin.go.
 	Abstain bool
 
+	// CampaignSeed (Ferry fork) rotates the order in which the voters of a
+	// group take their turn to campaign when their leader goes silent (see
+	// CampaignLimiter): the first voter in configuration order, the silent
+	// leader left out, after rotating by CampaignSeed modulo their number.
+	// A process hosting many groups on the same servers gives each group
+	// its own seed (a hash of its name), so that the elections after a
+	// node's loss are spread over the survivors from the start. Every
+	// server of a group must use the same seed.
+	CampaignSeed uint64
+
 	// NoLogAgeGauge (Ferry fork) stops a leader from running a goroutine
 	// that reads its oldest log entry every 10 s for the
 	// raft.leader.oldestLogAge gauge. A process hosting thousands of

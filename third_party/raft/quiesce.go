@@ -131,10 +131,26 @@ func (r *Raft) quiesceCandidate(s *followerReplication) (ok bool, wakes, lastIdx
 
 // newLeaderQuiesceScale divides QuiesceAfter for a leader whose log has
 // nothing after its own no-op.
-const newLeaderQuiesceScale = 4
+const newLeaderQuiesceScale = 10
+
+// noOpCommitted runs on the leader loop when the commit index moved from
+// old to commit: when that committed this leader's no-op and nothing
+// follows it, the followers are told the commit index at once rather
+// than by the empty append CommitTimeout paces (a second in Ferry). A new
+// leader of an idle group (thousands at once after a node's loss) then
+// quiesces its followers as soon as its shortened QuiesceAfter allows,
+// instead of heartbeating them until that append. Main thread only.
+func (r *Raft) noOpCommitted(old, commit uint64) {
+	if !r.quiesceEnabled() || commit <= old || commit != r.termStartIndex.Load() || commit != r.getLastIndex() {
+		return
+	}
+	for _, s := range r.leaderState.replState {
+		asyncNotifyCh(s.triggerCh)
+	}
+}
 
 // quiesceDelay is how long the log must go without a new entry before the
-// leader quiesces a follower: QuiesceAfter, or a quarter of it while the
+// leader quiesces a follower: QuiesceAfter, or a tenth of it while the
 // last entry is this leader's own no-op. A leader elected because its
 // predecessor's node died (thousands at once after a node loss) then
 // stops heartbeating sooner; a group with client traffic wakes at its

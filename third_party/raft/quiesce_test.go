@@ -554,17 +554,21 @@ func TestQuiesce_WipedFollowerCatchesUpWithoutANewEntry(t *testing.T) {
 	c.applied(1, 3*time.Second)
 }
 
-// A new leader whose log holds nothing after its own no-op quiesces its
-// followers after a quarter of QuiesceAfter; once an entry follows, the
-// whole QuiesceAfter applies.
+// A new leader whose log holds nothing after its own no-op tells its
+// followers the commit index as soon as the no-op commits (not after
+// CommitTimeout) and quiesces them after a tenth of QuiesceAfter; once an
+// entry follows, the whole QuiesceAfter applies.
 func TestQuiesce_NewLeaderQuiescesSooner(t *testing.T) {
 	const after = 2 * time.Second
-	c := newTestCluster(t, 3, func(_ int, conf *Config) { conf.QuiesceAfter = after })
+	c := newTestCluster(t, 3, func(_ int, conf *Config) {
+		conf.QuiesceAfter = after
+		conf.CommitTimeout = after // the commit index must not wait for the paced empty append
+	})
 	leader := c.leader(5 * time.Second)
 	elected := time.Now()
 	c.quiesced(5 * time.Second)
-	if d := time.Since(elected); d >= after {
-		t.Fatalf("a leader with only its no-op quiesced %v after its election (QuiesceAfter %v)", d, after)
+	if d := time.Since(elected); d >= after/2 {
+		t.Fatalf("a leader with only its no-op quiesced %v after its election (QuiesceAfter %v, CommitTimeout %v)", d, after, after)
 	}
 	c.apply(leader, "a")
 	if n := c.appendsOver(after / 2); n == 0 {

@@ -874,6 +874,7 @@ func (r *Raft) leaderLoop() {
 			oldCommitIndex := r.getCommitIndex()
 			commitIndex := r.leaderState.commitment.getCommitIndex()
 			r.setCommitIndex(commitIndex)
+			r.noOpCommitted(oldCommitIndex, commitIndex) // Ferry fork: quiesce.go
 
 			// New configuration has been committed, set it as the committed
 			// value.
