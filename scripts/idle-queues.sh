@@ -41,6 +41,13 @@ stop() {
 }
 trap stop EXIT
 
+# A cluster of an earlier run may still be shutting down (a node hands
+# thousands of leaderships over first): wait for its ports.
+for _ in $(seq 1 120); do
+  ss -ltn 2>/dev/null | grep -qE "127\.0\.0\.1:7(0|1|2|3)5[0-3] " || break
+  sleep 0.5
+done
+
 probe() {
   local f="$dir/probe" out
   out=$(dd if=/dev/zero of="$f" bs=4k count=2000 oflag=dsync 2>&1 | tail -1)

@@ -36,6 +36,8 @@ const (
 	IntervalMin = time.Second
 	// ExcessBytesMin is the smallest Config.ExcessBytes.
 	ExcessBytesMin = 1 << 20
+	// ExcessLivePercentMax is the largest Config.ExcessLivePercent.
+	ExcessLivePercentMax = 1000
 )
 
 // Config says how often to look and how much excess to tolerate.
@@ -44,13 +46,20 @@ type Config struct {
 	Interval time.Duration
 	// ExcessBytes is how much the process may hold beyond its live heap
 	// (garbage not yet collected plus free pages not yet returned)
-	// before a trim.
+	// before a trim, on top of ExcessLivePercent of the live heap.
 	ExcessBytes uint64
+	// ExcessLivePercent adds this share of the live heap to the excess a
+	// process may hold: the collector lets garbage grow to GOGC percent
+	// of the live heap between collections, so a fixed threshold alone
+	// made a node with a large live heap (10,000 partitions: about 250
+	// MB) force a full collection every interval, idle or not.
+	ExcessLivePercent uint64
 }
 
-// DefaultConfig looks every 10 s and trims beyond 32 MiB of excess.
+// DefaultConfig looks every 10 s and trims beyond 32 MiB of excess plus
+// the live heap's own size.
 func DefaultConfig() Config {
-	return Config{Interval: 10 * time.Second, ExcessBytes: 32 << 20}
+	return Config{Interval: 10 * time.Second, ExcessBytes: 32 << 20, ExcessLivePercent: 100}
 }
 
 // Validate checks every field and names the first bad one.
@@ -60,6 +69,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Interval %v is below %v", ErrBadConfig, c.Interval, IntervalMin)
 	case c.ExcessBytes < ExcessBytesMin:
 		return fmt.Errorf("%w: ExcessBytes %d is below %d", ErrBadConfig, c.ExcessBytes, ExcessBytesMin)
+	case c.ExcessLivePercent > ExcessLivePercentMax:
+		return fmt.Errorf("%w: ExcessLivePercent %d is above %d", ErrBadConfig, c.ExcessLivePercent, ExcessLivePercentMax)
 	}
 	return nil
 }
@@ -126,7 +137,7 @@ func New(cfg Config, onTrim func(before, after Usage)) (*Trimmer, error) {
 // threshold. It reports whether it trimmed.
 func (t *Trimmer) Step() bool {
 	before := t.read()
-	if before.Excess() < t.cfg.ExcessBytes {
+	if before.Excess() < t.threshold(before) {
 		return false
 	}
 	t.trim()
@@ -134,6 +145,11 @@ func (t *Trimmer) Step() bool {
 		t.onRun(before, t.read())
 	}
 	return true
+}
+
+// threshold is the excess at which u is trimmed.
+func (t *Trimmer) threshold(u Usage) uint64 {
+	return t.cfg.ExcessBytes + u.LiveBytes/100*t.cfg.ExcessLivePercent
 }
 
 // Run steps every Config.Interval until ctx ends.

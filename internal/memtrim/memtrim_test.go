@@ -49,6 +49,32 @@ func TestStep_TrimsOnlyBeyondTheThreshold(t *testing.T) {
 	}
 }
 
+// With ExcessLivePercent the threshold grows with the live heap: a large
+// live heap's ordinary garbage forces no collection.
+func TestStep_ThresholdGrowsWithTheLiveHeap(t *testing.T) {
+	tr, err := New(DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trims := 0
+	tr.trim = func() { trims++ }
+	tr.read = func() Usage { return Usage{LiveBytes: 250 << 20, ObjectBytes: 500 << 20, FreeBytes: 31 << 20} }
+	if tr.Step() || trims != 0 {
+		t.Fatal("trimmed 281 MiB of excess over a 250 MiB live heap (threshold 282 MiB)")
+	}
+	tr.read = func() Usage { return Usage{LiveBytes: 250 << 20, ObjectBytes: 500 << 20, FreeBytes: 33 << 20} }
+	if !tr.Step() || trims != 1 {
+		t.Fatal("did not trim 283 MiB of excess over a 250 MiB live heap")
+	}
+	tr.read = func() Usage { return Usage{LiveBytes: 10 << 20, ObjectBytes: 20 << 20, FreeBytes: 33 << 20} }
+	if !tr.Step() || trims != 2 {
+		t.Fatal("did not trim 43 MiB of excess over a 10 MiB live heap (threshold 42 MiB)")
+	}
+	if err := (Config{Interval: time.Second, ExcessBytes: 32 << 20, ExcessLivePercent: ExcessLivePercentMax + 1}).Validate(); err == nil {
+		t.Fatal("accepted ExcessLivePercent above its maximum")
+	}
+}
+
 var sink [][]byte
 
 // TestStep_ReturnsABurstsMemory makes a real burst of garbage and checks
