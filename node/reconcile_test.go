@@ -139,3 +139,26 @@ func TestReplicas_CatalogReadOncePerMetaIndex(t *testing.T) {
 		return len(a) == 2
 	})
 }
+
+// The leader table is not built again within leaderTableCostScale times
+// its last build's duration, however many leaders changed meanwhile.
+func TestLeaderTable_BuiltNoMoreOftenThanItsCostAllows(t *testing.T) {
+	at := time.Unix(1000, 0)
+	last := leaderTableStamp{changes: 1, at: at}
+	cost := 15 * time.Millisecond
+	for _, tc := range []struct {
+		after time.Duration
+		want  bool
+	}{
+		{0, false}, {100 * time.Millisecond, false}, {leaderTableCostScale*cost - time.Millisecond, false},
+		{leaderTableCostScale * cost, true}, {time.Second, true},
+	} {
+		stamp := leaderTableStamp{changes: 500, at: at.Add(tc.after)}
+		if got := leaderTableAffordable(last, stamp, cost); got != tc.want {
+			t.Errorf("%v after a build that took %v: affordable %v, want %v", tc.after, cost, got, tc.want)
+		}
+	}
+	if !leaderTableAffordable(last, leaderTableStamp{at: at.Add(leaderAnnounceInterval)}, 0) {
+		t.Error("a table that cost nothing waits longer than the announce interval")
+	}
+}

@@ -191,6 +191,12 @@ type leaderTableStamp struct {
 // milliseconds at most.
 const leaderTableCostScale = 20
 
+// leaderTableAffordable reports whether a leader table may be built at
+// stamp, the last one having been built at last and taken cost.
+func leaderTableAffordable(last, stamp leaderTableStamp, cost time.Duration) bool {
+	return stamp.at.Sub(last.at) >= leaderTableCostScale*cost
+}
+
 // leaderTableRebuild is how often the leader table is built again although
 // no replica reported a change: raft reports a step-down just before its
 // state leaves Leader, so a table built in between could miss it.
@@ -211,8 +217,8 @@ func (n *Node) announceLeaders() {
 		slices.Equal(reports, n.replicas.announcedReports) && opening == n.replicas.announcedOpening {
 		return
 	}
-	if stamp.at.Sub(last.at) < leaderTableCostScale*n.replicas.announceCost {
-		return // a failover's changes: the next tick builds it, with all of them
+	if !leaderTableAffordable(last, stamp, n.replicas.announceCost) {
+		return // a failover's changes: a later tick builds it, with all of them
 	}
 	defer func() { n.replicas.announceCost = time.Since(stamp.at) }()
 	n.replicas.announced, n.replicas.announcedReports, n.replicas.announcedOpening = stamp, reports, opening
