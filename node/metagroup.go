@@ -37,6 +37,11 @@ type metaGroup struct {
 	hasState bool
 	changed  chan struct{} // poked after every apply
 	applied  chan struct{} // closed and replaced after every apply (guarded by mu)
+	// version counts the catalog's changes (applies and restores),
+	// guarded by mu: a view read at one version is still current while it
+	// has not moved (catalogview.go). raft's applied index is no such
+	// key: it moves only after Apply returns.
+	version uint64
 	// queues caches catalog entries looked up since the last apply or
 	// restore, which empty it (guarded by mu): a lookup per request then
 	// copies nothing. Entries are shared and must never be modified.
@@ -336,6 +341,7 @@ func (m *metaFSM) Apply(l *raft.Log) any {
 	g.mu.Lock()
 	res := g.fsm.Apply(l.Data)
 	g.queues = nil
+	g.version++
 	close(g.applied)
 	g.applied = make(chan struct{})
 	g.mu.Unlock()
@@ -361,6 +367,7 @@ func (m *metaFSM) Restore(rc io.ReadCloser) error {
 	g.mu.Lock()
 	err := g.fsm.Restore(rc)
 	g.queues = nil
+	g.version++
 	g.mu.Unlock()
 	select {
 	case g.changed <- struct{}{}:

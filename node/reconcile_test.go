@@ -99,9 +99,12 @@ func TestReplicas_PeriodicPassRunsOnlyWhenSomethingMoved(t *testing.T) {
 	}
 }
 
-// The catalog view is read once per applied index of the meta group:
-// passes started by leader changes (thousands during a failover) share
-// one read, and a catalog change is seen by the next call.
+// The catalog view is read once per version of the catalog: passes
+// started by leader changes (thousands during a failover) share one read,
+// and a catalog change is seen by the very next call (the version moves
+// with the apply, under the catalog's lock; raft's applied index moves
+// only after it, and a view keyed by it missed the change for up to a
+// reconcile interval).
 func TestReplicas_CatalogReadOncePerMetaIndex(t *testing.T) {
 	nodes := testNodes(t, 3)
 	leader := metaLeader(t, nodes)
@@ -112,12 +115,16 @@ func TestReplicas_CatalogReadOncePerMetaIndex(t *testing.T) {
 		a1, _, _ = nd.replicas.assignedHere()
 		return len(a1) == 1
 	})
+	version := func() (v uint64) {
+		nd.meta.view(func(*meta.FSM) { v = nd.meta.version })
+		return v
+	}
 	checked := false
 	for range 20 { // the meta group applies now and then (registrations): find a still moment
-		index := nd.meta.raft.AppliedIndex()
+		before := version()
 		a1, _, _ = nd.replicas.assignedHere()
 		a2, nodes2, _ := nd.replicas.assignedHere()
-		if nd.meta.raft.AppliedIndex() != index {
+		if version() != before {
 			continue
 		}
 		if len(a2) != 1 || &a2[0] != &a1[0] {
@@ -138,6 +145,22 @@ func TestReplicas_CatalogReadOncePerMetaIndex(t *testing.T) {
 		a, _, _ := nd.replicas.assignedHere()
 		return len(a) == 2
 	})
+
+	// A change is seen as soon as the catalog holds it, whatever raft's
+	// applied index says.
+	nd.replicas.catalog.mu.Lock()
+	stale := nd.replicas.catalog.version
+	nd.replicas.catalog.mu.Unlock()
+	nd.meta.mu.Lock()
+	nd.meta.version++ // as Apply does with a change
+	nd.meta.mu.Unlock()
+	nd.replicas.assignedHere()
+	nd.replicas.catalog.mu.Lock()
+	got := nd.replicas.catalog.version
+	nd.replicas.catalog.mu.Unlock()
+	if got == stale {
+		t.Fatal("the view was not read again after the catalog's version moved")
+	}
 }
 
 // The leader table is not built again within leaderTableCostScale times

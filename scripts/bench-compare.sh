@@ -2,7 +2,10 @@
 # Runs the same shapes of work against NATS JetStream (3 nodes, R3, file
 # storage) and then a Ferry cluster (3 nodes, R3, started as `make run`
 # starts it), one after the other on loopback with data in temporary
-# directories, and prints one table with the ratio Ferry / NATS.
+# directories, and prints one table with the ratio Ferry / NATS twice:
+# against NATS at the nats CLI's own defaults (batches of 500 for async
+# publish, fetch and consume: what a user comparing the two would run),
+# and against NATS at Ferry's batch sizes where those differ.
 #
 # Needs nats-server and the nats CLI on PATH or in $(go env GOPATH)/bin:
 #   go install github.com/nats-io/nats-server/v2@v2.15.2
@@ -98,31 +101,44 @@ for _ in $(seq 1 100); do
 done
 stream=(--stream ferrycmp --replicas 3 --storage file --size "$size" --no-progress)
 
-# nats_stats SHAPE OUTPUT: the aggregated (or only) stats line's rate and P50.
+# nats_stats SHAPE OUTPUT [SYSTEM]: the aggregated (or only) stats line's
+# rate and P50, recorded for SYSTEM (nats: the CLI's defaults).
 nats_stats() {
   local line rate p50
   line=$(grep -E 'stats: [0-9,]+ msgs/sec' <<<"$2" | tail -1)
   rate=$(sed -E 's/.*stats: ([0-9,]+) msgs\/sec.*/\1/' <<<"$line" | tr -d ,)
   p50=$( (grep -E 'P50[: ]+[0-9,.]+us' <<<"$2" || true) | tail -1 | sed -E 's/.*P50:? ([0-9,.]+)us.*/\1/' | tr -d ,)
-  record nats "$1" "${rate:-0}" "$(awk -v u="${p50:-0}" 'BEGIN{printf "%.3f", u/1000}')"
+  record "${3:-nats}" "$1" "${rate:-0}" "$(awk -v u="${p50:-0}" 'BEGIN{printf "%.3f", u/1000}')"
 }
 
 echo "== NATS JetStream" >&2
 exec 3>&2 2>>"$work/nats-bench.log" # the nats CLI narrates on stderr
+# Each shape runs with the nats CLI's own defaults (system "nats": what a
+# user comparing the two would run) and, where a batch setting differs,
+# again with Ferry's shape ("nats-matched": the batch Ferry's row uses).
+# Clients and message counts are Ferry's in both.
 out=$(nats bench js pub sync ferrycmp.s "${stream[@]}" --create --purge --clients 1 --msgs "$(n 3000)")
 nats_stats "publish sync, 1 client" "$out"
 out=$(nats bench js pub sync ferrycmp.s "${stream[@]}" --purge --clients 16 --msgs "$(n 16000)")
 nats_stats "publish sync, 16 clients" "$out"
-out=$(nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 80000)")
+out=$(nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --msgs "$(n 80000)")
 nats_stats "publish pipelined, 4 x 64" "$out"
 nats_stats "publish async, 4 x 64" "$out" # the same run: nats publishes async
-nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 50000)" >/dev/null
-out=$(nats bench js fetch --stream ferrycmp --no-progress --clients 4 --batch 100 --msgs "$(n 50000)")
-nats_stats "drain, receive 100 + ack" "$out"
-nats consumer rm ferrycmp nats-bench -f >/dev/null 2>&1 || true
-nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 50000)" >/dev/null
-out=$(nats bench js consume --stream ferrycmp --no-progress --clients 4 --batch 32 --msgs "$(n 50000)")
-nats_stats "drain, Consume 4 x 8 / 32" "$out"
+out=$(nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 80000)")
+nats_stats "publish pipelined, 4 x 64" "$out" nats-matched
+nats_stats "publish async, 4 x 64" "$out" nats-matched
+drain() { # drain SHAPE SYSTEM FETCH|CONSUME [BATCH FLAGS]: fills the stream, then drains it
+  local shape=$1 system=$2 mode=$3
+  shift 3
+  nats consumer rm ferrycmp nats-bench -f >/dev/null 2>&1 || true
+  nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 50000)" >/dev/null
+  out=$(nats bench js "$mode" --stream ferrycmp --no-progress --clients 4 "$@" --msgs "$(n 50000)")
+  nats_stats "$shape" "$out" "$system"
+}
+drain "drain, receive 100 + ack" nats fetch
+drain "drain, receive 100 + ack" nats-matched fetch --batch 100
+drain "drain, Consume 4 x 8 / 32" nats consume
+drain "drain, Consume 4 x 8 / 32" nats-matched consume --batch 32
 exec 2>&3 3>&-
 stop_all
 }
@@ -179,9 +195,15 @@ for system, shape, rate, p50 in rows:
     if shape not in shapes:
         shapes.append(shape)
     got[(system, shape)] = (float(rate), float(p50))
-print(f"{'workload':28} {'NATS msg/s':>11} {'p50 ms':>7} {'Ferry msg/s':>12} {'p50 ms':>7} {'ratio':>6}")
+def ratio(f, n):
+    return f"{f / n:.2f}" if n and f else "-"
+print(f"{'workload':28} {'NATS msg/s':>11} {'p50 ms':>7} {'Ferry msg/s':>12} {'p50 ms':>7} {'ratio':>6}"
+      f" {'NATS matched':>13} {'ratio':>6}")
 for s in shapes:
     n, f = got.get(("nats", s), (0, 0)), got.get(("ferry", s), (0, 0))
-    ratio = f"{f[0] / n[0]:.2f}" if n[0] and f[0] else "-"
-    print(f"{s:28} {n[0]:>11,.0f} {n[1]:>7.2f} {f[0]:>12,.0f} {f[1]:>7.2f} {ratio:>6}")
+    m = got.get(("nats-matched", s), n)  # no matched run: the defaults are Ferry's shape
+    print(f"{s:28} {n[0]:>11,.0f} {n[1]:>7.2f} {f[0]:>12,.0f} {f[1]:>7.2f} {ratio(f[0], n[0]):>6}"
+          f" {m[0]:>13,.0f} {ratio(f[0], m[0]):>6}")
+print("NATS: the nats CLI's defaults; NATS matched: the same run with Ferry's batch"
+      " (async publish 64, fetch 100, consume 32) where they differ.")
 PY
