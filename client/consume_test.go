@@ -173,16 +173,20 @@ func TestClient_ConsumeAutoExtendAndStopGivesBack(t *testing.T) {
 		t.Fatalf("SendBatch: %v", err)
 	}
 	started := make(chan struct{}, 3)
+	// A lease short enough to be extended twice soon, long enough that a
+	// loaded machine's scheduling does not let it lapse between
+	// extensions (60 ms did once: the message came back, and its second
+	// delivery was nacked too).
 	stop := consume(t, q, func(ctx context.Context, _ *client.Delivery) error {
 		started <- struct{}{}
 		<-ctx.Done() // runs until the consumer stops
 		return ctx.Err()
-	}, client.ConsumeOptions{Prefetch: 3, Visibility: 60 * time.Millisecond, AutoExtend: true,
+	}, client.ConsumeOptions{Prefetch: 3, Visibility: 400 * time.Millisecond, AutoExtend: true,
 		Wait: 50 * time.Millisecond})
 	<-started
 	testwait.Until(t, 5*time.Second, "two extensions", func() bool { return len(fc.requests(wire.OpExtend)) >= 2 })
 	for _, r := range fc.requests(wire.OpExtend) {
-		if it := r.body.(*wire.ExtendRequest).Items[0]; it.Visibility != 60*time.Millisecond {
+		if it := r.body.(*wire.ExtendRequest).Items[0]; it.Visibility != 400*time.Millisecond {
 			t.Fatalf("extend by %v", it.Visibility)
 		}
 	}
