@@ -25,6 +25,11 @@ const (
 	// SettleRelease: a soft stop's grace period cut the handler short;
 	// the lease was given back without counting the attempt.
 	SettleRelease SettleAction = "release"
+	// SettleExpired: the lease ran out while the delivery waited for a
+	// handler, so no handler ran on it (the queue delivers it again; Err
+	// matches ErrLeaseLost). Seen often, Prefetch is too high for how long
+	// the handlers take, or the visibility too short.
+	SettleExpired SettleAction = "expired"
 )
 
 // SettleOutcome reports how Consume settled one delivery its handler ran

@@ -39,7 +39,8 @@ func ExampleQueue_Consume_softStop() {
 		}
 		return nil
 	}, client.ConsumeOptions{
-		Wait: time.Second, Stop: stop, GracePeriod: 30 * time.Second,
+		Prefetch: 1, // one lease at a time, so that each ack is printed before the next message
+		Wait:     time.Second, Stop: stop, GracePeriod: 30 * time.Second,
 		OnSettle: func(o client.SettleOutcome) {
 			fmt.Println(o.Action, o.Delivery.ID, "error:", o.Err)
 		},

@@ -220,10 +220,12 @@ func (q *Queue) trim(ds []*Delivery, maxN int) []*Delivery {
 
 // pollResult is the outcome of one partition's receive.
 type pollResult struct {
-	part int
-	ds   []*Delivery
-	err  error
-	cl   class
+	part  int
+	asked int           // the receive's Max
+	took  time.Duration // from launch to answer
+	ds    []*Delivery
+	err   error
+	cl    class
 }
 
 // gather collects the partition receives of one Receive call. Each runs in
@@ -257,8 +259,9 @@ func (g *gather) launch(p int, req wire.ReceiveRequest, until time.Time) bool {
 		}
 		ctx, cancel := context.WithDeadline(c.ctx, limit)
 		defer cancel()
+		start := time.Now()
 		r := g.q.poll(ctx, req, until)
-		r.part = p
+		r.part, r.asked, r.took = p, req.Max, time.Since(start)
 		g.deliver(r)
 	})
 }
@@ -272,9 +275,10 @@ func (g *gather) launchAcks(p int, req wire.ReceiveRequest, acks []*Delivery, se
 	return c.goBackground(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, settleTimeout)
 		defer cancel()
+		start := time.Now()
 		r, errs := g.q.pollAcks(ctx, req, acks, time.Time{})
 		settled(acks, errs)
-		r.part = p
+		r.part, r.asked, r.took = p, req.Max, time.Since(start)
 		g.deliver(r)
 	})
 }
@@ -324,6 +328,15 @@ func (g *gather) nextOr(ctx context.Context, stop <-chan struct{}) (r pollResult
 			return pollResult{}, false, context.Cause(ctx)
 		}
 	}
+}
+
+// takeAll returns the results that have arrived, without waiting.
+func (g *gather) takeAll() []pollResult {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := g.results
+	g.results = nil
+	return out
 }
 
 // close ends the call: the deliveries of results not taken, and of all

@@ -30,7 +30,7 @@ func TestConsume_OnSettleReportsLostLease(t *testing.T) {
 			close(started)
 			<-finish
 			return nil
-		}, client.ConsumeOptions{Visibility: 300 * time.Millisecond, Wait: time.Second,
+		}, client.ConsumeOptions{Visibility: 300 * time.Millisecond, Wait: time.Second, Prefetch: 1,
 			OnSettle: func(o client.SettleOutcome) { outcome <- o }})
 	}()
 	<-started

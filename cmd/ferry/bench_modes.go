@@ -176,6 +176,7 @@ func pubWorker(ctx context.Context, q *client.Queue, body []byte, batch, total i
 
 func benchConsumeCmd(g *globals, f *benchFlags) *cobra.Command {
 	var batch, workers, handlers, prefetch int
+	var work time.Duration
 	cmd := &cobra.Command{
 		Use:   "consume [QUEUE]",
 		Short: "Drain a backlog of --msgs (default 50000): batched receive + batch ack, or Consume with --handlers",
@@ -187,6 +188,9 @@ func benchConsumeCmd(g *globals, f *benchFlags) *cobra.Command {
 			if batch < 1 || batch > client.MaxReceive || workers < 1 || handlers < 0 || prefetch < 0 {
 				return fmt.Errorf("--batch %d / --workers %d / --handlers %d / --prefetch %d: want 1..1000 / >= 1 / >= 0 / >= 0",
 					batch, workers, handlers, prefetch)
+			}
+			if work < 0 || work > time.Minute || (work > 0 && handlers == 0) {
+				return fmt.Errorf("--work %s: want 0..1m, with --handlers", work)
 			}
 			e, err := setupBench(cmd, g, f, queueArg(args))
 			if err != nil {
@@ -202,7 +206,7 @@ func benchConsumeCmd(g *globals, f *benchFlags) *cobra.Command {
 			}
 			var r benchResult
 			if handlers > 0 {
-				r = e.drainConsume(handlers, max(prefetch, handlers), int(fill.Messages))
+				r = e.drainConsume(handlers, prefetch, work, int(fill.Messages))
 			} else {
 				r = e.drainBatched(batch, workers, int(fill.Messages))
 			}
@@ -212,7 +216,8 @@ func benchConsumeCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().IntVar(&batch, "batch", 100, "messages per receive (acked together)")
 	cmd.Flags().IntVar(&workers, "workers", 1, "receive loops per client")
 	cmd.Flags().IntVar(&handlers, "handlers", 0, "drain through Queue.Consume with this many handlers per client")
-	cmd.Flags().IntVar(&prefetch, "prefetch", 32, "Consume's prefetch per client (with --handlers)")
+	cmd.Flags().IntVar(&prefetch, "prefetch", 0, "Consume's prefetch per client (with --handlers; 0: Consume's default, 4 per handler)")
+	cmd.Flags().DurationVar(&work, "work", 0, "time each handler spends on a message, as a service's handler would (with --handlers)")
 	return cmd
 }
 
@@ -241,8 +246,8 @@ func (e *benchEnv) drainBatched(batch, workers, total int) benchResult {
 }
 
 // drainConsume runs Consume on every client until total messages were
-// handled (each acked by Consume).
-func (e *benchEnv) drainConsume(handlers, prefetch, total int) benchResult {
+// handled (each acked by Consume), each handler spending work on each.
+func (e *benchEnv) drainConsume(handlers, prefetch int, work time.Duration, total int) benchResult {
 	ctx, cancel := context.WithTimeout(e.ctx, e.g.timeout+time.Duration(total)*time.Millisecond)
 	defer cancel()
 	var t tally
@@ -255,6 +260,9 @@ func (e *benchEnv) drainConsume(handlers, prefetch, total int) benchResult {
 		go func() {
 			defer wg.Done()
 			err := c.Queue(e.queue).Consume(ctx, func(context.Context, *client.Delivery) error {
+				if work > 0 {
+					time.Sleep(work)
+				}
 				if t.msgs.Add(1) == int64(total) {
 					end.Store(int64(time.Since(start)))
 					cancel()
@@ -339,13 +347,13 @@ func benchE2ECmd(g *globals, f *benchFlags) *cobra.Command {
 				return err
 			}
 			defer e.close()
-			return e.endToEnd(rate, inflight, handlers, max(prefetch, handlers)).print(g.json)
+			return e.endToEnd(rate, inflight, handlers, prefetch).print(g.json)
 		},
 	}
 	cmd.Flags().IntVar(&rate, "rate", 1000, "messages per second offered, over all clients")
 	cmd.Flags().IntVarP(&inflight, "inflight", "w", 16, "sends in flight per client at most")
 	cmd.Flags().IntVar(&handlers, "handlers", 8, "Consume handlers per client")
-	cmd.Flags().IntVar(&prefetch, "prefetch", 32, "Consume's prefetch per client")
+	cmd.Flags().IntVar(&prefetch, "prefetch", 0, "Consume's prefetch per client (0: Consume's default, 4 per handler)")
 	return cmd
 }
 
