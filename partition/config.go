@@ -274,6 +274,10 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.BatchApplyCh = true
 	rc.NoLegacyTelemetry = true // per-peer series come labelled; the old per-name ones would be dropped
 	rc.NoLogAgeGauge = true     // not exported (node/raftmetrics.go): a goroutine and a timer per leader for nothing
+	// The leader sends new entries while it writes them (boundedLogCache
+	// stages them): a commit costs the slower of two concurrent writes
+	// plus a round trip, not two writes in sequence.
+	rc.ReplicateBeforeStore = true
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval

@@ -26,27 +26,67 @@ const (
 // reads the newest entries right after writing them (to replicate them);
 // the cache serves those reads without a disk read. It never holds more
 // than logCacheBytesMax bytes of entry data.
+//
+// It also holds the batch a leader is writing (StageLogs), whatever its
+// size, so that raft can send the batch to the followers while the leader's
+// own write is under way; raft stages one batch at a time, a proposal batch
+// bounded by MaxAppendEntries entries of bounded size.
 type boundedLogCache struct {
 	store raft.LogStore
 
-	mu    sync.Mutex
-	ring  [logCacheEntries]*raft.Log
-	bytes int
+	mu     sync.Mutex
+	ring   [logCacheEntries]*raft.Log
+	bytes  int
+	staged []*raft.Log // consecutive indexes, nil when none
 }
 
 var (
 	_ raft.LogStore          = (*boundedLogCache)(nil)
 	_ raft.MonotonicLogStore = (*boundedLogCache)(nil)
+	_ raft.LogStager         = (*boundedLogCache)(nil)
 )
+
+// StageLogs makes logs readable until UnstageLogs.
+func (c *boundedLogCache) StageLogs(logs []*raft.Log) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.staged != nil {
+		panic(fmt.Sprintf("partition: log cache stages entries from %d while %d.. are staged", logs[0].Index, c.staged[0].Index))
+	}
+	c.staged = logs
+}
+
+// UnstageLogs forgets the staged batch.
+func (c *boundedLogCache) UnstageLogs() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.staged = nil
+}
+
+// stagedLocked returns the staged entry at index, if any.
+func (c *boundedLogCache) stagedLocked(index uint64) *raft.Log {
+	if len(c.staged) == 0 || index < c.staged[0].Index {
+		return nil
+	}
+	if k := index - c.staged[0].Index; k < uint64(len(c.staged)) {
+		return c.staged[k]
+	}
+	return nil
+}
 
 func newBoundedLogCache(store raft.LogStore) *boundedLogCache {
 	return &boundedLogCache{store: store}
 }
 
-// GetLog serves index from the cache or the store.
+// GetLog serves index from the cache, the staged batch or the store.
 func (c *boundedLogCache) GetLog(index uint64, out *raft.Log) error {
 	c.mu.Lock()
 	if l := c.ring[index%logCacheEntries]; l != nil && l.Index == index {
+		*out = *l
+		c.mu.Unlock()
+		return nil
+	}
+	if l := c.stagedLocked(index); l != nil {
 		*out = *l
 		c.mu.Unlock()
 		return nil

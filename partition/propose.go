@@ -114,6 +114,9 @@ func (p *Partition) mapRaftError(err error) error {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return p.notLeader()
 	case errors.Is(err, raft.ErrLeadershipLost):
+		// Also a failed local write of the leader's log: raft sent the
+		// entries while writing them (ReplicateBeforeStore), so the
+		// followers may commit them.
 		return ErrUnknownOutcome
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return ErrTimeout
@@ -124,9 +127,8 @@ func (p *Partition) mapRaftError(err error) error {
 		// still be on disk, and a restarted replica could propose them.
 		return fmt.Errorf("partition %s: %w: %w", p.cfg.GroupID, ErrUnknownOutcome, err)
 	case errors.Is(err, raftlog.ErrIO), errors.Is(err, raftlog.ErrDiskFull):
-		// raft answers a failed local write of the leader's log with the
-		// store's error and steps down: the entries were cut back and
-		// never sent, so the command was not applied.
+		// A write failed before any entry left (a follower's own log,
+		// or a store refusing up front): the command was not applied.
 		return fmt.Errorf("partition %s: %w: %w", p.cfg.GroupID, ErrIO, err)
 	}
 	return fmt.Errorf("partition %s: %w", p.cfg.GroupID, err)

@@ -541,6 +541,9 @@ func NewRaft(conf *Config, fsm FSM, logs LogStore, stable StableStore, snaps Sna
 	if err := ValidateConfig(conf); err != nil {
 		return nil, err
 	}
+	if _, ok := logs.(LogStager); conf.ReplicateBeforeStore && !ok {
+		return nil, fmt.Errorf("ReplicateBeforeStore needs a LogStore that implements LogStager; %T does not", logs)
+	}
 
 	// Ensure we have a LogOutput.
 	logger := conf.getOrCreateLogger()

@@ -295,6 +295,18 @@ type Config struct {
 	// and one timer per leader for nothing.
 	NoLogAgeGauge bool
 
+	// ReplicateBeforeStore (Ferry fork) lets a leader send new entries to
+	// its followers while it writes them to its own log, instead of after
+	// (Raft thesis section 10.2.1): a commit then waits for the slowest of
+	// the majority's writes, not for the leader's write followed by a
+	// follower's. The leader counts towards a commit only once its own
+	// write is durable, and applies nothing before it. The log store must
+	// implement LogStager (entries readable before they are durable). A
+	// failed local write then leaves the outcome of the entries unknown
+	// (they may commit on the followers): their futures get an error that
+	// matches ErrLeadershipLost, never one saying they were not applied.
+	ReplicateBeforeStore bool
+
 	// skipStartup allows NewRaft() to bypass all background work goroutines
 	skipStartup bool
 }

@@ -1361,6 +1361,11 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	commitIndex := r.getCommitIndex()
 	r.tryStageCommitIndex(commitIndex)
 
+	if stager, ok := r.logs.(LogStager); ok && r.config().ReplicateBeforeStore {
+		r.replicateThenStore(stager, applyLogs, logs, now) // Ferry fork
+		return
+	}
+
 	// Write the log entry locally
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
@@ -1374,14 +1379,7 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 
 	// Update the last log since it's on disk now
 	r.setLastLog(lastIndex, term)
-
-	// Notify the replicators of the new log, waking quiesced followers
-	// first (Ferry fork)
-	r.lastAppendNanos.Store(now.UnixNano())
-	for _, f := range r.leaderState.replState {
-		r.wakeFollower(f)
-		asyncNotifyCh(f.triggerCh)
-	}
+	r.notifyReplicators(now) // Ferry fork
 }
 
 // processLogs is used to apply all the committed entries that haven't been

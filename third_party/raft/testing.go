@@ -726,6 +726,8 @@ type MakeClusterOpts struct {
 	MonotonicLogs      bool
 	CommitTrackingLogs bool
 	PropagateError     bool // If true, return errors instead of calling t.Fatal
+	// WrapLogs (Ferry fork), when set, wraps peer i's log store.
+	WrapLogs func(i int, logs LogStore) LogStore
 }
 
 // makeCluster will return a cluster with the given config and number of peers.
@@ -814,6 +816,9 @@ func makeCluster(t *testing.T, opts *MakeClusterOpts) (*cluster, error) {
 			logs = &MockMonotonicLogStore{s: logs}
 		} else if opts.CommitTrackingLogs {
 			logs = NewInmemCommitTrackingStore()
+		}
+		if opts.WrapLogs != nil {
+			logs = opts.WrapLogs(i, logs)
 		}
 
 		peerConf := opts.Conf

@@ -1,0 +1,170 @@
+// Tests of Ferry's ReplicateBeforeStore change (see FORK.md and earlystore.go).
+
+package raft
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stagingStore is a LogStager over an in-memory store whose StoreLogs can
+// be held (gate) or failed (fail), as a slow or broken disk would.
+type stagingStore struct {
+	LogStore
+	mu     sync.Mutex
+	staged []*Log
+	gate   chan struct{} // when set, StoreLogs waits for it to close
+	fail   error         // when set, StoreLogs fails with it once
+}
+
+func (s *stagingStore) StageLogs(logs []*Log) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.staged = logs
+}
+
+func (s *stagingStore) UnstageLogs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.staged = nil
+}
+
+func (s *stagingStore) GetLog(index uint64, out *Log) error {
+	s.mu.Lock()
+	for _, l := range s.staged {
+		if l.Index == index {
+			*out = *l
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	s.mu.Unlock()
+	return s.LogStore.GetLog(index, out)
+}
+
+func (s *stagingStore) StoreLogs(logs []*Log) error {
+	s.mu.Lock()
+	gate, fail := s.gate, s.fail
+	s.fail = nil
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	if fail != nil {
+		return fail
+	}
+	return s.LogStore.StoreLogs(logs)
+}
+
+func (s *stagingStore) StoreLog(l *Log) error { return s.StoreLogs([]*Log{l}) }
+
+func (s *stagingStore) set(gate chan struct{}, fail error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gate, s.fail = gate, fail
+}
+
+func makeStagingCluster(t *testing.T) (*cluster, []*stagingStore) {
+	conf := inmemConfig(t)
+	conf.ReplicateBeforeStore = true
+	stores := make([]*stagingStore, 3)
+	c, err := makeCluster(t, &MakeClusterOpts{Peers: 3, Bootstrap: true, Conf: conf,
+		WrapLogs: func(i int, logs LogStore) LogStore {
+			stores[i] = &stagingStore{LogStore: logs}
+			return stores[i]
+		}})
+	if err != nil {
+		t.Fatalf("makeCluster: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, stores
+}
+
+func storedLast(t *testing.T, s *stagingStore) uint64 {
+	last, err := s.LogStore.LastIndex()
+	if err != nil {
+		t.Fatalf("LastIndex: %v", err)
+	}
+	return last
+}
+
+// The followers store an entry while the leader's own write is held, and
+// the leader neither confirms nor applies it before its write returns.
+func TestReplicateBeforeStore_FollowersWriteWhileTheLeaderDoes(t *testing.T) {
+	c, stores := makeStagingCluster(t)
+	leader := c.Leader()
+	li := c.IndexOf(leader)
+	if err := leader.Apply([]byte("first"), time.Second).Error(); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	gate := make(chan struct{})
+	stores[li].set(gate, nil)
+	target := leader.LastIndex() + 1
+	f := leader.Apply([]byte("second"), 5*time.Second)
+	for i, s := range stores {
+		if i != li {
+			waitFor(t, 10*time.Second, "a follower to store the entry", func() bool { return storedLast(t, s) >= target })
+		}
+	}
+	if got := storedLast(t, stores[li]); got >= target {
+		t.Fatalf("leader stored %d while its write was held", got)
+	}
+	select {
+	case <-f.(*logFuture).errCh:
+		t.Fatal("the entry was confirmed before the leader's own write returned")
+	default:
+	}
+	if n := len(getMockFSM(c.fsms[li]).logs); n != 1 {
+		t.Fatalf("leader applied %d entries while its write was held, want 1", n)
+	}
+	close(gate)
+	if err := f.Error(); err != nil {
+		t.Fatalf("Apply after the write: %v", err)
+	}
+	c.WaitForReplication(2)
+	c.EnsureSame(t)
+}
+
+// A failed local write after the entries were sent is an unknown outcome
+// (ErrLeadershipLost), the leader steps down, and the cluster goes on with
+// one log.
+func TestReplicateBeforeStore_FailedLocalWriteIsAnUnknownOutcome(t *testing.T) {
+	c, stores := makeStagingCluster(t)
+	leader := c.Leader()
+	li := c.IndexOf(leader)
+	broken := errors.New("disk failed")
+	stores[li].set(nil, broken)
+	err := leader.Apply([]byte("x"), 5*time.Second).Error()
+	if !errors.Is(err, ErrLeadershipLost) || !errors.Is(err, broken) {
+		t.Fatalf("Apply: %v, want ErrLeadershipLost wrapping the store's error", err)
+	}
+	waitFor(t, 10*time.Second, "a leader", func() bool { l := c.Leader(); return l != nil })
+	if err := c.Leader().Apply([]byte("y"), 5*time.Second).Error(); err != nil {
+		t.Fatalf("Apply on the next leader: %v", err)
+	}
+	waitFor(t, 10*time.Second, "every log to agree", func() bool {
+		want := c.Leader().LastIndex()
+		for _, r := range c.rafts {
+			if r.getLastIndex() != want || r.getCommitIndex() != want {
+				return false
+			}
+		}
+		return true
+	})
+	c.EnsureSame(t)
+}
+
+// A store that cannot stage is refused up front.
+func TestReplicateBeforeStore_NeedsAStager(t *testing.T) {
+	conf := inmemConfig(t)
+	conf.ReplicateBeforeStore = true
+	conf.LocalID = "a"
+	_, trans := NewInmemTransport("")
+	store := NewInmemStore()
+	_, err := NewRaft(conf, &MockFSM{}, store, store, NewInmemSnapshotStore(), trans)
+	if err == nil {
+		t.Fatal("NewRaft accepted ReplicateBeforeStore with a store that cannot stage")
+	}
+}
