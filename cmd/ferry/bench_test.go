@@ -136,3 +136,21 @@ func TestBench_CPUProfileIsWritten(t *testing.T) {
 	}
 	queueGone(t, cl, "prof2")
 }
+
+func TestLatencies_HeldSamplesAreBoundedAndAllCounted(t *testing.T) {
+	workers := []*latencies{newLatencies(), newLatencies()}
+	n := 3*latencySamplesMax + 7
+	for i := range n {
+		for _, w := range workers {
+			w.record(time.Duration(i%1000+1) * time.Microsecond)
+			if len(w.samples) >= latencySamplesMax {
+				t.Fatalf("%d samples held, bound %d", len(w.samples), latencySamplesMax)
+			}
+		}
+	}
+	all := newLatencies()
+	all.merge(workers...)
+	if s := all.summary(); s.Count != int64(2*n) {
+		t.Fatalf("count %d, want %d", s.Count, 2*n)
+	}
+}
