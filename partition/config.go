@@ -274,10 +274,13 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.BatchApplyCh = true
 	rc.NoLegacyTelemetry = true // per-peer series come labelled; the old per-name ones would be dropped
 	rc.NoLogAgeGauge = true     // not exported (node/raftmetrics.go): a goroutine and a timer per leader for nothing
-	// The leader sends new entries while it writes them (boundedLogCache
-	// stages them): a commit costs the slower of two concurrent writes
-	// plus a round trip, not two writes in sequence.
-	rc.ReplicateBeforeStore = true
+	// Off for now. On, the leader sends new entries while it writes them
+	// (boundedLogCache stages them), and a synchronous send's p50 fell
+	// from 1.35 to 1.07 ms; but with it on, the node package's move and
+	// rebuild tests (TestRemoveNode_..., TestShape_DeadNodeReplicasAreRebuilt)
+	// timed out in full-package runs, 141-150 s against 103 s with it off,
+	// though each passes alone. Turn it on again once that is understood.
+	rc.ReplicateBeforeStore = false
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval
