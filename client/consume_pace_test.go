@@ -45,6 +45,15 @@ func (rd *receiveDelay) most() int {
 	return rd.hi
 }
 
+// onePartitionQueue starts a one-node fake with queue "q" of one partition
+// and returns it with the queue as a dialled client sees it.
+func onePartitionQueue(t *testing.T) (*fakeCluster, *client.Queue) {
+	t.Helper()
+	fc := newFake(t, 1)
+	fc.addQueue("q", wire.QueueConfig{Partitions: 1})
+	return fc, dial(t, fc).Queue("q")
+}
+
 // fill sends n messages to q.
 func fill(t *testing.T, q *client.Queue, n int) {
 	t.Helper()
@@ -70,10 +79,7 @@ func receiveSizes(fc *fakeCluster) []int {
 // acks of its whole share and asks for all of it, as a batched receive of
 // the prefetch would, instead of leaving with half.
 func TestConsume_FastHandlersAskForWholeShares(t *testing.T) {
-	fc := newFake(t, 1)
-	fc.addQueue("q", wire.QueueConfig{Partitions: 1})
-	c := dial(t, fc)
-	q := c.Queue("q")
+	fc, q := onePartitionQueue(t)
 	const n, prefetch = 3000, 32
 	fill(t, q, n)
 	rd := &receiveDelay{d: 3 * time.Millisecond}
@@ -106,10 +112,7 @@ func TestConsume_FastHandlersAskForWholeShares(t *testing.T) {
 // share is free, and the next may leave before it is answered, so the
 // handlers are not left waiting a whole round; never more than two wait.
 func TestConsume_SlowHandlersOverlapReceives(t *testing.T) {
-	fc := newFake(t, 1)
-	fc.addQueue("q", wire.QueueConfig{Partitions: 1})
-	c := dial(t, fc)
-	q := c.Queue("q")
+	fc, q := onePartitionQueue(t)
 	const n, prefetch = 240, 16
 	fill(t, q, n)
 	rd := &receiveDelay{d: 30 * time.Millisecond}
@@ -135,10 +138,7 @@ func TestConsume_SlowHandlersOverlapReceives(t *testing.T) {
 // One handler stuck on a delivery does not hold up the others: the wait
 // for a whole share is bounded.
 func TestConsume_StuckHandlerDoesNotHoldTheOthers(t *testing.T) {
-	fc := newFake(t, 1)
-	fc.addQueue("q", wire.QueueConfig{Partitions: 1})
-	c := dial(t, fc)
-	q := c.Queue("q")
+	fc, q := onePartitionQueue(t)
 	const n = 400
 	fill(t, q, n)
 	fc.setHook((&receiveDelay{d: 2 * time.Millisecond}).hook)
@@ -166,10 +166,7 @@ func TestConsume_StuckHandlerDoesNotHoldTheOthers(t *testing.T) {
 // An idle queue costs one waiting receive per partition: receives overlap
 // only while the partition has work ready.
 func TestConsume_IdleQueueHoldsOneReceivePerPartition(t *testing.T) {
-	fc := newFake(t, 1)
-	fc.addQueue("q", wire.QueueConfig{Partitions: 1})
-	c := dial(t, fc)
-	q := c.Queue("q")
+	fc, q := onePartitionQueue(t)
 	rd := &receiveDelay{d: time.Millisecond}
 	fc.setHook(rd.hook)
 	var handled atomic.Int32
@@ -191,10 +188,7 @@ func TestConsume_IdleQueueHoldsOneReceivePerPartition(t *testing.T) {
 // handled (the queue delivers it again, maybe to another consumer): OnSettle
 // reports it expired, and every handler starts with a live lease.
 func TestConsume_ExpiredWhileWaitingIsNotHandled(t *testing.T) {
-	fc := newFake(t, 1)
-	fc.addQueue("q", wire.QueueConfig{Partitions: 1})
-	c := dial(t, fc)
-	q := c.Queue("q")
+	_, q := onePartitionQueue(t)
 	for _, id := range []string{"a", "b"} {
 		if _, err := q.Send(testCtx(t, 5*time.Second), client.Message{ID: id}); err != nil {
 			t.Fatalf("Send: %v", err)
