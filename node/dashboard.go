@@ -189,10 +189,14 @@ func (n *Node) replicaViews() []jsonview.Replica {
 		role, leader := r.p.Role()
 		idx, dig := r.p.Digest()
 		s := r.p.Stats()
+		var voters []string
+		if role == "Leader" {
+			voters = r.p.Voters()
+		}
 		out = append(out, jsonview.Replica{Queue: r.a.Queue, Partition: r.a.Index, Group: r.a.GroupID,
 			Role: jsonview.Enum(role), Leader: leader, AppliedIndex: idx, Digest: hex.EncodeToString(dig[:]),
 			Ready: s.Ready, InFlight: s.InFlight, Delayed: s.Delayed, Dead: s.Dead,
-			Suffrage: r.p.Suffrage(), Abstaining: r.p.Abstaining()})
+			Suffrage: r.p.Suffrage(), Abstaining: r.p.Abstaining(), Voters: voters})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out

@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"sort"
 
 	"github.com/ferrymq/ferry/fsm"
 	"github.com/hashicorp/raft"
@@ -198,6 +199,23 @@ func (p *Partition) Suffrage() string {
 		}
 	}
 	return "none"
+}
+
+// Voters returns the ids of the voters in this replica's latest
+// configuration, sorted (nil when the configuration cannot be read).
+func (p *Partition) Voters() []string {
+	f := p.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			out = append(out, string(s.ID))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // SetAbstain turns this replica's abstaining from elections on or off

@@ -321,6 +321,9 @@ type Replica struct {
 	// Abstaining is set while the replica may not vote: it is joining
 	// (new, or on a node that lost its data) and not recorded caught up.
 	Abstaining bool `json:"abstaining,omitempty"`
+	// Voters, on the leader only, lists the voters of its group's latest
+	// configuration (the membership commits are counted against).
+	Voters []string `json:"voters,omitempty"`
 }
 
 // ReplicaSummary counts a node's partition replicas by raft role, as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -168,10 +169,13 @@ func waitMoving(ctx context.Context, admin *client.Client) (client.MovingInfo, b
 }
 
 // majoritySampler checks, every sampleEvery, that each partition has at
-// least a majority of its target replica set (the catalog's) as caught-up
-// voters among the replicas it can see: voting, not abstaining, and
-// within caughtUpSlack entries of the leader. A partition without an
-// agreed leader is not judged (an election is settling).
+// least a majority of the voters its leader commits against (the
+// leader's latest configuration; the catalog's target replica set when
+// the leader does not say) as caught-up voters among the replicas it can
+// see: not abstaining, and within caughtUpSlack entries of the leader. A
+// partition without an agreed leader is not judged (an election is
+// settling), nor one whose answers are not of one moment (a replica
+// applied past the leader: the nodes were asked at different times).
 type majoritySampler struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -232,30 +236,42 @@ func (s *majoritySampler) sample(ctx context.Context, c *Cluster, admin *client.
 	}
 }
 
-// majorityDip describes p when fewer than a majority of target are
-// caught-up voters in the view, and returns "" otherwise (or when p has
-// no agreed leader).
+// majorityDip describes p when fewer than a majority of its voters are
+// caught up in the view, and returns "" otherwise (or when p has no
+// agreed leader, or the view is not of one moment). The voters are the
+// leader's latest configuration, or target when the leader lists none.
 func (v view) majorityDip(p PartRef, target []string) string {
 	leader := v.leader(p)
 	if leader == "" || len(target) == 0 {
 		return ""
 	}
 	var lead uint64
+	voters, fromLeader := target, false
 	for _, r := range v[p] {
 		if r.node == leader {
 			lead = r.AppliedIndex
+			if len(r.Voters) > 0 {
+				voters, fromLeader = r.Voters, true
+			}
 		}
 	}
 	var caughtUp, seen []string
 	for _, r := range v[p] {
+		if r.AppliedIndex > lead+caughtUpSlack {
+			return "" // asked after the leader, far enough to matter
+		}
 		seen = append(seen, fmt.Sprintf("%s:%s@%d", r.node, r.Suffrage, r.AppliedIndex))
-		if r.Suffrage == "voter" && !r.Abstaining && r.AppliedIndex+caughtUpSlack >= lead {
+		// A replica's own configuration may trail the leader's by the
+		// entries in flight: the leader's list wins when it gives one.
+		votes := slices.Contains(voters, r.node) && (fromLeader || r.Suffrage == "voter")
+		if votes && !r.Abstaining && r.AppliedIndex+caughtUpSlack >= lead {
 			caughtUp = append(caughtUp, r.node)
 		}
 	}
-	if need := len(target)/2 + 1; len(caughtUp) < need {
+	if need := len(voters)/2 + 1; len(caughtUp) < need {
 		sort.Strings(seen)
-		return fmt.Sprintf("%s: %d caught-up voters %v, %d needed of target %v (replicas seen %v)", p, len(caughtUp), caughtUp, need, target, seen)
+		return fmt.Sprintf("%s: %d caught-up voters %v, %d needed of voters %v, target %v (replicas seen %v)",
+			p, len(caughtUp), caughtUp, need, voters, target, seen)
 	}
 	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,8 @@ type ReplicaStatus struct {
 	Digest       string `json:"digest"`
 	Suffrage     string `json:"suffrage"`
 	Abstaining   bool   `json:"abstaining"`
+	// Voters is set on the leader only: its group's latest voters.
+	Voters []string `json:"voters"`
 }
 
 // PartRef names one queue partition.
@@ -83,15 +86,25 @@ type nodeReplica struct {
 	ReplicaStatus
 }
 
-// View gathers the replicas of every reachable node.
+// View gathers the replicas of every reachable node, asking them all at
+// once so that the answers describe nearly the same moment.
 func (c *Cluster) View(ctx context.Context) view {
+	up := c.Up()
+	answers := make([][]ReplicaStatus, len(up))
+	var wg sync.WaitGroup
+	for i, n := range up {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if rs, err := c.Replicas(ctx, n); err == nil {
+				answers[i] = rs
+			}
+		}()
+	}
+	wg.Wait()
 	v := view{}
-	for _, n := range c.Up() {
-		rs, err := c.Replicas(ctx, n)
-		if err != nil {
-			continue
-		}
-		for _, r := range rs {
+	for i, n := range up {
+		for _, r := range answers[i] {
 			k := PartRef{r.Queue, r.Partition}
 			v[k] = append(v[k], nodeReplica{n.ID, r})
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,19 +15,20 @@ import (
 
 // replica is one entry of a node's GET /v1/replicas answer.
 type replica struct {
-	Queue        string `json:"queue"`
-	Partition    int    `json:"partition"`
-	Group        string `json:"group"`
-	Role         string `json:"role"`
-	Leader       string `json:"leader"`
-	AppliedIndex uint64 `json:"applied_index"`
-	Digest       string `json:"digest"`
-	Ready        int64  `json:"ready"`
-	InFlight     int64  `json:"in_flight"`
-	Delayed      int64  `json:"delayed"`
-	Dead         int64  `json:"dead"`
-	Suffrage     string `json:"suffrage"`
-	Abstaining   bool   `json:"abstaining"`
+	Queue        string   `json:"queue"`
+	Partition    int      `json:"partition"`
+	Group        string   `json:"group"`
+	Role         string   `json:"role"`
+	Leader       string   `json:"leader"`
+	AppliedIndex uint64   `json:"applied_index"`
+	Digest       string   `json:"digest"`
+	Ready        int64    `json:"ready"`
+	InFlight     int64    `json:"in_flight"`
+	Delayed      int64    `json:"delayed"`
+	Dead         int64    `json:"dead"`
+	Suffrage     string   `json:"suffrage"`
+	Abstaining   bool     `json:"abstaining"`
+	Voters       []string `json:"voters"`
 }
 
 // replicas returns node i's replicas of queue, by partition.
@@ -107,6 +109,13 @@ func (c *testCluster) waitConverged(queue string, partition int) replica {
 				// A replica rejoining (its node lost its data) or moving in
 				// counts once it is a voter that may vote.
 				return fmt.Errorf("replica on %s is %s, abstaining %v", c.members[c.running()[k]].cfg.ID, r.Suffrage, r.Abstaining)
+			}
+			id := c.members[c.running()[k]].cfg.ID
+			if !slices.Contains(agreed.Voters, id) {
+				return fmt.Errorf("leader lists voters %v, without %s", agreed.Voters, id)
+			}
+			if r.Role != "leader" && len(r.Voters) > 0 {
+				return fmt.Errorf("follower on %s lists voters %v (the leader's alone does)", id, r.Voters)
 			}
 			if r.AppliedIndex != agreed.AppliedIndex || r.Digest != agreed.Digest {
 				return fmt.Errorf("replica on %s at index %d digest %.12s, leader at %d %.12s",
