@@ -30,6 +30,8 @@ const (
 	CmdClockResync
 	// CmdReceiveAck acks receipts and then leases messages, in one entry.
 	CmdReceiveAck
+	// CmdPause pauses or resumes deliveries (see PauseCmd).
+	CmdPause
 	cmdTypeEnd // one past the last valid type
 )
 
@@ -38,7 +40,7 @@ var commandNames = [...]string{
 	CmdNack: "nack", CmdReject: "reject", CmdTick: "tick", CmdRedrive: "redrive",
 	CmdDeleteDead: "delete-dead", CmdPurge: "purge", CmdSetConfig: "set-config",
 	CmdClockResync: "clock-resync",
-	CmdReceiveAck:  "receive-ack",
+	CmdReceiveAck:  "receive-ack", CmdPause: "pause",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -65,6 +67,7 @@ type Command struct {
 	DeleteDead *DeadFilter // CmdDeleteDead
 	SetConfig  *QueueConfig
 	ReceiveAck *ReceiveAckCmd
+	Pause      *PauseCmd
 }
 
 // NewMessage is one message of a send.
@@ -240,6 +243,8 @@ func (c Command) payload() (any, error) {
 		p, ok = c.SetConfig, c.SetConfig != nil
 	case CmdReceiveAck:
 		p, ok = c.ReceiveAck, c.ReceiveAck != nil
+	case CmdPause:
+		p, ok = c.Pause, c.Pause != nil
 	case CmdTick, CmdPurge, CmdClockResync:
 		return nil, nil
 	default:
@@ -328,6 +333,9 @@ func decodeCommand(data []byte) (Command, error) {
 	case CmdReceiveAck:
 		c.ReceiveAck = new(ReceiveAckCmd)
 		target = c.ReceiveAck
+	case CmdPause:
+		c.Pause = new(PauseCmd)
+		target = c.Pause
 	case CmdTick, CmdPurge, CmdClockResync:
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)

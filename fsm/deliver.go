@@ -29,6 +29,9 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 	if err := ValidateReceive(c, 0); err != nil {
 		return nil, err
 	}
+	if f.pause.Paused {
+		return nil, nil // as an empty queue: the receive waits or comes back empty
+	}
 	visibility := c.Visibility
 	if visibility == 0 {
 		visibility = f.cfg.VisibilityTimeout

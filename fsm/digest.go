@@ -16,6 +16,12 @@ func (f *FSM) Digest() [32]byte {
 		cfg.MaxDepth, cfg.MaxBytes, int64(cfg.Retention), cfg.MaxDead, cfg.MaxDeadBytes,
 		int64(cfg.DeadRetention), cfg.DedupMaxIDs)
 	d.Ints(f.clock, int64(f.lastSeq))
+	if p := f.pause; p.Paused {
+		// Only when paused, so that digests of states without a pause
+		// are as they were before pausing existed.
+		d.Ints(1, p.At)
+		d.Str(p.By)
+	}
 	c := f.counters
 	d.Ints(int64(c.Sent), int64(c.Duplicates), int64(c.Leased), int64(c.Acked), int64(c.Nacked),
 		int64(c.Rejected), int64(c.Expired), int64(c.DeadLettered), int64(c.Redriven),

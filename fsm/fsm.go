@@ -21,6 +21,7 @@ type FSM struct {
 	entries EntryBodyStore // store, when it can keep payloads in log entries
 	clock   int64          // the largest command time seen, Unix nanoseconds
 	lastSeq uint64         // the last sequence number handed out
+	pause   PauseState     // receives lease nothing while paused
 	// maxStep bounds how far one command (other than CmdClockResync) may
 	// move clock forward, in nanoseconds; 0: unbounded. Not replicated:
 	// every replica must be given the same value.
@@ -82,6 +83,7 @@ func (f *FSM) reset() {
 		return a.seq < b.seq
 	}
 	f.clock, f.lastSeq = 0, 0
+	f.pause = PauseState{}
 	f.table = seqTable{}
 	f.dead = btree.NewG(btreeDegree, bySeq)
 	f.deadOrder = btree.NewG(btreeDegree, func(a, b *message) bool {
@@ -160,6 +162,8 @@ func (f *FSM) apply(c Command, index uint64) Result {
 		r.Count, r.Err = f.applyDeleteDead(*c.DeleteDead)
 	case CmdPurge:
 		r.Count = f.applyPurge()
+	case CmdPause:
+		r.Err = f.applyPause(c.Pause)
 	case CmdSetConfig:
 		r.Err = c.SetConfig.Validate()
 		if r.Err == nil {

@@ -18,6 +18,7 @@ type model struct {
 	msgs     []*modelMsg
 	dedup    []modelDedup
 	counters Counters
+	pause    PauseState
 }
 
 type modelMsg struct {
@@ -234,6 +235,9 @@ func (md *model) send(nm NewMessage) SendOutcome {
 }
 
 func (md *model) receive(c ReceiveCmd) []Delivery {
+	if md.pause.Paused {
+		return nil
+	}
 	vis := c.Visibility
 	if vis == 0 {
 		vis = md.cfg.VisibilityTimeout

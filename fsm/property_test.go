@@ -86,7 +86,7 @@ func genFilter(t *rapid.T) *DeadFilter {
 
 // genCommand draws one command of any type (without its time).
 func genCommand(t *rapid.T, handed []Receipt) Command {
-	switch rapid.IntRange(0, 21).Draw(t, "op") {
+	switch rapid.IntRange(0, 23).Draw(t, "op") {
 	case 0, 1, 2, 3:
 		n := rapid.IntRange(1, 3).Draw(t, "n")
 		msgs := make([]NewMessage, n)
@@ -131,6 +131,9 @@ func genCommand(t *rapid.T, handed []Receipt) Command {
 			Max:        rapid.IntRange(1, 3).Draw(t, "raMax"),
 			Visibility: rapid.SampledFrom([]time.Duration{0, time.Second, 3 * time.Second}).Draw(t, "raVis"),
 		}}}
+	case 22, 23:
+		return Command{Type: CmdPause, Pause: &PauseCmd{Paused: rapid.IntRange(0, 2).Draw(t, "pause") > 0,
+			By: rapid.SampledFrom([]string{"", "ops", "oncall"}).Draw(t, "pausedBy")}}
 	default:
 		cfg := genConfig(t)
 		return Command{Type: CmdSetConfig, SetConfig: &cfg}
@@ -172,6 +175,12 @@ func applyModel(md *model, c Command) Result {
 	case CmdSetConfig:
 		md.cfg = *c.SetConfig
 		md.trimDead()
+	case CmdPause:
+		if !c.Pause.Paused {
+			md.pause = PauseState{}
+		} else if !md.pause.Paused {
+			md.pause = PauseState{Paused: true, By: c.Pause.By, At: md.clock}
+		}
 	}
 	return r
 }
@@ -306,7 +315,7 @@ func compareState(t *rapid.T, f *FSM, md *model) {
 	st := f.Stats()
 	r, e, d, i, dd, b := modelStats(md)
 	if st.Ready != r || st.Eligible != e || st.Delayed != d || st.InFlight != i || st.Dead != dd || st.Bytes != b ||
-		st.Counters != md.counters || st.LastSeq != md.lastSeq || st.Clock != md.clock {
+		st.Counters != md.counters || st.LastSeq != md.lastSeq || st.Clock != md.clock || st.Pause != md.pause {
 		t.Fatalf("stats %+v; model ready %d eligible %d delayed %d inflight %d dead %d bytes %d counters %+v",
 			st, r, e, d, i, dd, b, md.counters)
 	}
@@ -337,8 +346,13 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 				applyModel(md, Command{Type: CmdTick, At: now})
 				before = f.Digest()
 			}
+			paused := f.Pause().Paused
+			leasedBefore := f.Stats().Counters.Leased
 			got := f.ApplyCommand(c)
 			want := applyModel(md, c)
+			if paused && (len(got.Delivered) > 0 || f.Stats().Counters.Leased != leasedBefore) {
+				rt.Fatalf("%s leased %d messages while paused", c.Type, len(got.Delivered))
+			}
 			compareResults(rt, got, want)
 			if settleOnly && len(got.Settled) == 1 && got.Settled[0] != nil && f.Digest() != before {
 				rt.Fatalf("a refused %s changed the state", c.Type)

@@ -94,4 +94,6 @@ type Stats struct {
 	Clock        int64 // the FSM's clock, Unix nanoseconds
 	Counters     Counters
 	Config       QueueConfig
+	// Pause says whether deliveries are paused, by whom and since when.
+	Pause PauseState
 }

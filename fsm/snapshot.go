@@ -210,6 +210,9 @@ type snapHeader struct {
 	Counters Counters    `msgpack:"counters"`
 	Messages int         `msgpack:"messages"`
 	Dedup    int         `msgpack:"dedup"`
+	// Pause is set while deliveries are paused (absent otherwise, and in
+	// snapshots written before pausing existed).
+	Pause *PauseState `msgpack:"pause,omitempty"`
 }
 
 // snapMessage is one message record as Restore and WriteFullSnapshot see
@@ -267,6 +270,10 @@ func (f *FSM) Snapshot() *Snapshot {
 		messages: make([]frozenMessage, 0, f.table.len()+f.dead.Len()),
 		store:    f.store,
 		release:  f.store.Pin(),
+	}
+	if f.pause.Paused {
+		p := f.pause
+		s.header.Pause = &p
 	}
 	f.eachMessage(s.freeze)
 	s.dedup = f.freezeDedup()
@@ -389,6 +396,15 @@ func (f *FSM) restore(r io.Reader) error {
 		return fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
 	}
 	f.cfg, f.clock, f.lastSeq, f.counters = h.Config, h.Clock, h.LastSeq, h.Counters
+	if h.Pause != nil {
+		if !h.Pause.Paused {
+			return fmt.Errorf("%w: pause recorded but not paused", ErrSnapshotFormat)
+		}
+		if err := ValidatePause(&PauseCmd{Paused: true, By: h.Pause.By}); err != nil {
+			return fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+		}
+		f.pause = *h.Pause
+	}
 	rd := snapReader{dec: dec, form: h.Form, legacy: legacy}
 	var prev uint64
 	for i := range h.Messages {

@@ -17,6 +17,7 @@ func (f *FSM) Stats() Stats {
 		Clock:     f.clock,
 		Counters:  f.counters,
 		Config:    f.cfg,
+		Pause:     f.pause,
 	}
 	if m := f.oldestEligible(); m != nil {
 		s.OldestEligibleAge = f.clock - m.enqueuedAt
@@ -30,9 +31,9 @@ func (f *FSM) Stats() Stats {
 // Counters returns the partition's event counters.
 func (f *FSM) Counters() Counters { return f.counters }
 
-// HasEligible says whether a receive applied now would lease something.
-// Long-poll waiters use it after each apply.
-func (f *FSM) HasEligible() bool { return f.gauges.eligible > 0 }
+// HasEligible says whether a receive applied now would lease something
+// (never while paused). Long-poll waiters use it after each apply.
+func (f *FSM) HasEligible() bool { return f.gauges.eligible > 0 && !f.pause.Paused }
 
 // CompactBodies asks the body store, if it can, to move live payloads out
 // of mostly dead segments or log entries. It is not a command: locations
