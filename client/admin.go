@@ -272,6 +272,55 @@ func (c *Client) partitionStats(ctx context.Context, name string, last wire.Part
 	return last
 }
 
+// QueuePause is a queue's pause state as Pause and Resume leave it.
+type QueuePause struct {
+	// Partitions counts the queue's partitions, Paused those paused.
+	Partitions, Paused int
+	// By names who paused the queue (the token's name; empty without
+	// tokens), At when (the partition clock); both zero when not paused.
+	By string
+	At time.Time
+}
+
+// Pause pauses the deliveries of every partition of the queue: sends are
+// still accepted and confirmed, and leases already out can be acked,
+// extended, nacked and rejected, but receives lease nothing (they wait,
+// or come back empty) until Resume. The state is replicated and outlives
+// restarts. Pausing a paused queue keeps who paused it first. On failure
+// the partitions done so far stay paused: call it again.
+//
+//	p, err := c.Pause(ctx, "orders") // p.Paused == p.Partitions
+func (c *Client) Pause(ctx context.Context, name string) (QueuePause, error) {
+	return c.setPaused(ctx, name, true)
+}
+
+// Resume lets every partition of the queue deliver again after Pause.
+func (c *Client) Resume(ctx context.Context, name string) (QueuePause, error) {
+	return c.setPaused(ctx, name, false)
+}
+
+func (c *Client) setPaused(ctx context.Context, name string, paused bool) (QueuePause, error) {
+	n, err := c.partitions(ctx, name)
+	if err != nil {
+		return QueuePause{}, err
+	}
+	out := QueuePause{Partitions: n}
+	for p := range n {
+		var resp wire.PauseResponse
+		err := c.call(ctx, partRoute{c, name, p}, wire.OpPause, wire.PauseRequest{Queue: name, Partition: p, Paused: paused}, &resp)
+		if err != nil {
+			return out, err
+		}
+		if resp.Paused {
+			out.Paused++
+			if out.At.IsZero() || resp.PausedAt < out.At.UnixNano() {
+				out.By, out.At = resp.PausedBy, time.Unix(0, resp.PausedAt)
+			}
+		}
+	}
+	return out, nil
+}
+
 // Purge deletes every message of the queue that is not leased, in every
 // partition, and returns how many were deleted. Dead letters are kept.
 // On failure the count covers the partitions purged so far.

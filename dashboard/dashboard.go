@@ -44,6 +44,8 @@ type Queues interface {
 	PeekDeadLetters(ctx context.Context, queue string, f client.DeadFilter) ([]client.DeadLetter, error)
 	RedriveDeadLetters(ctx context.Context, queue string, f client.DeadFilter) (int, error)
 	DeleteDeadLetters(ctx context.Context, queue string, f client.DeadFilter) (int, error)
+	Pause(ctx context.Context, queue string) (client.QueuePause, error)
+	Resume(ctx context.Context, queue string) (client.QueuePause, error)
 }
 
 // Cluster is what the dashboard needs of the serving node.
@@ -114,6 +116,7 @@ func (d *Dashboard) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /queues/{name}/dead/{partition}/{seq}", d.page(d.peekPage))
 	mux.HandleFunc("POST /queues/{name}/dead/confirm", d.post(d.confirmPage))
 	mux.HandleFunc("POST /queues/{name}/dead/apply", d.post(d.applyDead))
+	mux.HandleFunc("POST /queues/{name}/pause", d.post(d.applyPause))
 }
 
 // view is what every page template gets.

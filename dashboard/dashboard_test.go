@@ -78,6 +78,33 @@ func (f *fakeQueues) DeleteDeadLetters(context.Context, string, client.DeadFilte
 	return 0, errors.New("not in this test")
 }
 
+func (f *fakeQueues) Pause(_ context.Context, q string) (client.QueuePause, error) {
+	return f.setPaused(q, true)
+}
+
+func (f *fakeQueues) Resume(_ context.Context, q string) (client.QueuePause, error) {
+	return f.setPaused(q, false)
+}
+
+func (f *fakeQueues) setPaused(q string, paused bool) (client.QueuePause, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if q != "jobs" {
+		return client.QueuePause{}, client.ErrQueueNotFound
+	}
+	if len(f.stats.Partitions) == 0 {
+		f.stats.Partitions = []client.PartitionStats{{Partition: 0}}
+	}
+	p := &f.stats.Partitions[0]
+	p.Paused, p.PausedBy, p.PausedAt = paused, "", 0
+	out := client.QueuePause{Partitions: 1}
+	if paused {
+		p.PausedBy, p.PausedAt = "oncall", time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC).UnixNano()
+		out.Paused, out.By, out.At = 1, p.PausedBy, time.Unix(0, p.PausedAt)
+	}
+	return out, nil
+}
+
 type fakeCluster struct{ q *fakeQueues }
 
 func (c fakeCluster) Cluster(context.Context) jsonview.Cluster {
@@ -342,5 +369,46 @@ func TestDashboard_ConfirmCancelKeepsTheFilter(t *testing.T) {
 	code, back := get(t, hc, srv.URL+href)
 	if code != http.StatusOK || !strings.Contains(back, `value="job-9"`) || !strings.Contains(back, `value="a&amp;b=c d"`) {
 		t.Fatalf("Cancel page %d does not keep the filter:\n%s", code, back)
+	}
+}
+
+// The queue page pauses and resumes deliveries with a form, and says who
+// paused the queue and since when.
+func TestDashboard_PauseAndResumeAQueue(t *testing.T) {
+	srv, q := newTestServer(t)
+	hc := &http.Client{Jar: newJar(t)}
+	csrf := func() string {
+		_, body := get(t, hc, srv.URL+"/queues/jobs")
+		tok := body[strings.Index(body, `name="csrf" value="`)+19:]
+		return tok[:strings.IndexByte(tok, '"')]
+	}
+	post := func(action string) string {
+		resp, err := hc.PostForm(srv.URL+"/queues/jobs/pause", url.Values{"csrf": {csrf()}, "action": {action}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s\n%s", action, resp.Status, b)
+		}
+		return string(b)
+	}
+	page := post("pause")
+	if !strings.Contains(page, `id="paused"`) || !strings.Contains(page, "by oncall since 2026-12-06 05:00:00Z") ||
+		!strings.Contains(page, `id="resume"`) || !strings.Contains(page, "deliveries paused on 1 of 1 partitions") {
+		t.Fatalf("page after pause:\n%s", page)
+	}
+	page = post("resume")
+	if strings.Contains(page, `id="paused"`) || !strings.Contains(page, `id="pause"`) || !strings.Contains(page, "deliveries resumed") {
+		t.Fatalf("page after resume:\n%s", page)
+	}
+	if page := post("explode"); !strings.Contains(page, "unknown action") {
+		t.Fatalf("unknown action:\n%s", page)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stats.Partitions[0].Paused {
+		t.Fatal("queue left paused")
 	}
 }

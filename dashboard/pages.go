@@ -209,6 +209,36 @@ func (d *Dashboard) queuePage(ctx context.Context, r *http.Request, v *view) (st
 	return "queue.html", nil
 }
 
+// applyPause pauses (action=pause) or resumes (action=resume) a queue's
+// deliveries, in the viewer's name, and goes back to the queue's page.
+func (d *Dashboard) applyPause(ctx context.Context, r *http.Request, v *view) (string, error) {
+	name := r.PathValue("name")
+	v.Title, v.Nav = "Queue "+name, "queues"
+	qs, err := d.cl.Queues(ctx)
+	if err != nil {
+		return "error.html", err
+	}
+	var p client.QueuePause
+	action := r.PostFormValue("action")
+	switch action {
+	case "pause":
+		p, err = qs.Pause(ctx, name)
+	case "resume":
+		p, err = qs.Resume(ctx, name)
+	default:
+		return "error.html", fmt.Errorf("unknown action %q", action)
+	}
+	if err != nil {
+		return "error.html", fmt.Errorf("%s queue %s: %w", action, name, err)
+	}
+	d.logger.Info("dashboard: queue deliveries changed", "queue", name, "action", action, "paused", p.Paused, "partitions", p.Partitions)
+	flash := fmt.Sprintf("deliveries paused on %d of %d partitions", p.Paused, p.Partitions)
+	if p.Paused == 0 {
+		flash = "deliveries resumed"
+	}
+	return "", redirectTo("/queues/" + url.PathEscape(name) + "?" + url.Values{"flash": {flash}}.Encode())
+}
+
 func findQueue(ctx context.Context, qs Queues, name string) (client.QueueInfo, error) {
 	list, err := qs.ListQueues(ctx, name)
 	if err != nil {

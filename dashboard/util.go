@@ -97,6 +97,7 @@ func rate(v float64) string {
 
 var funcs = template.FuncMap{
 	"reason": reasonName, "age": age, "nanos": nanos, "rate": rate, "compact": func(v int64) string { return compact(float64(v)) },
+	"unixTime": func(ns int64) time.Time { return time.Unix(0, ns) },
 	"stamp": func(t time.Time) string {
 		if t.IsZero() {
 			return "-"

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"net"
@@ -161,6 +162,24 @@ func (c *connAuth) token() (*auth.Token, error) {
 		return nil, wire.Errorf(wire.CodeUnauthorized, "token revoked")
 	}
 	return c.tok, nil
+}
+
+// callerKey keys the name of a request's token in its context.
+type callerKey struct{}
+
+// withCaller notes in ctx the name of the token a request came with (nil:
+// auth is off, nothing is noted), for the commands that record who asked.
+func withCaller(ctx context.Context, tok *auth.Token) context.Context {
+	if tok == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callerKey{}, tok.Name)
+}
+
+// callerName returns the name withCaller noted, or "".
+func callerName(ctx context.Context) string {
+	name, _ := ctx.Value(callerKey{}).(string)
+	return name
 }
 
 // authorize checks a decoded request against the connection's token (see

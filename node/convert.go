@@ -184,6 +184,7 @@ func statsOf(index int, st fsm.Stats, s partition.Status) wire.PartitionStats {
 			Rejected: c.Rejected, Expired: c.Expired, DeadLettered: c.DeadLettered, Redriven: c.Redriven,
 			DeadDeleted: c.DeadDeleted, Purged: c.Purged, RetentionExpired: c.RetentionExpired,
 			DeadEvicted: c.DeadEvicted, DeadExpired: c.DeadExpired, DedupEvicted: c.DedupEvicted},
+		Paused: st.Pause.Paused, PausedBy: st.Pause.By, PausedAt: st.Pause.At,
 	}
 }
 

@@ -73,7 +73,7 @@ func (n *Node) dispatchDecoded(ctx context.Context, req wire.Request, tok *auth.
 	if err := authorizeAction(tok, queue, op); err != nil {
 		return nil, err
 	}
-	return rt.serve(n, ctx, in)
+	return rt.serve(n, withCaller(ctx, tok), in)
 }
 
 // leaderOf returns the local leader replica of a queue partition, or a

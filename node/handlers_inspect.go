@@ -67,6 +67,20 @@ func (n *Node) handleStats(ctx context.Context, r *wire.QueueStatsRequest) (*wir
 	return out, nil
 }
 
+// handlePause pauses or resumes a partition's deliveries on its leader,
+// in the name of the request's token.
+func (n *Node) handlePause(ctx context.Context, r *wire.PauseRequest) (*wire.PauseResponse, error) {
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	st, err := p.SetPaused(ctx, r.Paused, callerName(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return &wire.PauseResponse{Paused: st.Paused, PausedBy: st.By, PausedAt: st.At}, nil
+}
+
 // handlePurge deletes the ready and delayed messages of a partition on
 // its leader.
 func (n *Node) handlePurge(ctx context.Context, r *wire.PurgeRequest) (*wire.PurgeResponse, error) {

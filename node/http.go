@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/internal/clock"
 	"github.com/ferrymq/ferry/internal/diskfault"
 	"github.com/ferrymq/ferry/internal/jsonview"
@@ -84,6 +87,8 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/replicas/summary", n.handleReplicaSummaryJSON)
 	mux.HandleFunc("GET /v1/nodes", n.handleNodesJSON)
 	mux.HandleFunc("GET /v1/nodes/{id}/safe-to-stop", n.handleSafeToStopJSON)
+	mux.HandleFunc("POST /v1/queues/{name}/pause", n.handlePauseJSON(true))
+	mux.HandleFunc("POST /v1/queues/{name}/resume", n.handlePauseJSON(false))
 	mux.Handle("GET /metrics", n.metrics.handler())
 	n.dash.Register(mux)
 	if clock.Adjustable {
@@ -185,6 +190,52 @@ func (n *Node) handleClusterJSON(w http.ResponseWriter, _ *http.Request) {
 	out := jsonview.ClusterOf(md.Nodes, md.Queues)
 	out.Node, out.MetaLeader, out.MetaIndex = n.cfg.ID, n.meta.leaderID(), md.MetaIndex
 	writeJSON(w, out)
+}
+
+// handlePauseJSON serves POST /v1/queues/{name}/pause (pause) and
+// /resume: the queue's deliveries stop or start again, in the name of the
+// request's token, and the answer is the pause state as `ferry queue
+// pause --json` prints it. A browser's cross-origin post is refused.
+func (n *Node) handlePauseJSON(pause bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" {
+			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
+				http.Error(w, "cross-origin request refused\n", http.StatusForbidden)
+				return
+			}
+		}
+		name := r.PathValue("name")
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		qs, err := n.dashSrc.Queues(ctx)
+		if err != nil {
+			http.Error(w, err.Error()+"\n", http.StatusServiceUnavailable)
+			return
+		}
+		set := qs.Resume
+		if pause {
+			set = qs.Pause
+		}
+		p, err := set(ctx, name)
+		if err != nil {
+			http.Error(w, err.Error()+"\n", httpStatusOf(err))
+			return
+		}
+		writeJSON(w, jsonview.PauseOf(name, p.Partitions, p.Paused, p.By, p.At))
+	}
+}
+
+// httpStatusOf maps a client error to an HTTP status.
+func httpStatusOf(err error) int {
+	switch {
+	case errors.Is(err, client.ErrQueueNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, client.ErrUnauthorized):
+		return http.StatusForbidden
+	case errors.Is(err, client.ErrInvalidArgument):
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
 }
 
 // handleQueuesJSON serves every queue in the form of `ferry queue ls

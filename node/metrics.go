@@ -151,6 +151,8 @@ var (
 	ageDesc     = prometheus.NewDesc("ferry_partition_oldest_eligible_age_seconds", "Age of the oldest message waiting to be received.", partLabels, nil)
 	deadAgeDesc = prometheus.NewDesc("ferry_partition_oldest_dead_age_seconds",
 		"Time since the oldest dead letter of the partition was dead-lettered (0 when there is none).", partLabels, nil)
+	pausedDesc = prometheus.NewDesc("ferry_partition_paused",
+		"1 while the partition's deliveries are paused (receives lease nothing), else 0.", partLabels, nil)
 	consumersDesc = prometheus.NewDesc("ferry_partition_consumers",
 		"Distinct consumer ids that received from the partition in the last minute (counted by its leader).", partLabels, nil)
 	gaugeHelp = map[string]string{
@@ -219,6 +221,7 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- ageDesc
 	ch <- deadAgeDesc
 	ch <- consumersDesc
+	ch <- pausedDesc
 }
 
 // Collect implements prometheus.Collector: the gauges, ages, consumer
@@ -238,6 +241,11 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(deadAgeDesc, prometheus.GaugeValue, deadAge(st.OldestDeadAt, now), labels...)
 		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue,
 			float64(c.src.consumerCount(lp.queue, lp.index, now)), labels...)
+		paused := 0.0
+		if st.Pause.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, paused, labels...)
 		k := st.Counters
 		for event, v := range map[string]uint64{
 			"sent": k.Sent, "duplicate": k.Duplicates, "leased": k.Leased, "acked": k.Acked, "nacked": k.Nacked,

@@ -64,6 +64,7 @@ var routes = map[wire.Op]route{
 	wire.OpDeadDelete: routeOf(onQueue(wire.OpDeadDelete, func(r *wire.DeadDeleteRequest) string { return r.Queue }),
 		(*Node).serveDeadDelete),
 	wire.OpPurge:      routeOf(onQueue(wire.OpPurge, func(r *wire.PurgeRequest) string { return r.Queue }), (*Node).handlePurge),
+	wire.OpPause:      routeOf(onQueue(wire.OpPause, func(r *wire.PauseRequest) string { return r.Queue }), (*Node).handlePause),
 	wire.OpQueueStats: routeOf(onQueue(wire.OpQueueStats, func(r *wire.QueueStatsRequest) string { return r.Queue }), (*Node).handleStats),
 	wire.OpMetadata:   routeOf(metadataAction, (*Node).handleMetadata),
 	wire.OpListQueues: routeOf(onCluster[wire.ListQueuesRequest](wire.OpListQueues), (*Node).handleListQueues),

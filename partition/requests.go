@@ -67,6 +67,24 @@ func (p *Partition) Purge(ctx context.Context) (int, error) {
 	return p.proposeCount(ctx, fsm.Command{Type: fsm.CmdPurge})
 }
 
+// SetPaused pauses (paused) or resumes the partition's deliveries, by
+// naming who asked (see fsm.PauseCmd), and returns the pause state once
+// the command applied.
+func (p *Partition) SetPaused(ctx context.Context, paused bool, by string) (fsm.PauseState, error) {
+	c := fsm.PauseCmd{Paused: paused, By: by}
+	if err := fsm.ValidatePause(&c); err != nil {
+		return fsm.PauseState{}, err
+	}
+	res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdPause, Pause: &c})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return fsm.PauseState{}, err
+	}
+	return p.Stats().Pause, nil
+}
+
 // changeDead proposes c, a redrive or deletion of the dead letters f
 // selects, once f passes the FSM's check.
 func (p *Partition) changeDead(ctx context.Context, f fsm.DeadFilter, c fsm.Command) (int, error) {

@@ -72,7 +72,7 @@ func TestWire_OpNumbersAndNames(t *testing.T) {
 		{OpDeadRedrive, 15, "dead-redrive"}, {OpDeadDelete, 16, "dead-delete"},
 		{OpPurge, 17, "purge"}, {OpPeek, 18, "peek"}, {OpRemoveNode, 19, "remove-node"},
 		{OpListNodes, 20, "list-nodes"}, {OpDrainNode, 21, "drain-node"}, {OpRebalance, 22, "rebalance"}, {OpSafeToStop, 23, "safe-to-stop"},
-		{OpQueueSettings, 24, "queue-settings"},
+		{OpQueueSettings, 24, "queue-settings"}, {OpPause, 25, "pause"},
 	}
 	if len(pinned) != int(opEnd-1) {
 		t.Fatalf("%d ops pinned, %d defined", len(pinned), opEnd-1)

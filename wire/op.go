@@ -64,6 +64,9 @@ const (
 	// OpQueueSettings describes the queue settings: names, defaults,
 	// ranges (any node).
 	OpQueueSettings Op = 24
+	// OpPause pauses or resumes the deliveries of one partition (its
+	// leader).
+	OpPause Op = 25
 )
 
 // opEnd is one past the last known op: the length of the op table.
@@ -103,6 +106,7 @@ var opKinds = [...]opKind{
 	OpRebalance:     {"rebalance", func() any { return new(RebalanceRequest) }, func() any { return new(RebalanceResponse) }},
 	OpSafeToStop:    {"safe-to-stop", func() any { return new(SafeToStopRequest) }, func() any { return new(SafeToStopResponse) }},
 	OpQueueSettings: {"queue-settings", func() any { return new(QueueSettingsRequest) }, func() any { return new(QueueSettingsResponse) }},
+	OpPause:         {"pause", func() any { return new(PauseRequest) }, func() any { return new(PauseResponse) }},
 }
 
 // String returns the op's name, or "op(N)" for a number this version does

@@ -122,6 +122,8 @@ func samples() []sample {
 		{OpQueueSettings, &QueueSettingsRequest{}, &QueueSettingsResponse{Settings: []SettingInfo{
 			{Name: "max_depth", Kind: "count", Min: 0, Zero: "no limit", Help: "h"},
 			{Name: "partitions", Kind: "count", Default: 1, Min: 1, Max: 64, Help: "p", Fixed: true}}}},
+		{OpPause, &PauseRequest{Queue: "orders", Partition: 1, Paused: true},
+			&PauseResponse{Paused: true, PausedBy: "oncall", PausedAt: 1_700_000_000_000_000_000}},
 	}
 }
 

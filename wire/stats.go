@@ -48,6 +48,17 @@ func (r QueueStatsResponse) Total() PartitionStats {
 	return t
 }
 
+// PausedCount returns how many of the partitions are paused.
+func (r QueueStatsResponse) PausedCount() int {
+	n := 0
+	for _, p := range r.Partitions {
+		if p.Paused {
+			n++
+		}
+	}
+	return n
+}
+
 // Counters are a partition's monotonic event counts since creation.
 type Counters struct {
 	// Sent counts accepted messages (duplicates excluded).
@@ -140,6 +151,12 @@ type PartitionStats struct {
 	LastSeq uint64 `msgpack:"last_seq,omitempty"`
 	// Counters are the monotonic event counts.
 	Counters Counters `msgpack:"counters"`
+	// Paused is set while the partition's deliveries are paused: receives
+	// lease nothing. PausedBy names who paused it (a token's name; empty
+	// without tokens), PausedAt when (Unix nanoseconds, partition clock).
+	Paused   bool   `msgpack:"paused,omitempty"`
+	PausedBy string `msgpack:"paused_by,omitempty"`
+	PausedAt int64  `msgpack:"paused_at,omitempty"`
 }
 
 // Err returns the partition's failure, or nil.
@@ -160,6 +177,14 @@ func (s *PartitionStats) Add(o PartitionStats) {
 	s.Groups += o.Groups
 	s.LastSeq = max(s.LastSeq, o.LastSeq)
 	s.Counters.Add(o.Counters)
+	if o.Paused {
+		// A total is paused when any partition is (PausedCount says how
+		// many), by whoever paused first.
+		if !s.Paused || o.PausedAt < s.PausedAt {
+			s.PausedBy, s.PausedAt = o.PausedBy, o.PausedAt
+		}
+		s.Paused = true
+	}
 }
 
 // PurgeRequest deletes every message of one partition that is not leased;
@@ -172,4 +197,22 @@ type PurgeRequest struct {
 // PurgeResponse says how many messages were deleted.
 type PurgeResponse struct {
 	Count int `msgpack:"count"`
+}
+
+// PauseRequest pauses (Paused) or resumes the deliveries of one partition;
+// served by the partition's leader. While paused the partition accepts
+// sends and settles leases already out, but a receive leases nothing: it
+// long-polls, or comes back empty, as on an empty queue. Pausing a paused
+// partition keeps who paused it first and when.
+type PauseRequest struct {
+	Queue     string `msgpack:"queue"`
+	Partition int    `msgpack:"partition"`
+	Paused    bool   `msgpack:"paused"`
+}
+
+// PauseResponse is the partition's pause state once the request applied.
+type PauseResponse struct {
+	Paused   bool   `msgpack:"paused"`
+	PausedBy string `msgpack:"paused_by,omitempty"`
+	PausedAt int64  `msgpack:"paused_at,omitempty"`
 }

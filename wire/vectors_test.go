@@ -220,6 +220,10 @@ func sendReceiveVectors() []vector {
 				Body: []byte(`{"order":3}`), EnqueuedAt: t0, Blocked: true}}, Next: 18}),
 		mustRequest("request-purge", "Delete every unleased message of partition 0.", 14, wire.OpPurge, &wire.PurgeRequest{Queue: "orders"}),
 		mustResponse("response-purge", "120 messages deleted.", 14, wire.OpPurge, &wire.PurgeResponse{Count: 120}),
+		mustRequest("request-pause", "Pause the deliveries of partition 0.", 15, wire.OpPause,
+			&wire.PauseRequest{Queue: "orders", Paused: true}),
+		mustResponse("response-pause", "Paused by the token named oncall, at its partition clock.", 15, wire.OpPause,
+			&wire.PauseResponse{Paused: true, PausedBy: "oncall", PausedAt: 1_700_000_000_000_000_000}),
 	}
 }
 

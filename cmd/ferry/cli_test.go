@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,6 +185,46 @@ func TestCLI_AgainstARunningCluster(t *testing.T) {
 		}
 		if r := ferry(t, s, "queue", "rm", "keep", "--yes"); r.code != 0 {
 			t.Fatalf("queue rm --yes: exit %d, %s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("PauseAndResume", func(t *testing.T) {
+		cl.createQueue(t, "held")
+		if r := ferry(t, s, "send", "held", "one"); r.code != 0 {
+			t.Fatalf("send: exit %d", r.code)
+		}
+		r := ferry(t, s, "queue", "pause", "held")
+		if r.code != 0 || !strings.Contains(r.stdout, "queue held paused on 1 of 1 partitions since ") {
+			t.Fatalf("pause: exit %d, %q", r.code, r.stdout)
+		}
+		if r := ferry(t, s, "recv", "held", "--wait", "300ms"); r.code != 0 || strings.Contains(r.stdout, "one") {
+			t.Fatalf("recv from a paused queue: exit %d, %q", r.code, r.stdout)
+		}
+		if r := ferry(t, s, "queue", "stats", "held"); r.code != 0 || !strings.Contains(r.stdout, "deliveries PAUSED on 1 of 1 partitions") {
+			t.Fatalf("stats: exit %d, %q", r.code, r.stdout)
+		}
+		// Over the HTTP admin port too: pausing again keeps the first pause.
+		resp, err := http.Post("http://"+cl.HTTPAddrs()[1]+"/v1/queues/held/pause", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hp map[string]any
+		err = json.NewDecoder(resp.Body).Decode(&hp)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || hp["paused"] != 1.0 || hp["partitions"] != 1.0 || hp["paused_at"] == "" {
+			t.Fatalf("POST pause: %s %v %v", resp.Status, hp, err)
+		}
+		if resp, err := http.Post("http://"+cl.HTTPAddrs()[0]+"/v1/queues/nosuch/pause", "application/json", nil); err != nil ||
+			resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("POST pause of a missing queue: %v %v", resp, err)
+		}
+		r = ferry(t, s, "queue", "resume", "held", "--json")
+		var out map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out["paused"] != 0.0 || out["queue"] != "held" {
+			t.Fatalf("resume --json: exit %d, %q", r.code, r.stdout)
+		}
+		if r := ferry(t, s, "recv", "held", "--wait", "5s", "--ack"); r.code != 0 || !strings.Contains(r.stdout, "one") {
+			t.Fatalf("recv after resume: exit %d, %q", r.code, r.stdout)
 		}
 	})
 

@@ -13,7 +13,7 @@ import (
 func queueCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "queue", Short: "Create, change, list, inspect and delete queues"}
 	cmd.AddCommand(queueCreateCmd(g, false), queueCreateCmd(g, true), queueListCmd(g), queueStatsCmd(g), queueRemoveCmd(g),
-		queueSettingsCmd(g))
+		queueSettingsCmd(g), queuePauseCmd(g, true), queuePauseCmd(g, false))
 	return cmd
 }
 
@@ -133,9 +133,64 @@ func queueStatsCmd(g *globals) *cobra.Command {
 			}
 			rows = append(rows, row(total, st.Total()))
 			table([]string{"PARTITION", "READY", "DELAYED", "IN-FLIGHT", "DEAD", "SENT", "ACKED", "DEAD-LETTERED", "OLDEST"}, rows)
+			if t := st.Total(); t.Paused {
+				fmt.Printf("\ndeliveries PAUSED on %d of %d partitions%s (ferry queue resume %s)\n",
+					st.PausedCount(), len(st.Partitions), pausedBy(t.PausedBy, time.Unix(0, t.PausedAt)), args[0])
+			}
 			return st.Err()
 		},
 	}
+}
+
+// queuePauseCmd is "queue pause" (pause) or "queue resume".
+func queuePauseCmd(g *globals, pause bool) *cobra.Command {
+	use, short := "resume NAME", "Let a paused queue deliver again"
+	if pause {
+		use, short = "pause NAME", "Stop deliveries of a queue: sends are still accepted, leases out run their course"
+	}
+	return &cobra.Command{
+		Use: use, Short: short, Args: cobra.ExactArgs(1),
+		Long: short + `.
+
+While a queue is paused, receives lease nothing (long polls wait, as on an
+empty queue); acks, extends, nacks and rejects of the leases already out
+work as ever. The pause is replicated: it holds across restarts and leader
+changes until "ferry queue resume". "ferry queue stats" shows it, with who
+paused the queue and when.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ctx, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			set := c.Resume
+			if pause {
+				set = c.Pause
+			}
+			p, err := set(ctx, args[0])
+			if err != nil {
+				return explain(ctx, c, args[0], err)
+			}
+			if g.json {
+				return printJSON(jsonview.PauseOf(args[0], p.Partitions, p.Paused, p.By, p.At))
+			}
+			if p.Paused > 0 {
+				fmt.Printf("queue %s paused on %d of %d partitions%s\n", args[0], p.Paused, p.Partitions, pausedBy(p.By, p.At))
+			} else {
+				fmt.Printf("queue %s delivers on all %d partitions\n", args[0], p.Partitions)
+			}
+			return nil
+		},
+	}
+}
+
+// pausedBy renders who paused a queue and when, for a sentence.
+func pausedBy(by string, at time.Time) string {
+	s := " since " + at.UTC().Format(time.RFC3339)
+	if by != "" {
+		s = " by " + by + s
+	}
+	return s
 }
 
 func queueRemoveCmd(g *globals) *cobra.Command {

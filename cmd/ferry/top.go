@@ -251,6 +251,12 @@ func (m topModel) View() string {
 			name += fmt.Sprintf(" (%d partitions unread)", q.Failed)
 		}
 		t := q.Total
+		if t.Paused {
+			name += " PAUSED"
+			if t.PausedBy != "" {
+				name += " by " + t.PausedBy
+			}
+		}
 		rows = append(rows, []string{name, fmt.Sprint(t.Ready), fmt.Sprint(t.InFlight), fmt.Sprint(t.Delayed), fmt.Sprint(t.Dead),
 			topAge(t.OldestEligibleAge), rate(r.send), rate(r.ack), rate(r.nack), rate(r.dead), strings.Join(leaders, " ")})
 	}

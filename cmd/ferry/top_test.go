@@ -82,6 +82,12 @@ func TestTop_SortsRatesLeadersAndKeys(t *testing.T) {
 			t.Errorf("view lacks %q:\n%s", want, v)
 		}
 	}
+	paused := topQ("big", 50, 10, 3, time.Second, 100, 0, "n1", "n2")
+	paused.Total.Paused, paused.Total.PausedBy = true, "oncall"
+	pm, _ := update(t, m, topSnapshot{At: t0.Add(2 * time.Second), Nodes: 3, Queues: []topQueue{paused}})
+	if v := pm.View(); !strings.Contains(v, "big PAUSED by oncall ") {
+		t.Errorf("a paused queue's row does not say so:\n%s", v)
+	}
 	m, _ = update(t, m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("s")})
 	if got := rowOrder(m.View(), "small", "big"); strings.Join(got, ",") != "small,big" || !strings.Contains(m.View(), "sorted by oldest age") {
 		t.Fatalf("by age: %v\n%s", got, m.View())

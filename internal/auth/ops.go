@@ -61,6 +61,7 @@ var opNeeds = map[wire.Op]Need{
 	wire.OpDeadRedrive:   NeedAdmin,
 	wire.OpDeadDelete:    NeedAdmin,
 	wire.OpPurge:         NeedAdmin,
+	wire.OpPause:         NeedAdmin,
 	wire.OpRemoveNode:    NeedCluster,
 	wire.OpListNodes:     NeedCluster,
 	wire.OpDrainNode:     NeedCluster,

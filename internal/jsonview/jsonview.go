@@ -254,11 +254,16 @@ type Figures struct {
 	Groups            int64    `json:"groups"`
 	LastSeq           uint64   `json:"last_seq"`
 	Counters          Counters `json:"counters"`
+	// Paused is set while deliveries are paused (in a total: any
+	// partition), by the token PausedBy names, since PausedAt.
+	Paused   bool   `json:"paused"`
+	PausedBy string `json:"paused_by,omitempty"`
+	PausedAt string `json:"paused_at,omitempty"`
 }
 
 func figuresOf(s wire.PartitionStats) Figures {
 	c := s.Counters
-	return Figures{
+	f := Figures{
 		Ready: s.Ready, Eligible: s.Eligible, Delayed: s.Delayed, InFlight: s.InFlight, Dead: s.Dead,
 		Bytes: s.Bytes, DeadBytes: s.DeadBytes, OldestEligibleAge: Duration(s.OldestEligibleAge),
 		Groups: s.Groups, LastSeq: s.LastSeq,
@@ -266,7 +271,27 @@ func figuresOf(s wire.PartitionStats) Figures {
 			Nacked: c.Nacked, Rejected: c.Rejected, Expired: c.Expired, DeadLettered: c.DeadLettered,
 			Redriven: c.Redriven, DeadDeleted: c.DeadDeleted, Purged: c.Purged, RetentionExpired: c.RetentionExpired,
 			DeadEvicted: c.DeadEvicted, DeadExpired: c.DeadExpired, DedupEvicted: c.DedupEvicted},
+		Paused: s.Paused, PausedBy: s.PausedBy,
 	}
+	if s.Paused {
+		f.PausedAt = Time(time.Unix(0, s.PausedAt))
+	}
+	return f
+}
+
+// Pause is a queue's pause state after a pause or resume: how many of its
+// partitions are paused, by whom and since when.
+type Pause struct {
+	Queue      string `json:"queue"`
+	Partitions int    `json:"partitions"`
+	Paused     int    `json:"paused"`
+	PausedBy   string `json:"paused_by,omitempty"`
+	PausedAt   string `json:"paused_at,omitempty"`
+}
+
+// PauseOf renders a pause or resume's outcome.
+func PauseOf(queue string, partitions, paused int, by string, at time.Time) Pause {
+	return Pause{Queue: queue, Partitions: partitions, Paused: paused, PausedBy: by, PausedAt: Time(at)}
 }
 
 // PartitionStats are one partition's figures, flattened next to its
