@@ -166,12 +166,19 @@ func TestChart_RendersValidKubernetesObjects(t *testing.T) {
 // object is one rendered Kubernetes object, as decoded JSON.
 type object = map[string]any
 
-// renderObjects renders the chart with args and returns its objects. helm
-// prints what the templates wrote, as YAML; to read it without a YAML
-// library, the chart is copied with one more template that renders every
-// template of the chart through include and fromYaml and writes the
-// objects as one JSON List.
+// renderObjects renders the chart with args and returns its objects.
 func renderObjects(t *testing.T, args ...string) []object {
+	t.Helper()
+	objs, _ := renderDump(t, args...)
+	return objs
+}
+
+// renderDump renders the chart with args and returns its objects and the
+// values it was rendered with. helm prints what the templates wrote, as
+// YAML; to read it without a YAML library, the chart is copied with one
+// more template that renders every template of the chart through include
+// and fromYaml and writes the objects, and the values, as one JSON List.
+func renderDump(t *testing.T, args ...string) ([]object, map[string]any) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), chartDir)
 	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
@@ -192,7 +199,7 @@ func renderObjects(t *testing.T, args ...string) []object {
 {{- if $obj }}{{ $items = append $items (set $obj "x-template" $name) }}{{ end }}
 {{- end }}
 {{- end }}
-{{ dict "apiVersion" "v1" "kind" "List" "items" $items | toJson }}
+{{ dict "apiVersion" "v1" "kind" "List" "items" $items "values" .Values | toJson }}
 `
 	if err := os.WriteFile(filepath.Join(dir, "templates", "zz-json-dump.yaml"), []byte(dump), 0o644); err != nil {
 		t.Fatal(err)
@@ -202,7 +209,10 @@ func renderObjects(t *testing.T, args ...string) []object {
 	if start < 0 {
 		t.Fatalf("no JSON in the dump:\n%s", out)
 	}
-	var list struct{ Items []object }
+	var list struct {
+		Items  []object
+		Values map[string]any
+	}
 	if err := json.Unmarshal(out[start:], &list); err != nil {
 		t.Fatalf("decoding the dump: %v\n%s", err, tail(string(out)))
 	}
@@ -215,5 +225,44 @@ func renderObjects(t *testing.T, args ...string) []object {
 	if len(list.Items) == 0 {
 		t.Fatal("the chart rendered no object")
 	}
-	return list.Items
+	return list.Items, list.Values
+}
+
+// TestChart_ReadmeDocumentsEveryValue checks that every value of
+// values.yaml, or a value holding it, has a row in the README's table.
+func TestChart_ReadmeDocumentsEveryValue(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		if rest, ok := strings.CutPrefix(line, "| `"); ok {
+			name, _, _ := strings.Cut(rest, "`")
+			documented[name] = true
+		}
+	}
+	_, values := renderDump(t)
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		for p := prefix; ; {
+			if documented[p] {
+				return
+			}
+			i := strings.LastIndexByte(p, '.')
+			if i < 0 {
+				break
+			}
+			p = p[:i]
+		}
+		m, ok := v.(map[string]any)
+		if !ok || len(m) == 0 {
+			t.Errorf("value %s is not in the README's table", prefix)
+			return
+		}
+		for k, e := range m {
+			walk(strings.TrimPrefix(prefix+"."+k, "."), e)
+		}
+	}
+	walk("", values)
 }
