@@ -31,12 +31,13 @@ const (
 	DiskFull      FaultKind = "disk-full"             // a node's data directory (a small tmpfs) fills up
 	FsyncError    FaultKind = "fsync-error"           // a node's next raft log fsyncs fail with EIO
 	WriteError    FaultKind = "write-error"           // a node's next raft log writes fail with EIO, whole or short
+	PauseQueue    FaultKind = "pause-queue"           // an operator pauses a queue's deliveries, then resumes them
 )
 
 // AllFaults lists every kind, in a fixed order.
 var AllFaults = []FaultKind{KillRandom, KillLeader, KillMeta, PauseLeader, PauseFollower, Isolate, Split, Bridge, CrashAll, WipeNode,
 	ClockAhead, ClockBehind, ClockJump, SlowLink, SlowOneWay, DiskFull, FsyncError, WriteError, DrainNode, RollingRestart,
-	KillMetaMidMove, KillLeaderMidMove, ReplaceNode, AddNodes}
+	KillMetaMidMove, KillLeaderMidMove, ReplaceNode, AddNodes, PauseQueue}
 
 func (k FaultKind) needsFirewall() bool {
 	return k == Isolate || k == Split || k == Bridge || k == SlowLink || k == SlowOneWay
@@ -136,6 +137,11 @@ type FaultRecord struct {
 	// first few) partitions it saw below a majority of their target set.
 	MajoritySamples int      `json:"majority_samples,omitempty"`
 	MajorityDips    []string `json:"majority_dips,omitempty"`
+	// PauseLeases lists the partitions of a paused queue whose lease
+	// count moved while paused (pause-queue).
+	PauseLeases []string `json:"pause_leases,omitempty"`
+	// pausedAt is each partition's lease count once the pause held.
+	pausedAt map[int]uint64
 }
 
 // Line formats the record for the summary, with times relative to t0.
@@ -252,6 +258,8 @@ func (in *Injector) inject(ctx context.Context, spec FaultSpec, rec *FaultRecord
 		return in.replaceNode(ctx, rng, rec)
 	case AddNodes:
 		return in.addNodes(ctx, rec)
+	case PauseQueue:
+		return in.pauseFault(ctx, rng, rec)
 	case WipeNode:
 		n := pickNode(rng, c.Up())
 		if n == nil {

@@ -132,6 +132,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, d := range f.MajorityDips {
 			rep.addViolation(Violation{Kind: VUnderMajority, Detail: fmt.Sprintf("during %s %v: %s", f.Kind, f.Targets, d)})
 		}
+		for _, d := range f.PauseLeases {
+			rep.addViolation(Violation{Kind: VLeasedWhilePaused, Detail: fmt.Sprintf("during %s %v: %s", f.Kind, f.Targets, d)})
+		}
 	}
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
