@@ -129,6 +129,15 @@ func DedupMaxIDs(n int64) QueueSetting {
 	return QueueSetting{wire.FieldDedupMaxIDs, wire.QueueConfig{DedupMaxIDs: n}}
 }
 
+// MaxInFlight bounds the queue's messages leased at once, all consumers
+// and partitions together (as a consumer's max ack pending elsewhere),
+// 0..10,000,000; default 0, no bound; when set, at least the partition
+// count: each partition holds a share. A receive at the bound waits (long
+// poll) or comes back empty; it never fails for it.
+func MaxInFlight(n int64) QueueSetting {
+	return QueueSetting{wire.FieldMaxInFlight, wire.QueueConfig{MaxInFlight: n}}
+}
+
 // SettingsOf names every setting of cfg that may change after creation
 // (all but Partitions and Replicas), so that a config read back with
 // ListQueues can be edited and passed to UpdateQueue as it is.

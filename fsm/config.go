@@ -48,6 +48,8 @@ const (
 	// DedupMaxIDsLimit is the largest DedupMaxIDs a queue may configure
 	// (about 750 MB of dedup table per partition).
 	DedupMaxIDsLimit = 10_000_000
+	// MaxInFlightLimit is the largest MaxInFlight a queue may configure.
+	MaxInFlightLimit = 10_000_000
 )
 
 // Defaults of the bounds on dead letters and on the dedup table. A config
@@ -112,6 +114,14 @@ type QueueConfig struct {
 	// counted in Counters.DedupEvicted: a retry of that id is then no
 	// longer recognised as a duplicate.
 	DedupMaxIDs int64 `msgpack:"dedup_max_ids"`
+	// MaxInFlight bounds the messages leased at once; 0 means no bound. A
+	// receive leases at most the room left and nothing at the bound (it
+	// long-polls, or comes back empty, as on an empty queue); acks, nacks,
+	// rejects and expiries make room. Lowering it below the leases out
+	// leases nothing until they fall under it. On a queue it bounds every
+	// partition together: each partition runs with its share (see
+	// PartitionShare).
+	MaxInFlight int64 `msgpack:"max_in_flight,omitempty"`
 }
 
 // settingsTable lists the settings in QueueConfig's field order. Adding a
@@ -145,6 +155,26 @@ var settingsTable = []Setting{
 		Help: "delete dead letters this long after they were dead-lettered"},
 	{Name: "dedup_max_ids", Kind: KindCount, Default: DefaultDedupMaxIDs, Max: DedupMaxIDsLimit, Zero: "no limit",
 		Help: "most message ids per partition in the dedup window; past it the oldest leave early (counted as dedup_evicted)"},
+	{Name: "max_in_flight", Kind: KindCount, Max: MaxInFlightLimit, Zero: "no limit",
+		Help: "most messages of the queue leased at once, all consumers together (each partition holds its share); receives beyond it wait"},
+}
+
+// PartitionShare returns the config partition index of a queue of
+// partitions runs with: the queue-wide bound MaxInFlight divided among
+// the partitions, the remainder to the lowest indexes, so that the shares
+// add up to the queue's bound (which is at least the partition count: see
+// meta's QueueConfig.Validate). Every other setting holds per partition as
+// it is.
+func (c QueueConfig) PartitionShare(index, partitions int) QueueConfig {
+	if c.MaxInFlight > 0 && partitions > 1 {
+		n, p := c.MaxInFlight, int64(partitions)
+		share := n / p
+		if int64(index) < n%p {
+			share++
+		}
+		c.MaxInFlight = share
+	}
+	return c
 }
 
 // queueConfigFields is QueueConfig without its decoding method.

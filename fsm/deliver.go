@@ -32,13 +32,17 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 	if f.pause.Paused {
 		return nil, nil // as an empty queue: the receive waits or comes back empty
 	}
+	most := c.Max
+	if limit := f.cfg.MaxInFlight; limit > 0 {
+		most = int(min(int64(most), max(0, limit-f.gauges.inFlight)))
+	}
 	visibility := c.Visibility
 	if visibility == 0 {
 		visibility = f.cfg.VisibilityTimeout
 	}
 	var out []Delivery
 	var answerBytes int64
-	for len(out) < c.Max {
+	for len(out) < most {
 		if next := f.oldestEligible(); next != nil && c.MaxBytes > 0 && len(out) > 0 &&
 			answerBytes+next.deliveryBytes() > c.MaxBytes {
 			break // the rest stays ready for the next receive

@@ -15,6 +15,9 @@ func (f *FSM) Digest() [32]byte {
 		int64(cfg.BackoffMax), int64(cfg.DedupWindow), int64(cfg.MaxMessageBytes),
 		cfg.MaxDepth, cfg.MaxBytes, int64(cfg.Retention), cfg.MaxDead, cfg.MaxDeadBytes,
 		int64(cfg.DeadRetention), cfg.DedupMaxIDs)
+	if cfg.MaxInFlight > 0 {
+		d.Ints(cfg.MaxInFlight) // only when set: older states digest as before
+	}
 	d.Ints(f.clock, int64(f.lastSeq))
 	if p := f.pause; p.Paused {
 		// Only when paused, so that digests of states without a pause

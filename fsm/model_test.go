@@ -242,8 +242,18 @@ func (md *model) receive(c ReceiveCmd) []Delivery {
 	if vis == 0 {
 		vis = md.cfg.VisibilityTimeout
 	}
+	most := c.Max
+	if limit := md.cfg.MaxInFlight; limit > 0 {
+		var leased int64
+		for _, m := range md.msgs {
+			if m.state == stateInFlight {
+				leased++
+			}
+		}
+		most = int(min(int64(most), max(0, limit-leased)))
+	}
 	var out []Delivery
-	for len(out) < c.Max {
+	for len(out) < most {
 		var next *modelMsg
 		for _, m := range md.msgs {
 			if md.eligible(m) {

@@ -31,6 +31,7 @@ func genConfig(t *rapid.T) QueueConfig {
 		MaxDeadBytes:      rapid.SampledFrom([]int64{0, 0, 60}).Draw(t, "maxDeadBytes"),
 		DeadRetention:     rapid.SampledFrom([]time.Duration{0, 0, 10 * time.Second}).Draw(t, "deadRetention"),
 		DedupMaxIDs:       rapid.SampledFrom([]int64{0, 0, 3}).Draw(t, "dedupMaxIDs"),
+		MaxInFlight:       rapid.SampledFrom([]int64{0, 0, 1, 2}).Draw(t, "maxInFlight"),
 	}
 }
 
@@ -352,6 +353,9 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 			want := applyModel(md, c)
 			if paused && (len(got.Delivered) > 0 || f.Stats().Counters.Leased != leasedBefore) {
 				rt.Fatalf("%s leased %d messages while paused", c.Type, len(got.Delivered))
+			}
+			if limit := f.Config().MaxInFlight; limit > 0 && len(got.Delivered) > 0 && f.Stats().InFlight > limit {
+				rt.Fatalf("%s leased %d messages past max_in_flight %d: %d in flight", c.Type, len(got.Delivered), limit, f.Stats().InFlight)
 			}
 			compareResults(rt, got, want)
 			if settleOnly && len(got.Settled) == 1 && got.Settled[0] != nil && f.Digest() != before {

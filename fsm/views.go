@@ -32,8 +32,12 @@ func (f *FSM) Stats() Stats {
 func (f *FSM) Counters() Counters { return f.counters }
 
 // HasEligible says whether a receive applied now would lease something
-// (never while paused). Long-poll waiters use it after each apply.
-func (f *FSM) HasEligible() bool { return f.gauges.eligible > 0 && !f.pause.Paused }
+// (never while paused, nor at MaxInFlight). Long-poll waiters use it after
+// each apply.
+func (f *FSM) HasEligible() bool {
+	atBound := f.cfg.MaxInFlight > 0 && f.gauges.inFlight >= f.cfg.MaxInFlight
+	return f.gauges.eligible > 0 && !f.pause.Paused && !atBound
+}
 
 // CompactBodies asks the body store, if it can, to move live payloads out
 // of mostly dead segments or log entries. It is not a command: locations

@@ -1,6 +1,12 @@
 package meta
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ferrymq/ferry/fsm"
+)
 
 func limitedCreate(name string, partitions, maxQueues, maxPartitions int) Command {
 	c := createCmd(name, shape(partitions, 1))
@@ -54,5 +60,33 @@ func TestMeta_CreateRefusesPastPartitionLimit(t *testing.T) {
 	back, err := DecodeCommand(data)
 	if err != nil || back.CreateQueue.MaxQueues != 7 || back.CreateQueue.MaxPartitions != 9 {
 		t.Fatalf("round trip: %+v %v", back.CreateQueue, err)
+	}
+}
+
+// A queue-wide max_in_flight must leave each partition a share of at
+// least one, and each partition's assignment carries its share.
+func TestMeta_MaxInFlightAtLeastThePartitionCount(t *testing.T) {
+	c := QueueConfig{Partitions: 4, Replicas: 3, Queue: fsm.DefaultQueueConfig()}
+	c.Queue.MaxInFlight = 3
+	if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxInFlight") {
+		t.Fatalf("3 in flight over 4 partitions: %v", err)
+	}
+	c.Queue.MaxInFlight = 10
+	if err := c.Validate(); err != nil {
+		t.Fatalf("10 in flight over 4 partitions: %v", err)
+	}
+	q := &Queue{Name: "q", Config: c}
+	for i := range 4 {
+		q.Partitions = append(q.Partitions, Partition{Index: i, Replicas: []string{"n1"}})
+	}
+	var sum int64
+	for _, a := range q.appendAssignments(nil, "n1") {
+		sum += a.Config.MaxInFlight
+		if a.Config.MaxInFlight != c.Queue.PartitionShare(a.Index, 4).MaxInFlight {
+			t.Fatalf("partition %d runs with %d", a.Index, a.Config.MaxInFlight)
+		}
+	}
+	if sum != 10 {
+		t.Fatalf("shares add up to %d, want 10", sum)
 	}
 }

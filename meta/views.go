@@ -75,7 +75,7 @@ func (q *Queue) appendAssignments(out []Assignment, nodeID string) []Assignment 
 		}
 		out = append(out, Assignment{
 			Queue: q.Name, QueueID: q.ID, Index: p.Index, GroupID: q.GroupID(p.Index),
-			Replicas: slices.Clone(p.Replicas), Config: q.Config.Queue, Version: q.Version,
+			Replicas: slices.Clone(p.Replicas), Config: q.Config.Queue.PartitionShare(p.Index, len(q.Partitions)), Version: q.Version,
 			Join: slices.Contains(p.Joining, nodeID), Leave: leave,
 			Joining: slices.Clone(p.Joining), Leaving: slices.Clone(p.Leaving), MoveEpoch: p.MoveEpoch,
 		})

@@ -14,7 +14,7 @@ import (
 //
 // A value means itself everywhere: for the settings that may be unlimited
 // or off (MaxReceives, DedupWindow, MaxDepth, MaxBytes, Retention, MaxDead,
-// MaxDeadBytes, DeadRetention, DedupMaxIDs) 0 means
+// MaxDeadBytes, DeadRetention, DedupMaxIDs, MaxInFlight) 0 means
 // "no limit" / "off"; there is no other marker for it. "Use the default"
 // is not a value: it is a field left out of a request's Set. This package
 // applies no defaults and checks no ranges; the server does both. The
@@ -76,6 +76,11 @@ type QueueConfig struct {
 	// it the oldest ids leave the window early (Counters.DedupEvicted): a
 	// retry of such an id is no longer recognised as a duplicate.
 	DedupMaxIDs int64 `msgpack:"dedup_max_ids,omitempty"`
+	// MaxInFlight bounds the queue's messages leased at once, all
+	// consumers and partitions together, 0..10,000,000; default 0, no
+	// bound; when set, at least Partitions (each partition holds a share).
+	// A receive at the bound waits (long poll) or comes back empty.
+	MaxInFlight int64 `msgpack:"max_in_flight,omitempty"`
 }
 
 // ConfigFields is a set of QueueConfig fields. It says which fields of a
@@ -117,9 +122,11 @@ const (
 	FieldDeadRetention ConfigFields = 1 << 13
 	// FieldDedupMaxIDs names QueueConfig.DedupMaxIDs.
 	FieldDedupMaxIDs ConfigFields = 1 << 14
+	// FieldMaxInFlight names QueueConfig.MaxInFlight.
+	FieldMaxInFlight ConfigFields = 1 << 15
 
 	// AllConfigFields names every field.
-	AllConfigFields ConfigFields = 1<<15 - 1
+	AllConfigFields ConfigFields = 1<<16 - 1
 )
 
 // configFields describes QueueConfig's fields in order: field i is named

@@ -48,7 +48,7 @@ func TestQueueConfig_EncodingsUnchanged(t *testing.T) {
 // are part of the protocol.
 func TestConfigFields_BitsAndNamesPinned(t *testing.T) {
 	const want = "partitions|replicas|visibility_timeout|max_receives|backoff_base|backoff_max|dedup_window|" +
-		"max_message_bytes|max_depth|max_bytes|retention|max_dead|max_dead_bytes|dead_retention|dedup_max_ids"
+		"max_message_bytes|max_depth|max_bytes|retention|max_dead|max_dead_bytes|dead_retention|dedup_max_ids|max_in_flight"
 	if got := AllConfigFields.String(); got != want {
 		t.Fatalf("fields %s, want %s", got, want)
 	}
@@ -56,7 +56,7 @@ func TestConfigFields_BitsAndNamesPinned(t *testing.T) {
 		f    ConfigFields
 		name string
 	}{{FieldPartitions, "partitions"}, {FieldVisibilityTimeout, "visibility_timeout"}, {FieldMaxDepth, "max_depth"},
-		{FieldRetention, "retention"}, {FieldDedupMaxIDs, "dedup_max_ids"}} {
+		{FieldRetention, "retention"}, {FieldDedupMaxIDs, "dedup_max_ids"}, {FieldMaxInFlight, "max_in_flight"}} {
 		if got, ok := ConfigFieldNamed(k.name); !ok || got != k.f {
 			t.Errorf("%s: bit %v (%v), want %v", k.name, got, ok, k.f)
 		}
@@ -71,6 +71,7 @@ func TestConfigFields_BitsAndNamesPinned(t *testing.T) {
 // left out of them.
 func TestConfigFields_ApplyGetSetCoverEveryField(t *testing.T) {
 	src := fullConfig()
+	src.MaxInFlight = 64 // set after the pinned encodings were recorded
 	for _, f := range ConfigFieldList() {
 		var dst QueueConfig
 		f.Field.Apply(&dst, src)
