@@ -138,6 +138,15 @@ func MaxInFlight(n int64) QueueSetting {
 	return QueueSetting{wire.FieldMaxInFlight, wire.QueueConfig{MaxInFlight: n}}
 }
 
+// MaxDeliveryRate bounds the queue's deliveries per second, all consumers
+// and partitions together, 0..1,000,000; default 0, no bound; when set, at
+// least the partition count: each partition holds a share, and may
+// deliver a second's worth of it at once after a quiet second. A receive
+// past the bound waits (long poll) or comes back empty.
+func MaxDeliveryRate(perSecond int64) QueueSetting {
+	return QueueSetting{wire.FieldMaxDeliveryRate, wire.QueueConfig{MaxDeliveryRate: perSecond}}
+}
+
 // SettingsOf names every setting of cfg that may change after creation
 // (all but Partitions and Replicas), so that a config read back with
 // ListQueues can be edited and passed to UpdateQueue as it is.

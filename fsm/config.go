@@ -50,6 +50,9 @@ const (
 	DedupMaxIDsLimit = 10_000_000
 	// MaxInFlightLimit is the largest MaxInFlight a queue may configure.
 	MaxInFlightLimit = 10_000_000
+	// MaxDeliveryRateLimit is the largest MaxDeliveryRate (per second) a
+	// queue may configure.
+	MaxDeliveryRateLimit = 1_000_000
 )
 
 // Defaults of the bounds on dead letters and on the dedup table. A config
@@ -122,6 +125,13 @@ type QueueConfig struct {
 	// partition together: each partition runs with its share (see
 	// PartitionShare).
 	MaxInFlight int64 `msgpack:"max_in_flight,omitempty"`
+	// MaxDeliveryRate bounds the deliveries per second; 0 means no bound.
+	// A receive leases at most what the bound allows at its time, and
+	// nothing past it (it long-polls, or comes back empty); a partition
+	// idle for a second may deliver a second's worth at once. On a queue it
+	// bounds every partition together: each partition runs with its share
+	// (see PartitionShare).
+	MaxDeliveryRate int64 `msgpack:"max_delivery_rate,omitempty"`
 }
 
 // settingsTable lists the settings in QueueConfig's field order. Adding a
@@ -157,24 +167,33 @@ var settingsTable = []Setting{
 		Help: "most message ids per partition in the dedup window; past it the oldest leave early (counted as dedup_evicted)"},
 	{Name: "max_in_flight", Kind: KindCount, Max: MaxInFlightLimit, Zero: "no limit",
 		Help: "most messages of the queue leased at once, all consumers together (each partition holds its share); receives beyond it wait"},
+	{Name: "max_delivery_rate", Kind: KindCount, Max: MaxDeliveryRateLimit, Zero: "no limit",
+		Help: "most deliveries per second of the queue, all consumers together (each partition holds its share, bursting up to a second's worth); receives beyond it wait"},
 }
 
 // PartitionShare returns the config partition index of a queue of
-// partitions runs with: the queue-wide bound MaxInFlight divided among
+// partitions runs with: the queue-wide bounds MaxInFlight and
+// MaxDeliveryRate each divided among
 // the partitions, the remainder to the lowest indexes, so that the shares
 // add up to the queue's bound (which is at least the partition count: see
 // meta's QueueConfig.Validate). Every other setting holds per partition as
 // it is.
 func (c QueueConfig) PartitionShare(index, partitions int) QueueConfig {
-	if c.MaxInFlight > 0 && partitions > 1 {
-		n, p := c.MaxInFlight, int64(partitions)
-		share := n / p
-		if int64(index) < n%p {
-			share++
-		}
-		c.MaxInFlight = share
+	if partitions > 1 {
+		c.MaxInFlight = shareOf(c.MaxInFlight, index, partitions)
+		c.MaxDeliveryRate = shareOf(c.MaxDeliveryRate, index, partitions)
 	}
 	return c
+}
+
+// shareOf is partition index's share of a queue-wide bound n (0: none).
+func shareOf(n int64, index, partitions int) int64 {
+	p := int64(partitions)
+	share := n / p
+	if int64(index) < n%p {
+		share++
+	}
+	return share
 }
 
 // queueConfigFields is QueueConfig without its decoding method.

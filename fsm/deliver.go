@@ -36,6 +36,7 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 	if limit := f.cfg.MaxInFlight; limit > 0 {
 		most = int(min(int64(most), max(0, limit-f.gauges.inFlight)))
 	}
+	most = f.rateRoom(most)
 	visibility := c.Visibility
 	if visibility == 0 {
 		visibility = f.cfg.VisibilityTimeout
@@ -64,6 +65,7 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 		answerBytes += m.deliveryBytes()
 		out = append(out, f.delivery(m))
 	}
+	f.rateTake(len(out))
 	return out, nil
 }
 

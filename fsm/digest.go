@@ -15,8 +15,9 @@ func (f *FSM) Digest() [32]byte {
 		int64(cfg.BackoffMax), int64(cfg.DedupWindow), int64(cfg.MaxMessageBytes),
 		cfg.MaxDepth, cfg.MaxBytes, int64(cfg.Retention), cfg.MaxDead, cfg.MaxDeadBytes,
 		int64(cfg.DeadRetention), cfg.DedupMaxIDs)
-	if cfg.MaxInFlight > 0 {
-		d.Ints(cfg.MaxInFlight) // only when set: older states digest as before
+	if cfg.MaxInFlight > 0 || cfg.MaxDeliveryRate > 0 || f.rateTAT != 0 {
+		// Only when set: older states digest as before.
+		d.Ints(cfg.MaxInFlight, cfg.MaxDeliveryRate, f.rateTAT)
 	}
 	d.Ints(f.clock, int64(f.lastSeq))
 	if p := f.pause; p.Paused {

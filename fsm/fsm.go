@@ -22,6 +22,7 @@ type FSM struct {
 	clock   int64          // the largest command time seen, Unix nanoseconds
 	lastSeq uint64         // the last sequence number handed out
 	pause   PauseState     // receives lease nothing while paused
+	rateTAT int64          // the delivery rate bound's schedule (rate.go)
 	// maxStep bounds how far one command (other than CmdClockResync) may
 	// move clock forward, in nanoseconds; 0: unbounded. Not replicated:
 	// every replica must be given the same value.
@@ -83,7 +84,7 @@ func (f *FSM) reset() {
 		return a.seq < b.seq
 	}
 	f.clock, f.lastSeq = 0, 0
-	f.pause = PauseState{}
+	f.pause, f.rateTAT = PauseState{}, 0
 	f.table = seqTable{}
 	f.dead = btree.NewG(btreeDegree, bySeq)
 	f.deadOrder = btree.NewG(btreeDegree, func(a, b *message) bool {

@@ -19,6 +19,7 @@ type model struct {
 	dedup    []modelDedup
 	counters Counters
 	pause    PauseState
+	rateTAT  int64 // the delivery rate schedule, as rate.go keeps it
 }
 
 type modelMsg struct {
@@ -252,7 +253,18 @@ func (md *model) receive(c ReceiveCmd) []Delivery {
 		}
 		most = int(min(int64(most), max(0, limit-leased)))
 	}
+	var spacing int64
+	if r := md.cfg.MaxDeliveryRate; r > 0 {
+		spacing = max(1, int64(time.Second)/r)
+		room := (md.clock + int64(time.Second) - max(md.rateTAT, md.clock)) / spacing
+		most = int(min(int64(most), max(0, room)))
+	}
 	var out []Delivery
+	defer func() {
+		if spacing > 0 && len(out) > 0 {
+			md.rateTAT = max(md.rateTAT, md.clock) + int64(len(out))*spacing
+		}
+	}()
 	for len(out) < most {
 		var next *modelMsg
 		for _, m := range md.msgs {

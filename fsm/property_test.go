@@ -32,6 +32,7 @@ func genConfig(t *rapid.T) QueueConfig {
 		DeadRetention:     rapid.SampledFrom([]time.Duration{0, 0, 10 * time.Second}).Draw(t, "deadRetention"),
 		DedupMaxIDs:       rapid.SampledFrom([]int64{0, 0, 3}).Draw(t, "dedupMaxIDs"),
 		MaxInFlight:       rapid.SampledFrom([]int64{0, 0, 1, 2}).Draw(t, "maxInFlight"),
+		MaxDeliveryRate:   rapid.SampledFrom([]int64{0, 0, 1, 3}).Draw(t, "maxDeliveryRate"),
 	}
 }
 
@@ -335,6 +336,7 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 		md := &model{cfg: cfg}
 		now := t0
 		var handed []Receipt
+		var rated rateCheck
 		steps := rapid.IntRange(1, 150).Draw(rt, "steps")
 		for range steps {
 			now += int64(rapid.SampledFrom([]time.Duration{0, 0, 100 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second, -2 * time.Second}).Draw(rt, "dt"))
@@ -356,6 +358,9 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 			}
 			if limit := f.Config().MaxInFlight; limit > 0 && len(got.Delivered) > 0 && f.Stats().InFlight > limit {
 				rt.Fatalf("%s leased %d messages past max_in_flight %d: %d in flight", c.Type, len(got.Delivered), limit, f.Stats().InFlight)
+			}
+			if len(got.Delivered) > 0 {
+				rated.leased(rt, f.Config().MaxDeliveryRate, f.Stats().Clock, len(got.Delivered))
 			}
 			compareResults(rt, got, want)
 			if settleOnly && len(got.Settled) == 1 && got.Settled[0] != nil && f.Digest() != before {
@@ -452,4 +457,34 @@ func restoredCopy(t *rapid.T, f *FSM, cfg QueueConfig, dir string) *FSM {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// rateCheck checks the delivery rate bound from the outside: with a rate
+// of r per second in force, the deliveries within any window of one
+// second number at most 2r (a second's burst plus a second's rate). Its
+// window restarts whenever the rate changes.
+type rateCheck struct {
+	rate  int64
+	times []int64 // one entry per delivery under rate
+}
+
+func (c *rateCheck) leased(t *rapid.T, rate, at int64, n int) {
+	if rate != c.rate {
+		c.rate, c.times = rate, nil
+	}
+	if rate == 0 {
+		return
+	}
+	for range n {
+		c.times = append(c.times, at)
+	}
+	inWindow := 0
+	for _, x := range c.times {
+		if x > at-int64(time.Second) {
+			inWindow++
+		}
+	}
+	if int64(inWindow) > 2*rate {
+		t.Fatalf("%d deliveries within a second at a rate of %d/s", inWindow, rate)
+	}
 }

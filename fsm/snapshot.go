@@ -213,6 +213,9 @@ type snapHeader struct {
 	// Pause is set while deliveries are paused (absent otherwise, and in
 	// snapshots written before pausing existed).
 	Pause *PauseState `msgpack:"pause,omitempty"`
+	// RateTAT is the delivery rate bound's schedule (rate.go), absent when
+	// no delivery was ever bounded.
+	RateTAT int64 `msgpack:"rate_tat,omitempty"`
 }
 
 // snapMessage is one message record as Restore and WriteFullSnapshot see
@@ -275,6 +278,7 @@ func (f *FSM) Snapshot() *Snapshot {
 		p := f.pause
 		s.header.Pause = &p
 	}
+	s.header.RateTAT = f.rateTAT
 	f.eachMessage(s.freeze)
 	s.dedup = f.freezeDedup()
 	s.header.Messages, s.header.Dedup = len(s.messages), s.dedup.ring.n
@@ -405,6 +409,10 @@ func (f *FSM) restore(r io.Reader) error {
 		}
 		f.pause = *h.Pause
 	}
+	if h.RateTAT < 0 {
+		return fmt.Errorf("%w: rate schedule %d", ErrSnapshotFormat, h.RateTAT)
+	}
+	f.rateTAT = h.RateTAT
 	rd := snapReader{dec: dec, form: h.Form, legacy: legacy}
 	var prev uint64
 	for i := range h.Messages {

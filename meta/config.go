@@ -60,9 +60,13 @@ func (c QueueConfig) Validate() error {
 	if c.Replicas < 0 || c.Replicas > ReplicasMax {
 		return badConfig("Replicas", c.Replicas, "must be between 1 and 5 (0 for the default)")
 	}
+	// Each partition's share of a queue-wide bound must be at least 1 (0
+	// means no bound).
 	if m := c.Queue.MaxInFlight; m > 0 && m < int64(c.Partitions) {
-		// Each partition's share must be at least 1 (0 means no bound).
 		return badConfig("Queue.MaxInFlight", m, fmt.Sprintf("must be 0 (no limit) or at least the partition count (%d)", c.Partitions))
+	}
+	if m := c.Queue.MaxDeliveryRate; m > 0 && m < int64(c.Partitions) {
+		return badConfig("Queue.MaxDeliveryRate", m, fmt.Sprintf("must be 0 (no limit) or at least the partition count (%d)", c.Partitions))
 	}
 	return c.Queue.Validate()
 }

@@ -75,6 +75,11 @@ func TestMeta_MaxInFlightAtLeastThePartitionCount(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("10 in flight over 4 partitions: %v", err)
 	}
+	c.Queue.MaxDeliveryRate = 2
+	if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxDeliveryRate") {
+		t.Fatalf("2 deliveries a second over 4 partitions: %v", err)
+	}
+	c.Queue.MaxDeliveryRate = 0
 	q := &Queue{Name: "q", Config: c}
 	for i := range 4 {
 		q.Partitions = append(q.Partitions, Partition{Index: i, Replicas: []string{"n1"}})

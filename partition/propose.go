@@ -170,7 +170,17 @@ func (p *Partition) Receive(ctx context.Context, rc fsm.ReceiveCmd, wait time.Du
 		}
 		p.mu.Lock()
 		eligible, ready := p.fsm.HasEligible(), p.ready
+		rateWait := p.fsm.RateWait(p.now().UnixNano())
 		p.mu.Unlock()
+		var rated <-chan time.Time
+		if eligible && rateWait > 0 {
+			// The delivery rate bound lets nothing go yet: wait for it
+			// rather than propose a receive that would lease nothing.
+			eligible = false
+			rt := time.NewTimer(rateWait)
+			defer rt.Stop()
+			rated = rt.C
+		}
 		if eligible {
 			res, err := p.Propose(ctx, fsm.Command{Type: fsm.CmdReceive, Receive: &rc})
 			if err != nil || res.Err != nil || len(res.Delivered) > 0 {
@@ -180,6 +190,7 @@ func (p *Partition) Receive(ctx context.Context, rc fsm.ReceiveCmd, wait time.Du
 		}
 		select {
 		case <-ready:
+		case <-rated:
 		case <-recheck:
 		case <-timer.C:
 			return nil, nil

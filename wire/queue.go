@@ -14,7 +14,8 @@ import (
 //
 // A value means itself everywhere: for the settings that may be unlimited
 // or off (MaxReceives, DedupWindow, MaxDepth, MaxBytes, Retention, MaxDead,
-// MaxDeadBytes, DeadRetention, DedupMaxIDs, MaxInFlight) 0 means
+// MaxDeadBytes, DeadRetention, DedupMaxIDs, MaxInFlight, MaxDeliveryRate)
+// 0 means
 // "no limit" / "off"; there is no other marker for it. "Use the default"
 // is not a value: it is a field left out of a request's Set. This package
 // applies no defaults and checks no ranges; the server does both. The
@@ -81,6 +82,13 @@ type QueueConfig struct {
 	// bound; when set, at least Partitions (each partition holds a share).
 	// A receive at the bound waits (long poll) or comes back empty.
 	MaxInFlight int64 `msgpack:"max_in_flight,omitempty"`
+	// MaxDeliveryRate bounds the queue's deliveries per second, all
+	// consumers and partitions together, 0..1,000,000; default 0, no
+	// bound; when set, at least Partitions (each partition holds a share,
+	// and may deliver a second's worth of it at once after a quiet
+	// second). A receive past the bound waits (long poll) or comes back
+	// empty.
+	MaxDeliveryRate int64 `msgpack:"max_delivery_rate,omitempty"`
 }
 
 // ConfigFields is a set of QueueConfig fields. It says which fields of a
@@ -124,9 +132,11 @@ const (
 	FieldDedupMaxIDs ConfigFields = 1 << 14
 	// FieldMaxInFlight names QueueConfig.MaxInFlight.
 	FieldMaxInFlight ConfigFields = 1 << 15
+	// FieldMaxDeliveryRate names QueueConfig.MaxDeliveryRate.
+	FieldMaxDeliveryRate ConfigFields = 1 << 16
 
 	// AllConfigFields names every field.
-	AllConfigFields ConfigFields = 1<<16 - 1
+	AllConfigFields ConfigFields = 1<<17 - 1
 )
 
 // configFields describes QueueConfig's fields in order: field i is named

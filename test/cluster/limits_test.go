@@ -99,3 +99,56 @@ func sampleInFlight(t *testing.T, ctx context.Context, admin *client.Client, que
 	t.Logf("%d samples, at most %d in flight", samples, most)
 	return most
 }
+
+// A queue bounded to 40 deliveries a second over 2 partitions delivers a
+// second's burst and then about 40 a second to 4 greedy consumers,
+// however many messages wait.
+func TestCluster_MaxDeliveryRateHoldsAcrossConsumers(t *testing.T) {
+	fc := ferrytest.Start(t, ferrytest.Options{Nodes: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const rate, messages = 40, 400
+	q := fc.CreateQueue("rated", client.Partitions(2), client.MaxDeliveryRate(rate))
+	for i := 0; i < messages; i += 100 {
+		batch := make([]client.Message, 100)
+		for k := range batch {
+			batch[k] = client.Message{ID: fmt.Sprintf("r%05d", i+k)}
+		}
+		if _, err := q.SendBatch(ctx, batch); err != nil {
+			t.Fatalf("SendBatch: %v", err)
+		}
+	}
+	var (
+		mu    sync.Mutex
+		times []time.Time
+		wg    sync.WaitGroup
+	)
+	start := time.Now()
+	stop := start.Add(3 * time.Second)
+	for range 4 {
+		cq := fc.Dial().Queue("rated")
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				ds, err := cq.Receive(ctx, client.ReceiveOptions{Max: 100, Wait: time.Second})
+				if err != nil {
+					t.Errorf("Receive: %v", err)
+					return
+				}
+				mu.Lock()
+				for range ds {
+					times = append(times, time.Now())
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// In 3 s and a bit: a second's burst (40) plus 40 a second, with
+	// rounding over two partitions' shares.
+	elapsed := time.Since(start).Seconds()
+	most := int(rate + rate*elapsed + 4)
+	if len(times) > most || len(times) < 2*rate {
+		t.Fatalf("%d deliveries in %.1fs at %d/s: want between %d and %d", len(times), elapsed, rate, 2*rate, most)
+	}
+	t.Logf("%d deliveries in %.1fs at a bound of %d/s", len(times), elapsed, rate)
+}
