@@ -115,11 +115,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			r.sampleLoop(sampleCtx, o.SampleEvery)
 		}
 	}()
+	var bounds boundsSampler
+	boundsDone := make(chan struct{})
+	go func() {
+		defer close(boundsDone)
+		bounds.run(sampleCtx, r.admin)
+	}()
 	r.faultPhase(ctx, started)
 	r.heal(ctx)
 	final := r.finish(ctx)
 	stopSampling()
 	<-sampled
+	<-boundsDone
 	final.ClockSkews = skewWindows(r.faults)
 	hist := r.w.Rec.Snapshot()
 	rep := Check(hist, final)
@@ -136,6 +143,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.addViolation(Violation{Kind: VLeasedWhilePaused, Detail: fmt.Sprintf("during %s %v: %s", f.Kind, f.Targets, d)})
 		}
 	}
+	boundSamples, over := bounds.result()
+	for _, d := range over {
+		rep.addViolation(Violation{Kind: VOverMaxInFlight, Detail: d})
+	}
+	r.note("max_in_flight %d of %s sampled %d times, %d partitions seen over their share", boundedMaxInFlight, boundedQueue,
+		boundSamples, len(over))
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
 	}

@@ -92,7 +92,11 @@ func CreateQueues(ctx context.Context, admin *client.Client, nodes int) (map[Par
 	for _, q := range workloadQueues {
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := admin.CreateQueue(cctx, q.name, queueSettings(q.partitions)...)
+			settings := queueSettings(q.partitions)
+			if q.name == boundedQueue {
+				settings = append(settings, client.MaxInFlight(boundedMaxInFlight))
+			}
+			err := admin.CreateQueue(cctx, q.name, settings...)
 			cancel()
 			if err == nil || errors.Is(err, client.ErrQueueExists) {
 				break
