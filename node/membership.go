@@ -275,6 +275,9 @@ func (m *membership) join(addrs []string) error {
 	return err
 }
 
+// count returns how many members gossip sees alive, this node included.
+func (m *membership) count() int { return m.ml.NumMembers() }
+
 // gossipAddr is the actual bound gossip address (port 0 resolved). It is
 // read once at start: memberlist rewrites its local node record on every
 // metadata update, so reading it later races with those updates.

@@ -108,8 +108,9 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	n.openServers(clientLn)
 	n.startLoops(n.httpConns)
-	if err := n.members.join(cfg.Join); err != nil {
-		n.logger.Warn("could not join any seed yet; will keep gossiping", "seeds", cfg.Join, "err", err)
+	if err := n.members.join(cfg.Join); err != nil || !n.joinedEnough() {
+		n.logger.Warn("no other member reached through the seeds yet; will keep joining", "seeds", cfg.Join, "err", err,
+			"members", n.members.count())
 		n.loops.Add(1)
 		go n.retryJoin()
 	}
@@ -279,7 +280,8 @@ func (n *Node) startLoops(httpLn net.Listener) {
 	go n.runReconcile()
 }
 
-// retryJoin keeps trying the seeds until one answers or the node closes.
+// retryJoin keeps joining the seeds, once a second, until joinedEnough
+// or the node closes.
 func (n *Node) retryJoin() {
 	defer n.loops.Done()
 	for {
@@ -288,11 +290,25 @@ func (n *Node) retryJoin() {
 			return
 		case <-time.After(time.Second):
 		}
-		if err := n.members.join(n.cfg.Join); err == nil {
-			n.logger.Info("joined the cluster", "seeds", n.cfg.Join)
+		if err := n.members.join(n.cfg.Join); err == nil && n.joinedEnough() {
+			n.logger.Info("joined the cluster", "seeds", n.cfg.Join, "members", n.members.count())
 			return
 		}
 	}
+}
+
+// joinedEnough reports whether the node may stop joining its seeds: it
+// has none, or the cluster has formed (a meta leader is known), or it
+// sees another member and, before the cluster forms, as many as
+// BootstrapExpect. A seed that answers is not enough on its own: a seed
+// list that resolves to this node alone (a DNS name whose other records
+// are not published yet) answers too, and a node left with itself would
+// wait for bootstrap-expect members for ever.
+func (n *Node) joinedEnough() bool {
+	if len(n.cfg.Join) == 0 || n.meta.leaderID() != "" {
+		return true
+	}
+	return n.members.count() >= max(2, n.cfg.BootstrapExpect)
 }
 
 // Close shuts the node down: it stops serving clients, hands over raft
