@@ -32,6 +32,9 @@ const (
 	CmdReceiveAck
 	// CmdPause pauses or resumes deliveries (see PauseCmd).
 	CmdPause
+	// CmdDeleteMessage deletes one message by seq and id (see
+	// DeleteMessageCmd).
+	CmdDeleteMessage
 	cmdTypeEnd // one past the last valid type
 )
 
@@ -41,6 +44,7 @@ var commandNames = [...]string{
 	CmdDeleteDead: "delete-dead", CmdPurge: "purge", CmdSetConfig: "set-config",
 	CmdClockResync: "clock-resync",
 	CmdReceiveAck:  "receive-ack", CmdPause: "pause",
+	CmdDeleteMessage: "delete-message",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -68,6 +72,7 @@ type Command struct {
 	SetConfig  *QueueConfig
 	ReceiveAck *ReceiveAckCmd
 	Pause      *PauseCmd
+	Delete     *DeleteMessageCmd // CmdDeleteMessage
 }
 
 // NewMessage is one message of a send.
@@ -245,6 +250,8 @@ func (c Command) payload() (any, error) {
 		p, ok = c.ReceiveAck, c.ReceiveAck != nil
 	case CmdPause:
 		p, ok = c.Pause, c.Pause != nil
+	case CmdDeleteMessage:
+		p, ok = c.Delete, c.Delete != nil
 	case CmdTick, CmdPurge, CmdClockResync:
 		return nil, nil
 	default:
@@ -336,6 +343,9 @@ func decodeCommand(data []byte) (Command, error) {
 	case CmdPause:
 		c.Pause = new(PauseCmd)
 		target = c.Pause
+	case CmdDeleteMessage:
+		c.Delete = new(DeleteMessageCmd)
+		target = c.Delete
 	case CmdTick, CmdPurge, CmdClockResync:
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)

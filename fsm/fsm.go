@@ -165,6 +165,11 @@ func (f *FSM) apply(c Command, index uint64) Result {
 		r.Count = f.applyPurge()
 	case CmdPause:
 		r.Err = f.applyPause(c.Pause)
+	case CmdDeleteMessage:
+		r.Err = f.applyDeleteMessage(c.Delete)
+		if r.Err == nil {
+			r.Count = 1
+		}
 	case CmdSetConfig:
 		r.Err = c.SetConfig.Validate()
 		if r.Err == nil {

@@ -431,6 +431,29 @@ func (md *model) purge() int {
 	return n
 }
 
+// deleteMessage is CmdDeleteMessage on the model.
+func (md *model) deleteMessage(c DeleteMessageCmd) error {
+	if c.Seq == 0 || c.ID == "" {
+		return ErrInvalidArgument
+	}
+	m := md.find(c.Seq)
+	if m == nil || m.state == 0 || m.id != c.ID {
+		return ErrNotFound
+	}
+	switch {
+	case m.state == stateDead && c.Undelivered:
+		return ErrNotFound
+	case m.state == stateDead:
+		md.counters.DeadDeleted++
+	case c.Undelivered && (m.attempts > 0 || m.state == stateInFlight):
+		return ErrNotFound
+	default:
+		md.counters.Purged++
+	}
+	m.state = 0
+	return nil
+}
+
 // errKind maps an error to the sentinel it wraps, for comparing answers.
 func errKind(err error) error {
 	for _, s := range []error{ErrInvalidArgument, ErrInvalidConfig, ErrMessageTooLarge, ErrQueueFull, ErrLeaseLost, ErrNotFound} {

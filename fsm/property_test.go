@@ -88,7 +88,7 @@ func genFilter(t *rapid.T) *DeadFilter {
 
 // genCommand draws one command of any type (without its time).
 func genCommand(t *rapid.T, handed []Receipt) Command {
-	switch rapid.IntRange(0, 23).Draw(t, "op") {
+	switch rapid.IntRange(0, 25).Draw(t, "op") {
 	case 0, 1, 2, 3:
 		n := rapid.IntRange(1, 3).Draw(t, "n")
 		msgs := make([]NewMessage, n)
@@ -133,6 +133,9 @@ func genCommand(t *rapid.T, handed []Receipt) Command {
 			Max:        rapid.IntRange(1, 3).Draw(t, "raMax"),
 			Visibility: rapid.SampledFrom([]time.Duration{0, time.Second, 3 * time.Second}).Draw(t, "raVis"),
 		}}}
+	case 24, 25:
+		return Command{Type: CmdDeleteMessage, Delete: &DeleteMessageCmd{Seq: rapid.Uint64Range(0, 12).Draw(t, "delSeq"),
+			ID: genID(rapid.IntRange(0, 14).Draw(t, "delID")), Undelivered: rapid.Bool().Draw(t, "undelivered")}}
 	case 22, 23:
 		return Command{Type: CmdPause, Pause: &PauseCmd{Paused: rapid.IntRange(0, 2).Draw(t, "pause") > 0,
 			By: rapid.SampledFrom([]string{"", "ops", "oncall"}).Draw(t, "pausedBy")}}
@@ -177,6 +180,11 @@ func applyModel(md *model, c Command) Result {
 	case CmdSetConfig:
 		md.cfg = *c.SetConfig
 		md.trimDead()
+	case CmdDeleteMessage:
+		r.Err = md.deleteMessage(*c.Delete)
+		if r.Err == nil {
+			r.Count = 1
+		}
 	case CmdPause:
 		if !c.Pause.Paused {
 			md.pause = PauseState{}
@@ -342,6 +350,12 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 			now += int64(rapid.SampledFrom([]time.Duration{0, 0, 100 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second, -2 * time.Second}).Draw(rt, "dt"))
 			c := genCommand(rt, handed)
 			c.At = now
+			if c.Type == CmdDeleteMessage {
+				// Most deletes name a message that exists, by its id.
+				if m := md.find(c.Delete.Seq); m != nil && rapid.IntRange(0, 3).Draw(rt, "realID") > 0 {
+					c.Delete.ID = m.id
+				}
+			}
 			var before [32]byte
 			settleOnly := c.Type == CmdAck || c.Type == CmdExtend || c.Type == CmdNack || c.Type == CmdReject
 			if settleOnly {

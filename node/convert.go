@@ -172,6 +172,21 @@ func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {
 	return out
 }
 
+// messageInfoOf converts a found message of partition partitionIndex to
+// the wire.
+func messageInfoOf(partitionIndex int, m fsm.MessageInfo) wire.MessageInfo {
+	out := wire.MessageInfo{Partition: partitionIndex, Seq: m.Seq, ID: m.ID, Group: m.Group, State: string(m.State),
+		Attempts: m.Attempts, EnqueuedAt: m.EnqueuedAt, VisibleAt: m.VisibleAt, Consumer: m.Consumer}
+	if m.Dead != nil {
+		d := deadLetterOf(partitionIndex, *m.Dead)
+		out.Dead = &d
+	}
+	for _, e := range m.History {
+		out.History = append(out.History, wire.Event{Kind: wire.EventKind(e.Kind), At: e.At, Attempt: e.Attempt, Consumer: e.Consumer, Reason: e.Reason})
+	}
+	return out
+}
+
 // statsOf renders a partition's state-machine stats and its replica status
 // (leader, applied index) for the wire.
 func statsOf(index int, st fsm.Stats, s partition.Status) wire.PartitionStats {

@@ -67,6 +67,39 @@ func (n *Node) handleStats(ctx context.Context, r *wire.QueueStatsRequest) (*wir
 	return out, nil
 }
 
+// handleFindMessage looks a message up by id on the partition's leader.
+func (n *Node) handleFindMessage(ctx context.Context, r *wire.FindMessageRequest) (*wire.FindMessageResponse, error) {
+	if r.ID == "" || len(r.ID) > fsm.IDBytesMax {
+		return nil, wire.Errorf(wire.CodeInvalidArgument, "find needs an id of 1..%d bytes", fsm.IDBytesMax)
+	}
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	found, err := p.Find(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.FindMessageResponse{}
+	for _, m := range found {
+		out.Messages = append(out.Messages, messageInfoOf(r.Partition, m))
+	}
+	return out, nil
+}
+
+// handleDeleteMessage deletes one message by seq and id on the
+// partition's leader.
+func (n *Node) handleDeleteMessage(ctx context.Context, r *wire.DeleteMessageRequest) (*wire.DeleteMessageResponse, error) {
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.DeleteMessage(ctx, r.Seq, r.ID, r.Undelivered); err != nil {
+		return nil, err
+	}
+	return &wire.DeleteMessageResponse{Deleted: 1}, nil
+}
+
 // handlePause pauses or resumes a partition's deliveries on its leader,
 // in the name of the request's token.
 func (n *Node) handlePause(ctx context.Context, r *wire.PauseRequest) (*wire.PauseResponse, error) {

@@ -85,6 +85,17 @@ func (p *Partition) SetPaused(ctx context.Context, paused bool, by string) (fsm.
 	return p.Stats().Pause, nil
 }
 
+// DeleteMessage deletes one message by seq and id, in any state (only
+// before its first delivery with undelivered); see fsm.DeleteMessageCmd.
+func (p *Partition) DeleteMessage(ctx context.Context, seq uint64, id string, undelivered bool) error {
+	c := fsm.DeleteMessageCmd{Seq: seq, ID: id, Undelivered: undelivered}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	_, err := p.proposeCount(ctx, fsm.Command{Type: fsm.CmdDeleteMessage, Delete: &c})
+	return err
+}
+
 // changeDead proposes c, a redrive or deletion of the dead letters f
 // selects, once f passes the FSM's check.
 func (p *Partition) changeDead(ctx context.Context, f fsm.DeadFilter, c fsm.Command) (int, error) {

@@ -151,6 +151,23 @@ func (p *Partition) Peek(ctx context.Context, f fsm.PeekFilter) (fsm.PeekResult,
 	return p.fsm.Peek(f)
 }
 
+// Find returns the messages with this id in any state (fsm.FSM.Find),
+// read on the leader as Peek reads.
+func (p *Partition) Find(ctx context.Context, id string) ([]fsm.MessageInfo, error) {
+	if err := p.ReadBarrier(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.raft.VerifyLeader().Error(); err != nil {
+		if errors.Is(err, raft.ErrLeadershipLost) {
+			return nil, p.notLeader()
+		}
+		return nil, p.mapRaftError(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fsm.Find(id), nil
+}
+
 // Config returns the queue config in force in this replica's FSM.
 func (p *Partition) Config() fsm.QueueConfig {
 	p.mu.Lock()

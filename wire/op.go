@@ -67,6 +67,11 @@ const (
 	// OpPause pauses or resumes the deliveries of one partition (its
 	// leader).
 	OpPause Op = 25
+	// OpFindMessage looks up messages of one partition by id (its leader).
+	OpFindMessage Op = 26
+	// OpDeleteMessage deletes one message by seq and id (its partition's
+	// leader).
+	OpDeleteMessage Op = 27
 )
 
 // opEnd is one past the last known op: the length of the op table.
@@ -107,6 +112,8 @@ var opKinds = [...]opKind{
 	OpSafeToStop:    {"safe-to-stop", func() any { return new(SafeToStopRequest) }, func() any { return new(SafeToStopResponse) }},
 	OpQueueSettings: {"queue-settings", func() any { return new(QueueSettingsRequest) }, func() any { return new(QueueSettingsResponse) }},
 	OpPause:         {"pause", func() any { return new(PauseRequest) }, func() any { return new(PauseResponse) }},
+	OpFindMessage:   {"find-message", func() any { return new(FindMessageRequest) }, func() any { return new(FindMessageResponse) }},
+	OpDeleteMessage: {"delete-message", func() any { return new(DeleteMessageRequest) }, func() any { return new(DeleteMessageResponse) }},
 }
 
 // String returns the op's name, or "op(N)" for a number this version does

@@ -125,6 +125,13 @@ func samples() []sample {
 			{Name: "partitions", Kind: "count", Default: 1, Min: 1, Max: 64, Help: "p", Fixed: true}}}},
 		{OpPause, &PauseRequest{Queue: "orders", Partition: 1, Paused: true},
 			&PauseResponse{Paused: true, PausedBy: "oncall", PausedAt: 1_700_000_000_000_000_000}},
+		{OpFindMessage, &FindMessageRequest{Queue: "orders", Partition: 1, ID: "m7"},
+			&FindMessageResponse{Messages: []MessageInfo{{Partition: 1, Seq: 7, ID: "m7", Group: "g", State: "leased", Attempts: 2,
+				EnqueuedAt: 1_700_000_000_000_000_000, VisibleAt: 1_700_000_030_000_000_000, Consumer: "w1",
+				History: []Event{{Kind: EventNacked, At: 1_700_000_010_000_000_000, Attempt: 1, Reason: "busy"}}},
+				{Partition: 1, Seq: 9, ID: "m7", State: "dead", Attempts: 1, Dead: func() *DeadLetter { d := sampleLetter(false); return &d }()}}}},
+		{OpDeleteMessage, &DeleteMessageRequest{Queue: "orders", Partition: 1, Seq: 7, ID: "m7", Undelivered: true},
+			&DeleteMessageResponse{Deleted: 1}},
 	}
 }
 

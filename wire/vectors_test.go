@@ -224,6 +224,17 @@ func sendReceiveVectors() []vector {
 			&wire.PauseRequest{Queue: "orders", Paused: true}),
 		mustResponse("response-pause", "Paused by the token named oncall, at its partition clock.", 15, wire.OpPause,
 			&wire.PauseResponse{Paused: true, PausedBy: "oncall", PausedAt: 1_700_000_000_000_000_000}),
+		mustRequest("request-find-message", "Look message order-42 up in partition 1.", 16, wire.OpFindMessage,
+			&wire.FindMessageRequest{Queue: "orders", Partition: 1, ID: "order-42"}),
+		mustResponse("response-find-message", "Found leased by worker-7, after one nack.", 16, wire.OpFindMessage,
+			&wire.FindMessageResponse{Messages: []wire.MessageInfo{{Partition: 1, Seq: 42, ID: "order-42", State: "leased",
+				Attempts: 2, EnqueuedAt: 1_700_000_000_000_000_000, VisibleAt: 1_700_000_060_000_000_000, Consumer: "worker-7",
+				History: []wire.Event{{Kind: wire.EventNacked, At: 1_700_000_030_000_000_000, Attempt: 1, Consumer: "worker-7",
+					Reason: "busy"}}}}}),
+		mustRequest("request-delete-message", "Delete order-42 (seq 42) whatever its state.", 17, wire.OpDeleteMessage,
+			&wire.DeleteMessageRequest{Queue: "orders", Partition: 1, Seq: 42, ID: "order-42"}),
+		mustResponse("response-delete-message", "One message deleted.", 17, wire.OpDeleteMessage,
+			&wire.DeleteMessageResponse{Deleted: 1}),
 	}
 }
 

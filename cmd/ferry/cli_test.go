@@ -228,6 +228,36 @@ func TestCLI_AgainstARunningCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("FindAndDeleteOneMessage", func(t *testing.T) {
+		cl.createQueue(t, "bad-batch")
+		for _, id := range []string{"good-1", "poison-7"} {
+			if r := ferry(t, s, "send", "bad-batch", "--id", id, "x"); r.code != 0 {
+				t.Fatalf("send %s: exit %d", id, r.code)
+			}
+		}
+		r := ferry(t, s, "msg", "find", "bad-batch", "poison-7")
+		if r.code != 0 || !strings.Contains(r.stdout, "poison-7") || !strings.Contains(r.stdout, "ready") {
+			t.Fatalf("msg find: exit %d, %q", r.code, r.stdout)
+		}
+		r = ferry(t, s, "msg", "find", "bad-batch", "poison-7", "--json")
+		var found []map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &found) != nil || len(found) != 1 || found[0]["state"] != "ready" {
+			t.Fatalf("msg find --json: exit %d, %q", r.code, r.stdout)
+		}
+		if r := ferry(t, s, "msg", "rm", "bad-batch", "poison-7", "--undelivered"); r.code != 0 || !strings.Contains(r.stdout, "deleted 1") {
+			t.Fatalf("msg rm --undelivered: exit %d, %q %q", r.code, r.stdout, r.stderr)
+		}
+		if r := ferry(t, s, "msg", "rm", "bad-batch", "poison-7"); r.code == 0 || !strings.Contains(r.stderr, "not found") {
+			t.Fatalf("msg rm of a deleted id: exit %d, %q", r.code, r.stderr)
+		}
+		if r := ferry(t, s, "msg", "find", "bad-batch", "poison-7"); r.code == 0 {
+			t.Fatalf("msg find of a deleted id: exit %d, %q", r.code, r.stdout)
+		}
+		if st := cl.stats(t, "bad-batch"); st.Ready != 1 {
+			t.Fatalf("after deleting one of two: %d ready, want 1", st.Ready)
+		}
+	})
+
 	t.Run("WaitAboveTheMaximumIsAnError", func(t *testing.T) {
 		r := ferry(t, s, "recv", "orders", "--wait", "21s")
 		if r.code == 0 || !strings.Contains(r.stderr, client.MaxWait.String()) {

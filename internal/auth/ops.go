@@ -62,6 +62,8 @@ var opNeeds = map[wire.Op]Need{
 	wire.OpDeadDelete:    NeedAdmin,
 	wire.OpPurge:         NeedAdmin,
 	wire.OpPause:         NeedAdmin,
+	wire.OpFindMessage:   NeedReceiveOrAdmin,
+	wire.OpDeleteMessage: NeedAdmin,
 	wire.OpRemoveNode:    NeedCluster,
 	wire.OpListNodes:     NeedCluster,
 	wire.OpDrainNode:     NeedCluster,

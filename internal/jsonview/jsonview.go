@@ -443,3 +443,40 @@ func SettingsOf(infos []wire.SettingInfo) []Setting {
 	}
 	return out
 }
+
+// FoundMessage is one message a find reports: state is "ready",
+// "delayed", "leased" or "dead"; visible_at is when a delayed message
+// becomes ready or a lease runs out; a dead letter has its reason and
+// dead_at.
+type FoundMessage struct {
+	Partition  int     `json:"partition"`
+	Seq        uint64  `json:"seq"`
+	ID         string  `json:"id"`
+	Group      string  `json:"group"`
+	State      string  `json:"state"`
+	Attempts   uint32  `json:"attempts"`
+	EnqueuedAt string  `json:"enqueued_at,omitempty"`
+	VisibleAt  string  `json:"visible_at,omitempty"`
+	Consumer   string  `json:"consumer"`
+	Reason     string  `json:"reason,omitempty"`
+	ReasonText string  `json:"reason_text,omitempty"`
+	DeadAt     string  `json:"dead_at,omitempty"`
+	History    []Event `json:"history"`
+}
+
+// FoundMessageOf renders a found message.
+func FoundMessageOf(m wire.MessageInfo) FoundMessage {
+	out := FoundMessage{Partition: m.Partition, Seq: m.Seq, ID: m.ID, Group: m.Group, State: m.State, Attempts: m.Attempts,
+		EnqueuedAt: UnixTime(m.EnqueuedAt), Consumer: m.Consumer, History: []Event{}}
+	if m.VisibleAt != 0 {
+		out.VisibleAt = UnixTime(m.VisibleAt)
+	}
+	if d := m.Dead; d != nil {
+		out.Reason, out.ReasonText, out.DeadAt = Enum(d.Reason.String()), d.ReasonText, UnixTime(d.DeadAt)
+	}
+	for _, e := range m.History {
+		out.History = append(out.History, Event{Kind: Enum(e.Kind.String()), At: UnixTime(e.At), Attempt: e.Attempt,
+			Consumer: e.Consumer, Reason: e.Reason})
+	}
+	return out
+}
