@@ -1,3 +1,7 @@
+// Package observability checks the Grafana dashboard (deploy/grafana) and
+// the alert rules (docs/ferry-alerts.yml) against a real cluster: every
+// metric their queries name must be one the nodes export. It holds tests
+// only; it must never grow code the server or the client imports.
 package observability
 
 import (
