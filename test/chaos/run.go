@@ -147,8 +147,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, d := range over {
 		rep.addViolation(Violation{Kind: VOverMaxInFlight, Detail: d})
 	}
-	r.note("max_in_flight %d of %s sampled %d times, %d partitions seen over their share", boundedMaxInFlight, boundedQueue,
-		boundSamples, len(over))
+	r.o.Logf("max_in_flight %d of %s sampled %d times, %d partitions seen over their share", boundedMaxInFlight,
+		boundedQueue, boundSamples, len(over))
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
 	}
