@@ -10,26 +10,12 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // replica is one entry of a node's GET /v1/replicas answer.
-type replica struct {
-	Queue        string   `json:"queue"`
-	Partition    int      `json:"partition"`
-	Group        string   `json:"group"`
-	Role         string   `json:"role"`
-	Leader       string   `json:"leader"`
-	AppliedIndex uint64   `json:"applied_index"`
-	Digest       string   `json:"digest"`
-	Ready        int64    `json:"ready"`
-	InFlight     int64    `json:"in_flight"`
-	Delayed      int64    `json:"delayed"`
-	Dead         int64    `json:"dead"`
-	Suffrage     string   `json:"suffrage"`
-	Abstaining   bool     `json:"abstaining"`
-	Voters       []string `json:"voters"`
-}
+type replica = jsonview.Replica
 
 // replicas returns node i's replicas of queue, by partition.
 func (c *testCluster) replicas(i int, queue string) (map[int]replica, error) {
