@@ -70,8 +70,8 @@ func runLowFDChild(dir string) int {
 }
 
 // startLowFDChild runs the test binary as a node under the low fd limit
-// and returns its client and HTTP addresses.
-func startLowFDChild(t *testing.T) (clientAddr, httpAddr string) {
+// and returns its client and HTTP addresses and the file its log goes to.
+func startLowFDChild(t *testing.T) (clientAddr, httpAddr, logFile string) {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0])
@@ -120,13 +120,13 @@ func startLowFDChild(t *testing.T) (clientAddr, httpAddr string) {
 	select {
 	case line := <-lines:
 		f := strings.Fields(line)
-		return f[1], f[2]
+		return f[1], f[2], stderr.Name()
 	case <-exited:
 		t.Fatal("child node exited before it started")
 	case <-time.After(30 * time.Second):
 		t.Fatal("child node did not start in time")
 	}
-	return "", ""
+	return "", "", ""
 }
 
 func tail(s string, n int) string {
@@ -235,10 +235,20 @@ func tryServe(addr, queue string) error {
 // accept loop runs out of descriptors, backs off and carries on, and once
 // the flood is gone the node serves normal clients again and says ready.
 func TestNode_FloodUnderLowFDLimitStillServes(t *testing.T) {
-	clientAddr, httpAddr := startLowFDChild(t)
+	clientAddr, httpAddr, logFile := startLowFDChild(t)
 	waitReady(t, httpAddr, 20*time.Second)
 	conns := flood(clientAddr, 2000)
 	t.Logf("flood: %d of 2000 connections established", len(conns))
+	// The connections wait in the listen backlog until the node accepts
+	// them; a node slow to accept (a loaded machine) must meet them while
+	// they are still open, so they stay open until it says it ran out.
+	testwait.UntilNil(t, 30*time.Second, "the node to run out of descriptors accepting the flood", func() error {
+		log, err := os.ReadFile(logFile)
+		if err == nil && !strings.Contains(string(log), "client accept failed") {
+			err = errors.New("no failed accept logged yet")
+		}
+		return err
+	})
 	for _, c := range conns {
 		c.Close()
 	}
