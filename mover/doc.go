@@ -14,7 +14,9 @@
 //     first seen in the group, and stays within LagMax entries of the
 //     leader for HoldFor, the caller records in the catalog that it
 //     caught up (the replica then stops abstaining from elections), and
-//     the next step promotes it to voter. Recording first means a leader
+//     the next step promotes it to voter, once its own answers say it no
+//     longer abstains (its node applied the record; until then it is
+//     woken, so that a quiesced learner answers again). Recording first means a leader
 //     lost in between leaves a learner that the next leader checks and
 //     promotes, never a voter that abstains.
 //  3. Only when every placed replica is a voter and recorded caught up are

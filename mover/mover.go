@@ -18,6 +18,10 @@ type Group interface {
 	Promote(id, addr string, prevIndex uint64) error
 	RemoveServer(id string, prevIndex uint64) error
 	TransferLeadership(id, addr string) error
+	// WakeFollower ends the quiescence of the replica on node id, so that
+	// it answers heartbeats again (Progress then shows what it says of
+	// its abstaining); it reports whether the leader replicates to it.
+	WakeFollower(id string) bool
 }
 
 // Placement is what the catalog asks of one group.

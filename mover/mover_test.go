@@ -21,14 +21,19 @@ type fakeGroup struct {
 	changes int
 	// failNext fails the next change with this error.
 	failNext error
+	// votesAfter holds, for a learner recorded caught up, how many more
+	// wakes it answers as abstaining before its node applies the record;
+	// wakes counts the wakes of each server.
+	votesAfter map[string]int
+	wakes      map[string]int
 }
 
 var errStaleConfig = errors.New("configuration changed since prevIndex")
 
 func newFakeGroup(self string, voters ...string) *fakeGroup {
-	g := &fakeGroup{self: self, term: 2, last: 100, cfgIdx: 1}
+	g := &fakeGroup{self: self, term: 2, last: 100, cfgIdx: 1, votesAfter: map[string]int{}, wakes: map[string]int{}}
 	for _, id := range voters {
-		g.servers = append(g.servers, raft.ServerProgress{ID: raft.ServerID(id), Suffrage: raft.Voter, Match: 100})
+		g.servers = append(g.servers, raft.ServerProgress{ID: raft.ServerID(id), Suffrage: raft.Voter, Match: 100, Abstain: raft.Votes})
 	}
 	return g
 }
@@ -56,12 +61,35 @@ func (g *fakeGroup) change(prev uint64, fn func()) error {
 
 func (g *fakeGroup) AddLearner(id, _ string, prev uint64) error {
 	return g.change(prev, func() {
-		g.servers = append(g.servers, raft.ServerProgress{ID: raft.ServerID(id), Suffrage: raft.Nonvoter})
+		g.servers = append(g.servers, raft.ServerProgress{ID: raft.ServerID(id), Suffrage: raft.Nonvoter, Abstain: raft.Abstains})
 	})
 }
 
+var errPromotedAbstaining = errors.New("promoted a learner that abstains")
+
 func (g *fakeGroup) Promote(id, _ string, prev uint64) error {
+	if s := g.server(id); s == nil || s.Abstain != raft.Votes {
+		return errPromotedAbstaining
+	}
 	return g.change(prev, func() { g.server(id).Suffrage = raft.Voter })
+}
+
+// WakeFollower has the server answer: as voting once its node applied
+// the caught-up record (see votesAfter), as abstaining before.
+func (g *fakeGroup) WakeFollower(id string) bool {
+	s := g.server(id)
+	if s == nil {
+		return false
+	}
+	g.wakes[id]++
+	if n, recorded := g.votesAfter[id]; recorded {
+		if n == 0 {
+			s.Abstain = raft.Votes
+		} else {
+			g.votesAfter[id] = n - 1
+		}
+	}
+	return true
 }
 
 func (g *fakeGroup) RemoveServer(id string, prev uint64) error {
@@ -152,6 +180,9 @@ func run(t *testing.T, m *Mover, c *clock, g *fakeGroup, pl *Placement, down clu
 			return actions
 		case CaughtUp:
 			pl.Joining = slices.DeleteFunc(pl.Joining, func(id string) bool { return id == step.Node })
+			if _, lags := g.votesAfter[step.Node]; !lags {
+				g.votesAfter[step.Node] = 0
+			}
 		case Left:
 			pl.Leaving = slices.DeleteFunc(pl.Leaving, func(id string) bool { return id == step.Node })
 		case Waiting:
@@ -181,7 +212,7 @@ func TestMover_MoveIsLearnerFirst(t *testing.T) {
 			promotedAt = c.t
 		}
 	})
-	want := []Action{AddedLearner, Waiting, CaughtUp, Promoted, Removed, Left, Settled}
+	want := []Action{AddedLearner, Waiting, CaughtUp, Waiting, Promoted, Removed, Left, Settled}
 	if !slices.Equal(actions, want) {
 		t.Fatalf("actions %v, want %v", actions, want)
 	}
@@ -223,8 +254,12 @@ func TestMover_LearnerBehindIsNotPromoted(t *testing.T) {
 		t.Fatal("promoted before the catalog recorded it caught up")
 	}
 	pl.Joining = nil
+	g.votesAfter["d"] = 0 // its node applied the record
+	if s, _ := m.Step(g, pl, cluster{}); s.Action != Waiting || g.server("d").Suffrage != raft.Nonvoter || g.wakes["d"] != 1 {
+		t.Fatalf("promoted on an answer that said it abstains (%v, %d wakes)", s, g.wakes["d"])
+	}
 	if s, _ := m.Step(g, pl, cluster{}); s.Action != Promoted {
-		t.Fatalf("not promoted once recorded: %v", s)
+		t.Fatalf("not promoted once recorded and voting: %v", s)
 	}
 }
 
@@ -238,7 +273,7 @@ func TestMover_WipedVoterRejoinsAsALearner(t *testing.T) {
 		t.Fatalf("with b down: %v, %d changes", s, g.changes)
 	}
 	actions := run(t, m, c, g, pl, cluster{}, nil)
-	want := []Action{RemovedToRejoin, AddedLearner, Waiting, CaughtUp, Promoted, Settled}
+	want := []Action{RemovedToRejoin, AddedLearner, Waiting, CaughtUp, Waiting, Promoted, Settled}
 	if !slices.Equal(actions, want) {
 		t.Fatalf("actions %v, want %v", actions, want)
 	}
@@ -251,7 +286,7 @@ func TestMover_LeavingLeaderHandsOverFirst(t *testing.T) {
 	g := newFakeGroup("a", "a", "b", "c")
 	pl := &Placement{GroupID: "g", Replicas: []string{"b", "c", "d"}, Joining: []string{"d"}, Leaving: []string{"a"}, Addrs: addrs("a", "b", "c", "d")}
 	actions := run(t, m, c, g, pl, cluster{"b": true}, nil)
-	want := []Action{AddedLearner, Waiting, CaughtUp, Promoted, HandedOver, Removed, Left, Settled}
+	want := []Action{AddedLearner, Waiting, CaughtUp, Waiting, Promoted, HandedOver, Removed, Left, Settled}
 	if !slices.Equal(actions, want) {
 		t.Fatalf("actions %v, want %v", actions, want)
 	}
@@ -335,10 +370,34 @@ func TestMover_RecordedLearnerIsPromotedByTheNextLeader(t *testing.T) {
 	m, c := newMover(t, 4)
 	g := newFakeGroup("b", "a", "b", "c")
 	g.servers = append(g.servers, raft.ServerProgress{ID: "d", Suffrage: raft.Nonvoter})
+	g.votesAfter["d"] = 0 // recorded: it votes once it answers this leader
 	pl := &Placement{GroupID: "g", Replicas: []string{"b", "c", "d"}, Leaving: []string{"a"}, Addrs: addrs("a", "b", "c", "d")}
 	actions := run(t, m, c, g, pl, cluster{"a": true}, nil)
 	want := []Action{Waiting, Promoted, Removed, Left, Settled}
 	if !slices.Equal(actions, want) {
 		t.Fatalf("actions %v, want %v", actions, want)
+	}
+}
+
+// A learner recorded caught up whose node has not applied the record yet
+// still abstains: it is not promoted (a voter that cannot vote would
+// leave the group unable to elect with one voter down) but woken, until
+// its answers say it votes; then it is promoted and the move finishes.
+func TestMover_LearnerStillAbstainingIsNotPromoted(t *testing.T) {
+	m, c := newMover(t, 4)
+	g := newFakeGroup("a", "a", "b", "c")
+	g.votesAfter["d"] = 3 // its node applies the record after three wakes
+	pl := &Placement{GroupID: "q1-0", Replicas: []string{"a", "b", "d"}, Joining: []string{"d"}, Leaving: []string{"c"}, Addrs: addrs("a", "b", "c", "d")}
+	actions := run(t, m, c, g, pl, cluster{}, func(s Step) {
+		if s.Action == Promoted && g.wakes["d"] < 4 {
+			t.Fatalf("promoted after %d wakes: it abstained until the fourth", g.wakes["d"])
+		}
+	})
+	want := []Action{AddedLearner, Waiting, CaughtUp, Waiting, Promoted, Removed, Left, Settled}
+	if !slices.Equal(actions, want) {
+		t.Fatalf("actions %v, want %v", actions, want)
+	}
+	if g.server("d").Suffrage != raft.Voter || g.server("c") != nil {
+		t.Fatalf("group %+v", g.servers)
 	}
 }

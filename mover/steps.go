@@ -42,6 +42,15 @@ func (m *Mover) stepJoins(g Group, pl Placement, c Cluster, prog raft.Replicatio
 				// abstains.
 				return Step{Action: CaughtUp, Node: id}, nil
 			}
+			if s.Abstain != raft.Votes {
+				// Recorded, but its node has not applied the record yet
+				// (or its answers have not said so): promoted now, it
+				// would be a voter that cannot vote, and with one voter
+				// down the group could not elect. A quiesced learner
+				// answers nothing, so it is woken to answer again.
+				g.WakeFollower(id)
+				continue
+			}
 			return m.promote(g, pl, prog, st, id)
 		}
 	}

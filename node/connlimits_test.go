@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/jsonview"
 	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/wire"
 )
@@ -251,7 +253,7 @@ func TestNode_HTTPBodyLimitAndPprofOffByDefault(t *testing.T) {
 	if grown := rssBytes(t) - before; grown > 20<<20 {
 		t.Fatalf("RSS grew by %d bytes on a refused body", grown)
 	}
-	for _, path := range []string{"/debug/pprof/", "/debug/pprof/profile?seconds=1", "/debug/pprof/symbol"} {
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/profile?seconds=1", "/debug/pprof/symbol", "/v1/debug/raft"} {
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
@@ -269,6 +271,31 @@ func TestNode_HTTPBodyLimitAndPprofOffByDefault(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /debug/pprof/ with Pprof answered %d", resp.StatusCode)
+	}
+	checkRaftDebug(t, "http://"+on.HTTPAddr())
+}
+
+// checkRaftDebug checks GET /v1/debug/raft of a single node leading its
+// meta group: the group's stats, and the leader's view of itself.
+func checkRaftDebug(t *testing.T, base string) {
+	t.Helper()
+	var groups []jsonview.RaftGroup
+	testwait.Until(t, 10*time.Second, "the meta group leads in /v1/debug/raft", func() bool {
+		resp, err := http.Get(base + "/v1/debug/raft?group=meta")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		groups = nil
+		if err := json.NewDecoder(resp.Body).Decode(&groups); err != nil {
+			t.Fatalf("GET /v1/debug/raft: %v", err)
+		}
+		return len(groups) == 1 && groups[0].Stats["state"] == "Leader"
+	})
+	g := groups[0]
+	if g.Group != "meta" || len(g.Servers) != 1 || g.Servers[0].Abstain != "votes" || g.Servers[0].Suffrage != "Voter" ||
+		g.Servers[0].Match == 0 || g.Stats["commit_index"] == "" {
+		t.Fatalf("meta group view %+v", g)
 	}
 }
 

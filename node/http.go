@@ -100,6 +100,7 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("POST /v1/debug/disk", n.handleDiskFault)
 	}
 	if n.cfg.Pprof {
+		mux.HandleFunc("GET /v1/debug/raft", n.handleRaftDebug)
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

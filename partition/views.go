@@ -182,6 +182,13 @@ func (p *Partition) Progress() (raft.ReplicationProgress, error) {
 	return prog, p.mapErr(err)
 }
 
+// WakeFollower ends the quiescence of the replica on node id (leader
+// only), so that it answers heartbeats again; it reports whether this
+// replica leads a replication to it.
+func (p *Partition) WakeFollower(id string) bool {
+	return p.raft.WakeFollower(raft.ServerID(id))
+}
+
 // AddLearner adds a replica as a non-voter (leader only), if the group's
 // configuration is still the one at prevIndex.
 func (p *Partition) AddLearner(id, addr string, prevIndex uint64) error {

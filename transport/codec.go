@@ -212,6 +212,13 @@ func encodeAppendResponse(e *encoder, r *raft.AppendEntriesResponse) {
 	e.uint(r.LastLog)
 	e.bool(r.Success)
 	e.bool(r.NoRetryBackoff)
+	if r.Abstaining {
+		// Written only when set: a node of a version without the field
+		// reads every other answer as before (only an abstaining
+		// replica's answers, which only a new replica gives, are
+		// refused by it), and reads no flag as "votes".
+		e.bool(true)
+	}
 }
 
 func decodeAppendResponse(d *decoder, r *raft.AppendEntriesResponse) {
@@ -220,6 +227,7 @@ func decodeAppendResponse(d *decoder, r *raft.AppendEntriesResponse) {
 	r.LastLog = d.uint()
 	r.Success = d.bool()
 	r.NoRetryBackoff = d.bool()
+	r.Abstaining = len(d.b) > 0 && d.bool()
 }
 
 func encodeVoteRequest(e *encoder, r *raft.RequestVoteRequest) {

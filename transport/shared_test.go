@@ -9,6 +9,7 @@ import (
 	"net"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -583,4 +584,38 @@ func TestShared_SilentPeerFailsTheConnection(t *testing.T) {
 		defer peer.mu.Unlock()
 		return peer.links[classBulk] == nil
 	})
+}
+
+// TestShared_AppendResponseAbstaining checks the optional last field of an
+// append answer: written only when set, read as false when absent (an
+// answer of a node that does not report it), range-checked when present.
+func TestShared_AppendResponseAbstaining(t *testing.T) {
+	base := raft.AppendEntriesResponse{RPCHeader: raft.RPCHeader{ID: []byte("n2"), Addr: []byte("a")}, Term: 7, LastLog: 90, Success: true}
+	var plain encoder
+	encodeAppendResponse(&plain, &base)
+	abst := base
+	abst.Abstaining = true
+	var flagged encoder
+	encodeAppendResponse(&flagged, &abst)
+	if len(flagged.b) != len(plain.b)+1 || !bytes.Equal(flagged.b[:len(plain.b)], plain.b) {
+		t.Fatalf("flagged answer %x is not the plain answer %x and one byte", flagged.b, plain.b)
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want bool
+	}{{"absent", plain.b, false}, {"set", flagged.b, true}} {
+		var got raft.AppendEntriesResponse
+		d := &decoder{b: tc.b}
+		decodeAppendResponse(d, &got)
+		if err := d.end(); err != nil || got.Abstaining != tc.want || got.Term != 7 || !got.Success {
+			t.Fatalf("%s: decoded %+v, err %v; want abstaining %v", tc.name, got, err, tc.want)
+		}
+	}
+	bad := append(slices.Clone(plain.b), 2)
+	d := &decoder{b: bad}
+	decodeAppendResponse(d, new(raft.AppendEntriesResponse))
+	if d.end() == nil {
+		t.Fatal("an abstaining flag of 2 decoded")
+	}
 }

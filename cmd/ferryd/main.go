@@ -274,7 +274,7 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 		"soft limit on the Go heap and runtime, e.g. 256MiB or 2GiB: the collector works harder near it (GOMEMLIMIT, if set, wins; empty or 0: none)")
 	fs.DurationVar(&o.memoryTrimInterval, "memory-trim-interval", memtrim.DefaultConfig().Interval,
 		"how often to check for memory held beyond the live heap (over 32 MiB after a burst) and give it back to the system (0: never)")
-	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ on the HTTP port")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve the Go profiler under /debug/pprof/ and raft state under /v1/debug/raft on the HTTP port")
 	o.tls.register(fs)
 	fs.StringVar(&o.gossipKey, "gossip-key", "", "gossip encryption key: base64 of 16, 24 or 32 random bytes, the same on every node")
 	fs.StringVar(&o.gossipKeyring, "gossip-keyring", "",

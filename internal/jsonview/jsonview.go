@@ -480,3 +480,27 @@ func FoundMessageOf(m wire.MessageInfo) FoundMessage {
 	}
 	return out
 }
+
+// RaftGroup is one raft group's state on a node, as GET /v1/debug/raft
+// reports it (served only with the profiler): raft's own stats and, on
+// the group's leader, its view of every server.
+type RaftGroup struct {
+	Group   string            `json:"group"`
+	Stats   map[string]string `json:"stats"`
+	Servers []RaftServer      `json:"servers,omitempty"`
+}
+
+// RaftServer is a leader's view of one server of its group: what it
+// acknowledged, what is sent next, whether the leader quiesced it, what
+// its answers said of abstaining ("unknown", "abstains", "votes") and how
+// long ago it last answered an append or snapshot.
+type RaftServer struct {
+	ID          string `json:"id"`
+	Suffrage    string `json:"suffrage"`
+	Match       uint64 `json:"match"`
+	NextIndex   uint64 `json:"next_index"`
+	AckedCommit uint64 `json:"acked_commit"`
+	Quiesced    bool   `json:"quiesced"`
+	Abstain     string `json:"abstain"`
+	AnsweredAgo string `json:"answered_ago,omitempty"`
+}

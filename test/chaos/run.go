@@ -77,7 +77,7 @@ type run struct {
 // replace a node lost for good after DeadNodeTimeout.
 var DefaultServerArgs = []string{
 	"-raft-snapshot-threshold", "256", "-raft-trailing-logs", "128", "-raft-snapshot-interval", "2s",
-	"-dead-node-timeout", DeadNodeTimeout.String(),
+	"-dead-node-timeout", DeadNodeTimeout.String(), "-pprof",
 }
 
 // Run starts a cluster, runs the workload under the fault schedule, heals,
@@ -237,6 +237,7 @@ func (r *run) faultPhase(ctx context.Context, started time.Time) {
 			r.refreshPlacement(rctx)
 			if err := r.c.WaitHealthy(rctx, r.placement); err != nil {
 				rec.Problem = err.Error()
+				r.diagnoseFault(ctx, len(r.faults), spec.Kind)
 			} else {
 				rec.Recovered = now()
 			}
@@ -306,9 +307,40 @@ func (r *run) finish(ctx context.Context) Final {
 	r.refreshPlacement(cctx)
 	conv := r.c.Converge(cctx, r.placement)
 	cancel()
+	if !drained || !allAgreed(conv) {
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := r.c.Diagnose(dctx, "final"); err != nil {
+			r.note("saving the nodes' raft state and goroutines: %v", err)
+		}
+		cancel()
+		r.o.Logf("raft state and goroutines of every node saved beside its log (nX.final.*)")
+	}
 	r.o.Logf("drained=%v, %d dead letters, replicas compared", drained, len(dead))
 	return Final{Drained: drained, Remaining: left, DeadLetters: dead, DeadListed: listed,
 		MaxReceives: maxReceivesOf(), Convergence: conv}
+}
+
+// diagnoseFault saves the nodes' raft state and goroutines when the
+// cluster did not recover from fault number i.
+func (r *run) diagnoseFault(ctx context.Context, i int, kind FaultKind) {
+	label := fmt.Sprintf("fault-%02d-%s", i+1, kind)
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.c.Diagnose(dctx, label); err != nil {
+		r.o.Logf("saving the nodes' raft state and goroutines: %v", err)
+		return
+	}
+	r.o.Logf("raft state and goroutines of every node saved beside its log (nX.%s.*)", label)
+}
+
+// allAgreed reports whether every partition's replicas agreed.
+func allAgreed(conv []Convergence) bool {
+	for _, cv := range conv {
+		if !cv.Agreed {
+			return false
+		}
+	}
+	return true
 }
 
 // cleanup stops the nodes and removes the iptables chain, once.

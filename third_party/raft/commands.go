@@ -70,6 +70,11 @@ type AppendEntriesResponse struct {
 	// There are scenarios where this request didn't succeed
 	// but there's no need to wait/back-off the next attempt.
 	NoRetryBackoff bool
+
+	// Abstaining (Ferry fork) is set while the answering server abstains
+	// from elections (Config.Abstain, SetAbstain): a leader promotes a
+	// learner to voter only once it answered without it (see rejoin.go).
+	Abstaining bool
 }
 
 // GetRPCHeader - See WithRPCHeader.

@@ -1570,6 +1570,7 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 		LastLog:        r.getLastIndex(),
 		Success:        false,
 		NoRetryBackoff: false,
+		Abstaining:     r.abstaining.Load(), // Ferry fork
 	}
 	var rpcErr error
 	defer func() {

@@ -6,6 +6,7 @@ package raft
 import (
 	"errors"
 	"maps"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +52,44 @@ type ServerProgress struct {
 	// (now, for the leader itself; zero if never since replication to it
 	// started). Heartbeats do not count.
 	Answered time.Time
+	// Abstain is what the server's latest answer to this leader (an
+	// append or a heartbeat) said of its abstaining from elections:
+	// AbstainUnknown until it answered. A server of a version that does
+	// not report it counts as Votes.
+	Abstain AbstainReport
+	// NextIndex, AckedCommit and Quiesced are the leader's replication
+	// state for the server, for diagnostics: the next index it sends, the
+	// highest commit index the server acknowledged, and whether the
+	// leader treats it as quiesced (no heartbeats while its node is up).
+	NextIndex   uint64
+	AckedCommit uint64
+	Quiesced    bool
+}
+
+// AbstainReport is what a leader learned from a server's answers about
+// its abstaining from elections.
+type AbstainReport uint32
+
+// The values of AbstainReport.
+const (
+	// AbstainUnknown: the server has not answered this leader yet.
+	AbstainUnknown AbstainReport = iota
+	// Abstains: its latest answer said it abstains.
+	Abstains
+	// Votes: its latest answer said it may vote.
+	Votes
+)
+
+// String returns "unknown", "abstains" or "votes".
+func (a AbstainReport) String() string {
+	switch a {
+	case Abstains:
+		return "abstains"
+	case Votes:
+		return "votes"
+	default:
+		return "unknown"
+	}
 }
 
 // ReplicationProgress is a leader's view of its group, for deciding when a
@@ -87,16 +126,36 @@ func (r *Raft) ReplicationProgress() (ReplicationProgress, error) {
 	for _, s := range latest.Servers {
 		p := ServerProgress{ID: s.ID, Address: s.Address, Suffrage: s.Suffrage}
 		if s.ID == r.localID {
-			p.Match, p.Answered = out.LastIndex, now
+			p.Match, p.Answered, p.Abstain = out.LastIndex, now, Votes
 		} else if f := repl[s.ID]; f != nil {
 			if at := f.answeredNanos.Load(); at != 0 {
 				p.Answered = time.Unix(0, at)
 			}
 			p.Match = f.match.Load()
+			p.Abstain = AbstainReport(f.abstain.Load())
+			p.NextIndex = atomic.LoadUint64(&f.nextIndex)
+			p.AckedCommit = f.q.ackedCommit.Load()
+			p.Quiesced = f.isQuiesced()
 		}
 		out.Servers = append(out.Servers, p)
 	}
 	return out, nil
+}
+
+// WakeFollower ends the quiescence of the follower id, if this server
+// leads a replication to it: its heartbeats, and their answers, resume
+// until it quiesces again. A leader waiting for a learner to report that
+// it stopped abstaining calls it, since a quiesced learner answers
+// nothing. It reports whether this server leads a replication to id.
+func (r *Raft) WakeFollower(id ServerID) bool {
+	r.progressMu.Lock()
+	f := r.progress[id]
+	r.progressMu.Unlock()
+	if f == nil || r.getState() != Leader {
+		return false
+	}
+	r.wakeFollower(f)
+	return true
 }
 
 // setProgress publishes a copy of the leader's replication map (nil when
@@ -114,6 +173,19 @@ func (r *Raft) setProgress(repl map[ServerID]*followerReplication) {
 // answered records that the follower answered an append or a snapshot.
 func (s *followerReplication) answered() {
 	s.answeredNanos.Store(time.Now().UnixNano())
+}
+
+// noteAbstain records what an answer of the follower, in this leader's
+// term, said of its abstaining.
+func (s *followerReplication) noteAbstain(resp *AppendEntriesResponse) {
+	if resp.Term != s.currentTerm {
+		return
+	}
+	report := Votes
+	if resp.Abstaining {
+		report = Abstains
+	}
+	s.abstain.Store(uint32(report))
 }
 
 // raiseMatch records that the follower acknowledged holding index.

@@ -212,3 +212,60 @@ func TestRejoin_StaleSnapshotIsNotInstalled(t *testing.T) {
 	c.apply(leader, "after")
 	c.applied(11, 5*time.Second)
 }
+
+// serverProgress returns the leader's progress of server id.
+func serverProgress(t *testing.T, leader *quiesceNode, id ServerID) ServerProgress {
+	t.Helper()
+	p, err := leader.raft.ReplicationProgress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Servers {
+		if s.ID == id {
+			return s
+		}
+	}
+	return ServerProgress{}
+}
+
+// A leader learns from each server's answers whether it abstains: a new
+// learner reports it, quiesces like any follower (and then answers
+// nothing), and once it stops abstaining a wake has it answer again and
+// say so. Only the leader wakes followers.
+func TestRejoin_AnswersReportAbstaining(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	leader := c.leader(5 * time.Second)
+	c.apply(leader, "a")
+	learner := c.addEmptyNode()
+	if err := leader.raft.AddNonvoter(learner.id, learner.addr, 0, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.followers(leader) {
+		if f != learner && serverProgress(t, leader, f.id).Abstain != Votes {
+			// Voters answered the entries above, saying they vote.
+			waitFor(t, 5*time.Second, "a voter is not reported voting", func() bool {
+				return serverProgress(t, leader, f.id).Abstain == Votes
+			})
+		}
+	}
+	waitFor(t, 5*time.Second, "the learner is not reported abstaining and quiesced", func() bool {
+		s := serverProgress(t, leader, learner.id)
+		return s.Abstain == Abstains && s.Quiesced && s.AckedCommit == s.Match && s.NextIndex == s.Match+1
+	})
+	learner.raft.SetAbstain(false)
+	if s := serverProgress(t, leader, learner.id); s.Abstain != Abstains || !s.Quiesced {
+		t.Fatalf("a quiesced learner's report changed without an answer: %+v", s)
+	}
+	if learner.raft.WakeFollower(leader.id) {
+		t.Fatal("a follower woke its leader")
+	}
+	if !leader.raft.WakeFollower(learner.id) {
+		t.Fatal("the leader found no replication to wake")
+	}
+	waitFor(t, 5*time.Second, "the woken learner is not reported voting", func() bool {
+		return serverProgress(t, leader, learner.id).Abstain == Votes
+	})
+	if leader.raft.WakeFollower("nobody") {
+		t.Fatal("woke a server outside the group")
+	}
+}

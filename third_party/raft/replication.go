@@ -51,6 +51,9 @@ type followerReplication struct {
 	// append or a snapshot, Unix nanoseconds (unlike lastContact, which
 	// heartbeats and wakes also set).
 	answeredNanos atomic.Int64
+	// abstain (Ferry fork) is an AbstainReport: what the follower's latest
+	// answer in this term said of its abstaining from elections.
+	abstain atomic.Uint32
 
 	// peer contains the network address and ID of the remote follower.
 	peer Server
@@ -264,7 +267,8 @@ START:
 
 	// Update the last contact
 	s.setLastContact()
-	s.answered() // Ferry fork
+	s.answered()         // Ferry fork
+	s.noteAbstain(&resp) // Ferry fork
 
 	// Update s based on success
 	if resp.Success {
@@ -471,6 +475,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 				metrics.MeasureSince([]string{"raft", "replication", "heartbeat", string(peer.ID)}, start)
 			}
 
+			s.noteAbstain(&resp) // Ferry fork
 			if quiescing && resp.Success {
 				r.finishQuiesce(s, wakes, lastIdx)
 			}
@@ -601,7 +606,8 @@ func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, 
 
 			// Update the last contact
 			s.setLastContact()
-			s.answered() // Ferry fork
+			s.answered()        // Ferry fork
+			s.noteAbstain(resp) // Ferry fork
 
 			// Abort pipeline if not successful
 			if !resp.Success {
