@@ -62,9 +62,14 @@ const (
 	CaughtUp
 	// Left asks the caller to record that Step's Node left the group.
 	Left
+	// AwaitingVote: Step's Node is recorded caught up but its answers
+	// still say it abstains; it was woken, and the caller steps the
+	// group again soon (its node applies the record within moments).
+	AwaitingVote
 )
 
-var actionNames = [...]string{"settled", "waiting", "added-learner", "promoted", "removed-to-rejoin", "removed", "handed-over", "caught-up", "left"}
+var actionNames = [...]string{"settled", "waiting", "added-learner", "promoted", "removed-to-rejoin", "removed", "handed-over", "caught-up", "left",
+	"awaiting-vote"}
 
 // String names the action.
 func (a Action) String() string {

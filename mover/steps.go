@@ -11,6 +11,7 @@ import (
 // that needs one, or asks the caller to record one that caught up.
 func (m *Mover) stepJoins(g Group, pl Placement, c Cluster, prog raft.ReplicationProgress,
 	servers map[string]raft.ServerProgress, st *groupState, joining []string) (Step, error) {
+	awaiting := ""
 	for _, id := range joining {
 		s, in := servers[id]
 		switch {
@@ -49,10 +50,14 @@ func (m *Mover) stepJoins(g Group, pl Placement, c Cluster, prog raft.Replicatio
 				// down the group could not elect. A quiesced learner
 				// answers nothing, so it is woken to answer again.
 				g.WakeFollower(id)
+				awaiting = id
 				continue
 			}
 			return m.promote(g, pl, prog, st, id)
 		}
+	}
+	if awaiting != "" {
+		return Step{Action: AwaitingVote, Node: awaiting}, nil
 	}
 	return Step{Action: Waiting}, nil
 }

@@ -34,6 +34,7 @@ func (rs *replicaSet) stepMembers(r *replica, nodes map[string]meta.Node) bool {
 	pl := placementOf(r.a, rs.n.cfg.ID, nodes)
 	for range moveStepsPerPass {
 		step, err := rs.n.mover.Step(r.p, pl, rs.n.members)
+		r.awaitingVote.Store(step.Action == mover.AwaitingVote)
 		if err != nil {
 			rs.n.logger.Debug("partition membership step failed", "group", r.a.GroupID, "step", step.Action, "replica", step.Node, "err", err)
 			return false
@@ -41,7 +42,7 @@ func (rs *replicaSet) stepMembers(r *replica, nodes map[string]meta.Node) bool {
 		switch step.Action {
 		case mover.Settled:
 			return true
-		case mover.Waiting, mover.HandedOver:
+		case mover.Waiting, mover.HandedOver, mover.AwaitingVote:
 			return false
 		case mover.CaughtUp:
 			rs.n.reports.add(moveReport{Kind: reportCaughtUp, Queue: r.a.Queue, QueueID: r.a.QueueID, Index: r.a.Index,
@@ -87,7 +88,8 @@ func (rs *replicaSet) releaseStep(group string) {
 }
 
 // runMoves steps, every moveInterval, the led groups whose placement has a
-// move in progress, so a move does not wait for reconcile passes.
+// move in progress, or whose leader waits for a recorded learner to
+// report that it votes, so a move does not wait for reconcile passes.
 func (n *Node) runMoves() {
 	defer n.loops.Done()
 	tick := time.NewTicker(moveInterval)
@@ -100,7 +102,7 @@ func (n *Node) runMoves() {
 		}
 		var moving []*replica
 		for _, r := range n.replicas.all() {
-			if (len(r.a.Joining) > 0 || len(r.a.Leaving) > 0) && r.p.IsLeader() {
+			if (len(r.a.Joining) > 0 || len(r.a.Leaving) > 0 || r.awaitingVote.Load()) && r.p.IsLeader() {
 				moving = append(moving, r)
 			}
 		}

@@ -85,6 +85,11 @@ type replica struct {
 	// not yet). Reconcile reads and writes it, under rs.reconciling; a
 	// changed assignment gets a fresh replica value, so it starts at zero.
 	syncedTerm uint64
+	// awaitingVote is set while, as leader, it waits for a learner
+	// recorded caught up to report that it votes (mover.AwaitingVote):
+	// its assignment no longer shows a move, so runMoves steps it on
+	// this flag rather than waiting for a reconcile pass.
+	awaitingVote atomic.Bool
 }
 
 // sameAssignment reports whether two assignments of a group ask for the
