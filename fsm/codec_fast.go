@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // decodeItemsMax bounds array lengths a decoder accepts, so that garbage
@@ -93,17 +95,31 @@ func (c *SendCmd) decode(dec *msgpack.Decoder, src *entrySource) error {
 //	5 fields (first form, still decoded): id, group, headers map, body,
 //	    delay. Still written for a message whose headers the stored payload
 //	    cannot represent (the FSM refuses it).
+//	5 fields (current, with a priority): the 4 fields of the current form
+//	    and the priority, written only when it is not 0, so a message of
+//	    priority 0 keeps the bytes it always had. It is told from the first
+//	    form by its third field: a bin (the payload), not a map. The
+//	    priority is decoded as any uint8 and range-checked by the FSM, which
+//	    refuses the message, like any other out-of-range field.
 
 func (m *NewMessage) encode(enc *msgpack.Encoder) error {
+	fields := 4
+	if m.Priority != 0 {
+		fields = 5
+	}
 	if m.stored != nil {
-		return encodeAll(enc.EncodeArrayLen(4), enc.EncodeString(m.ID), enc.EncodeString(m.Group),
+		err := encodeAll(enc.EncodeArrayLen(fields), enc.EncodeString(m.ID), enc.EncodeString(m.Group),
 			enc.EncodeBytes(m.stored), enc.EncodeInt(int64(m.Delay)))
+		if err != nil {
+			return err
+		}
+		return m.encodePriority(enc)
 	}
 	if !payloadEncodable(m.Headers) {
 		return m.encodeV1(enc)
 	}
 	head := appendPayloadHead(nil, m.Headers, 0)
-	err := encodeAll(enc.EncodeArrayLen(4), enc.EncodeString(m.ID), enc.EncodeString(m.Group),
+	err := encodeAll(enc.EncodeArrayLen(fields), enc.EncodeString(m.ID), enc.EncodeString(m.Group),
 		enc.EncodeBytesLen(len(head)+len(m.Body)))
 	if err != nil {
 		return err
@@ -115,7 +131,18 @@ func (m *NewMessage) encode(enc *msgpack.Encoder) error {
 	if _, err := w.Write(m.Body); err != nil {
 		return err
 	}
-	return enc.EncodeInt(int64(m.Delay))
+	if err := enc.EncodeInt(int64(m.Delay)); err != nil {
+		return err
+	}
+	return m.encodePriority(enc)
+}
+
+// encodePriority writes the priority field, present only when not 0.
+func (m *NewMessage) encodePriority(enc *msgpack.Encoder) error {
+	if m.Priority == 0 {
+		return nil
+	}
+	return enc.EncodeUint(uint64(m.Priority))
 }
 
 // encodeV1 writes the 5-field form.
@@ -149,7 +176,15 @@ func (m *NewMessage) decode(dec *msgpack.Decoder, src *entrySource) error {
 	if m.Group, err = dec.DecodeString(); err != nil {
 		return err
 	}
-	if n == 4 {
+	stored := n == 4
+	if n == 5 {
+		code, err := dec.PeekCode()
+		if err != nil {
+			return err
+		}
+		stored = msgpcode.IsBin(code)
+	}
+	if stored {
 		err = m.decodeStored(dec, src)
 	} else {
 		err = m.decodeV1(dec)
@@ -158,8 +193,21 @@ func (m *NewMessage) decode(dec *msgpack.Decoder, src *entrySource) error {
 		return err
 	}
 	delay, err := dec.DecodeInt64()
+	if err != nil {
+		return err
+	}
 	m.Delay = time.Duration(delay)
-	return err
+	if stored && n == 5 {
+		p, err := dec.DecodeUint64()
+		if err != nil {
+			return err
+		}
+		if p > math.MaxUint8 {
+			return fmt.Errorf("priority %d", p)
+		}
+		m.Priority = uint8(p)
+	}
+	return nil
 }
 
 // decodeStored reads the payload field of the 4-field form: in place from

@@ -83,6 +83,9 @@ type NewMessage struct {
 	Body    []byte            `msgpack:"body"`
 	// Delay keeps the message invisible this long after it is accepted.
 	Delay time.Duration `msgpack:"delay,omitempty"`
+	// Priority is 0 (the default) to PriorityMax (the most urgent); see
+	// priority.go.
+	Priority uint8 `msgpack:"priority,omitempty"`
 
 	// stored is set instead of Headers and Body by the FSM's own decoding:
 	// the message's stored payload (payload.go), usually aliasing the log

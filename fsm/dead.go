@@ -51,6 +51,7 @@ type DeadLetter struct {
 	ReasonText       string
 	LastConsumer     string
 	History          []Event
+	Priority         uint8 // 0..PriorityMax, kept through a redrive
 }
 
 func (d DeadFilter) limit() int {
@@ -144,7 +145,7 @@ func deadView(m *message) DeadLetter {
 		FirstEnqueuedAt: m.enqueuedAt, EnqueuedAt: m.enqueuedAt,
 		FirstDeliveredAt: in.firstDeliveredAt, LastDeliveredAt: in.lastDeliveredAt,
 		DeadAt: in.deadAt, Reason: in.deadReason, ReasonText: in.deadText,
-		LastConsumer: in.consumer, History: slices.Clone(in.history),
+		LastConsumer: in.consumer, History: slices.Clone(in.history), Priority: m.priority(),
 	}
 	if in.firstEnqueuedAt != 0 {
 		d.FirstEnqueuedAt = in.firstEnqueuedAt
@@ -187,6 +188,7 @@ func (f *FSM) redriveOne(old *message) {
 	}
 	in.deadAt, in.deadReason, in.deadText = 0, 0, ""
 	in.addEvent(Event{Kind: EventRedriven, At: f.clock, Attempt: old.attempts})
+	// idLen carries the priority: the redriven message keeps it.
 	m := &message{seq: f.lastSeq, idData: old.idData, idLen: old.idLen, enqueuedAt: f.clock, info: &in,
 		pos: old.pos, stored: old.stored, crc: old.crc}
 	f.keys.set(m.seq, key)

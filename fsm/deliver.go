@@ -44,14 +44,15 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 	var out []Delivery
 	var answerBytes int64
 	for len(out) < most {
-		if next := f.oldestEligible(); next != nil && c.MaxBytes > 0 && len(out) > 0 &&
-			answerBytes+next.deliveryBytes() > c.MaxBytes {
-			break // the rest stays ready for the next receive
-		}
-		m := f.popEligible()
+		next := f.nextEligible()
+		m := next.m
 		if m == nil {
 			break
 		}
+		if c.MaxBytes > 0 && len(out) > 0 && answerBytes+m.deliveryBytes() > c.MaxBytes {
+			break // the rest stays ready for the next receive
+		}
+		f.takeEligible(next)
 		if f.exhausted(m) {
 			// MaxReceives was lowered below this message's attempts: it
 			// gets no more deliveries.
@@ -96,6 +97,7 @@ func (f *FSM) delivery(m *message) Delivery {
 		ID:         m.id(),
 		EnqueuedAt: m.enqueuedAt,
 		Deadline:   m.visibleAt,
+		Priority:   m.priority(),
 	}
 	if m.group != nil {
 		d.Group = m.group.name

@@ -26,6 +26,9 @@ func (f *FSM) Digest() [32]byte {
 		d.Ints(1, p.At)
 		d.Str(p.By)
 	}
+	if f.guard != 0 {
+		d.Ints(-1, int64(f.guard)) // only when moved: older states digest as before
+	}
 	c := f.counters
 	d.Ints(int64(c.Sent), int64(c.Duplicates), int64(c.Leased), int64(c.Acked), int64(c.Nacked),
 		int64(c.Rejected), int64(c.Expired), int64(c.DeadLettered), int64(c.Redriven),
@@ -41,6 +44,12 @@ func (f *FSM) Digest() [32]byte {
 type digester struct{ *digest.Writer }
 
 func (d *digester) message(m *message) {
+	if p := m.priority(); p > 0 {
+		// A negative number never starts a message's part (seqs are
+		// positive), and priority 0 adds nothing: older states digest as
+		// before.
+		d.Ints(-int64(p))
+	}
 	d.Ints(int64(m.seq), m.enqueuedAt, m.visibleAt, int64(m.stored), int64(m.crc),
 		int64(m.attempts), int64(m.state))
 	var buf [ulidLen]byte

@@ -41,6 +41,8 @@ type MessageInfo struct {
 	// Dead is set for a dead letter.
 	Dead    *DeadLetter
 	History []Event
+	// Priority is the message's priority, 0..PriorityMax.
+	Priority uint8
 }
 
 // Find returns the messages with this id in any state, live ones first,
@@ -62,7 +64,7 @@ func (f *FSM) Find(id string) []MessageInfo {
 		if m.idInto(&buf) == id {
 			d := deadView(m)
 			out = append(out, MessageInfo{Seq: m.seq, ID: d.ID, Group: d.Group, State: StateDead, Attempts: m.attempts,
-				EnqueuedAt: m.enqueuedAt, Consumer: d.LastConsumer, Dead: &d, History: d.History})
+				EnqueuedAt: m.enqueuedAt, Consumer: d.LastConsumer, Dead: &d, History: d.History, Priority: d.Priority})
 		}
 		return true
 	})
@@ -70,7 +72,7 @@ func (f *FSM) Find(id string) []MessageInfo {
 }
 
 func (f *FSM) infoOf(m *message) MessageInfo {
-	in := MessageInfo{Seq: m.seq, ID: m.id(), Attempts: m.attempts, EnqueuedAt: m.enqueuedAt}
+	in := MessageInfo{Seq: m.seq, ID: m.id(), Attempts: m.attempts, EnqueuedAt: m.enqueuedAt, Priority: m.priority()}
 	if m.group != nil {
 		in.Group = m.group.name
 	}

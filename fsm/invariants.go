@@ -11,7 +11,7 @@ func (f *FSM) checkInvariants() error {
 		err = fmt.Errorf("fsm invariant: "+format, args...)
 		return false
 	}
-	timed, inTree := 0, 0
+	timed, inTree, high := 0, 0, 0
 	f.table.ascend(func(m *message) bool {
 		g.bytes += int64(m.stored)
 		switch m.state {
@@ -26,8 +26,14 @@ func (f *FSM) checkInvariants() error {
 			}
 			if m.eligible == eligibleTree {
 				inTree++
-				if _, ok := f.returned.Get(m); !ok {
+				if _, ok := f.levelTree(m.priority()).Get(m); !ok {
 					return fail("seq %d eligible but not in its index", m.seq)
+				}
+			}
+			if m.eligible != notEligible && m.priority() > 0 {
+				high++
+				if m.eligible != eligibleTree {
+					return fail("seq %d of priority %d found by the fresh cursor", m.seq, m.priority())
 				}
 			}
 		case stateDelayed, stateInFlight:
@@ -74,8 +80,18 @@ func (f *FSM) checkInvariants() error {
 	if g != f.gauges {
 		return fmt.Errorf("fsm invariant: gauges %+v, recounted %+v", f.gauges, g)
 	}
-	if timed != f.timers.Len() || inTree != f.returned.Len() {
-		return fmt.Errorf("fsm invariant: %d timed vs %d timers, %d vs %d returned", timed, f.timers.Len(), inTree, f.returned.Len())
+	indexed := f.returned.Len()
+	for _, t := range f.levels {
+		if t != nil {
+			indexed += t.Len()
+		}
+	}
+	if timed != f.timers.Len() || inTree != indexed || high != f.high {
+		return fmt.Errorf("fsm invariant: %d timed vs %d timers, %d vs %d returned, %d vs %d above priority 0",
+			timed, f.timers.Len(), inTree, indexed, high, f.high)
+	}
+	if f.guard >= GuardEvery {
+		return fmt.Errorf("fsm invariant: starvation guard at %d", f.guard)
 	}
 	if err := f.checkGroups(); err != nil {
 		return err

@@ -39,10 +39,34 @@ type message struct {
 	stored     uint32 // bytes in the body store
 	crc        uint32 // CRC-32C of the stored bytes, for digests
 	attempts   uint32
-	idLen      uint16 // the id's length (at most IDBytesMax), or idPacked|26
+	idLen      uint16 // the id's length (at most IDBytesMax) or idPacked|26, and the priority (see priority)
 	state      msgState
 	eligible   eligibility
 	info       *deliveryInfo // nil until first delivery
+}
+
+// idLen holds, besides the id's length and the idPacked flag, the
+// message's priority in bits 11-14: a priority is set once, with the id,
+// and a field of its own would spill the struct into the next allocation
+// class.
+const (
+	idLenMask     = 1<<idPrioShift - 1 // the length bits (IDBytesMax < 2048)
+	idPrioShift   = 11
+	idPrioMask    = 0xf << idPrioShift
+	_             = uint(idLenMask - IDBytesMax)
+	_             = uint(15 - PriorityMax) // a priority fits in four bits
+	idLenAndFlags = idLenMask | idPacked
+)
+
+// priority returns the message's priority, 0..PriorityMax.
+func (m *message) priority() uint8 { return uint8((m.idLen & idPrioMask) >> idPrioShift) }
+
+// setPriority sets the message's priority; p must be at most PriorityMax.
+func (m *message) setPriority(p uint8) {
+	if p > PriorityMax {
+		panic("fsm: priority above PriorityMax")
+	}
+	m.idLen = m.idLen&idLenAndFlags | uint16(p)<<idPrioShift
 }
 
 // Ids in the layout the Ferry client makes (a ULID: 26 characters of
@@ -102,7 +126,7 @@ func unpackULID(b *[ulidBytes]byte, out *[ulidLen]byte) {
 // id returns the message id. A packed id is spelled out into a new string.
 func (m *message) id() string {
 	if m.idLen&idPacked == 0 {
-		return unsafe.String(m.idData, int(m.idLen))
+		return unsafe.String(m.idData, int(m.idLen&idLenMask))
 	}
 	var buf [ulidLen]byte
 	return string(m.idInto(&buf))
@@ -113,7 +137,7 @@ func (m *message) id() string {
 // valid only while buf is neither changed nor gone.
 func (m *message) idInto(buf *[ulidLen]byte) string {
 	if m.idLen&idPacked == 0 {
-		return unsafe.String(m.idData, int(m.idLen))
+		return unsafe.String(m.idData, int(m.idLen&idLenMask))
 	}
 	unpackULID((*[ulidBytes]byte)(unsafe.Pointer(m.idData)), buf)
 	return unsafe.String(&buf[0], ulidLen)
@@ -124,7 +148,7 @@ func (m *message) idBytes() int {
 	if m.idLen&idPacked != 0 {
 		return ulidLen
 	}
-	return int(m.idLen)
+	return int(m.idLen & idLenMask)
 }
 
 // setID sets the message id; id must be at most IDBytesMax bytes. The id
@@ -134,13 +158,14 @@ func (m *message) setID(id string) {
 	if len(id) > IDBytesMax {
 		panic("fsm: message id longer than IDBytesMax")
 	}
+	prio := m.idLen & idPrioMask
 	if b, ok := packULID(id); ok {
 		p := new([ulidBytes]byte)
 		*p = b
-		m.idData, m.idLen = &p[0], idPacked|ulidLen
+		m.idData, m.idLen = &p[0], idPacked|ulidLen|prio
 		return
 	}
-	m.idData, m.idLen = unsafe.StringData(id), uint16(len(id))
+	m.idData, m.idLen = unsafe.StringData(id), uint16(len(id))|prio
 }
 
 // DeadReason says why a message was dead-lettered.

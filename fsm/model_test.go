@@ -20,6 +20,7 @@ type model struct {
 	counters Counters
 	pause    PauseState
 	rateTAT  int64 // the delivery rate schedule, as rate.go keeps it
+	guard    int   // leases of the top priority in a row while a lower one waited
 }
 
 type modelMsg struct {
@@ -36,6 +37,7 @@ type modelMsg struct {
 	deadAt    int64
 	consumer  string
 	history   int
+	priority  uint8
 }
 
 type modelDedup struct {
@@ -209,7 +211,7 @@ func (md *model) send(nm NewMessage) SendOutcome {
 			return SendOutcome{Seq: d.seq, Duplicate: true}
 		}
 	}
-	m := &modelMsg{id: nm.ID, group: nm.Group, headers: nm.Headers, body: nm.Body, enq: md.clock}
+	m := &modelMsg{id: nm.ID, group: nm.Group, headers: nm.Headers, body: nm.Body, enq: md.clock, priority: nm.Priority}
 	var depth, bytes int64
 	for _, o := range md.msgs {
 		if md.live(o) {
@@ -266,13 +268,7 @@ func (md *model) receive(c ReceiveCmd) []Delivery {
 		}
 	}()
 	for len(out) < most {
-		var next *modelMsg
-		for _, m := range md.msgs {
-			if md.eligible(m) {
-				next = m
-				break
-			}
-		}
+		next := md.nextEligible()
 		if next == nil {
 			break
 		}
@@ -286,9 +282,43 @@ func (md *model) receive(c ReceiveCmd) []Delivery {
 		out = append(out, Delivery{
 			Receipt: Receipt{Seq: next.seq, Attempt: next.attempts}, ID: next.id, Group: next.group,
 			Headers: next.headers, Body: next.body, EnqueuedAt: next.enq, Deadline: next.visibleAt,
+			Priority: next.priority,
 		})
 	}
 	return out
+}
+
+// nextEligible picks the message a receive takes next, by the rules of
+// priority.go stated plainly: the oldest eligible message of the highest
+// priority, except that after GuardEvery-1 such picks in a row while an
+// eligible message of a lower priority waited, the oldest of those lower
+// ones. It moves the guard.
+func (md *model) nextEligible() *modelMsg {
+	var top, low *modelMsg
+	for _, m := range md.msgs {
+		if md.eligible(m) && (top == nil || m.priority > top.priority) {
+			top = m
+		}
+	}
+	if top == nil {
+		return nil
+	}
+	for _, m := range md.msgs {
+		if md.eligible(m) && m.priority < top.priority {
+			low = m
+			break
+		}
+	}
+	switch {
+	case low == nil:
+		md.guard = 0
+	case md.guard == GuardEvery-1:
+		md.guard = 0
+		return low
+	default:
+		md.guard++
+	}
+	return top
 }
 
 // leased implements the fencing rule for extend, nack and reject.
@@ -398,7 +428,8 @@ func (md *model) redrive(d DeadFilter) int {
 		old.state = 0
 		md.lastSeq++
 		m := &modelMsg{seq: md.lastSeq, id: old.id, group: old.group, headers: old.headers, body: old.body,
-			enq: md.clock, state: stateReady, visibleAt: md.clock, consumer: old.consumer, history: old.history + 1}
+			enq: md.clock, state: stateReady, visibleAt: md.clock, consumer: old.consumer, history: old.history + 1,
+			priority: old.priority}
 		md.msgs = append(md.msgs, m)
 		for i := range md.dedup {
 			if md.dedup[i].id == old.id && md.dedup[i].seq == old.seq {

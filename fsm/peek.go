@@ -40,12 +40,15 @@ type Peeked struct {
 	// Blocked is set for a message of a group that waits behind an
 	// earlier message of its group: a receive does not get it yet.
 	Blocked bool
+	// Priority is the message's priority, 0..PriorityMax.
+	Priority uint8
 }
 
 // PeekResult is the answer of a peek.
 type PeekResult struct {
 	// Messages are the ready messages, oldest (lowest seq) first. A
-	// receive leases the ones not Blocked in this order.
+	// receive leases the ones not Blocked in this order within a
+	// priority, higher priorities first (see priority.go).
 	Messages []Peeked
 	// Next, when not 0, is the AfterSeq that continues the listing: the
 	// peek stopped at a count, byte or scan bound before the end of the
@@ -90,7 +93,7 @@ func (f *FSM) Peek(pf PeekFilter) (PeekResult, error) {
 
 // peeked reads m's headers and body.
 func (f *FSM) peeked(m *message) (Peeked, error) {
-	p := Peeked{Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt, Attempts: m.attempts}
+	p := Peeked{Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt, Attempts: m.attempts, Priority: m.priority()}
 	if m.group != nil {
 		p.Group = m.group.name
 		p.Blocked = m.group.first() != m

@@ -70,6 +70,8 @@ func genMessage(t *rapid.T) NewMessage {
 	if rapid.IntRange(0, 20).Draw(t, "badID") == 0 {
 		nm.ID = ""
 	}
+	// Mostly the default, often a few levels, now and then out of range.
+	nm.Priority = rapid.SampledFrom([]uint8{0, 0, 0, 1, 5, 9, 9, 10}).Draw(t, "priority")
 	return nm
 }
 
@@ -225,6 +227,7 @@ func compareResults(t *rapid.T, got, want Result) {
 // listing is the per-message state both sides must agree on.
 type listing struct {
 	seq       uint64
+	priority  uint8
 	id, group string
 	state     msgState
 	attempts  uint32
@@ -237,7 +240,7 @@ type listing struct {
 func fsmListing(f *FSM) []listing {
 	var out []listing
 	f.eachMessage(func(m *message) {
-		l := listing{seq: m.seq, id: m.id(), state: m.state, attempts: m.attempts}
+		l := listing{seq: m.seq, priority: m.priority(), id: m.id(), state: m.state, attempts: m.attempts}
 		if m.group != nil {
 			l.group = m.group.name
 		}
@@ -258,8 +261,8 @@ func modelListing(md *model) []listing {
 		if m.state == 0 {
 			continue
 		}
-		l := listing{seq: m.seq, id: m.id, group: m.group, state: m.state, attempts: m.attempts, reason: m.reason,
-			history: min(m.history, HistoryMax)}
+		l := listing{seq: m.seq, priority: m.priority, id: m.id, group: m.group, state: m.state, attempts: m.attempts,
+			reason: m.reason, history: min(m.history, HistoryMax)}
 		if m.state == stateDead {
 			l.deadAt = m.deadAt
 		}
@@ -322,6 +325,9 @@ func compareState(t *rapid.T, f *FSM, md *model) {
 	if got, want := fsmListing(f), modelListing(md); !slices.Equal(got, want) {
 		t.Fatalf("state differs:\nfsm   %+v\nmodel %+v", got, want)
 	}
+	if int(f.guard) != md.guard {
+		t.Fatalf("starvation guard: fsm %d, model %d", f.guard, md.guard)
+	}
 	st := f.Stats()
 	r, e, d, i, dd, b := modelStats(md)
 	if st.Ready != r || st.Eligible != e || st.Delayed != d || st.InFlight != i || st.Dead != dd || st.Bytes != b ||
@@ -345,6 +351,7 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 		now := t0
 		var handed []Receipt
 		var rated rateCheck
+		groupLast := map[string]uint64{} // the last seq delivered per group
 		steps := rapid.IntRange(1, 150).Draw(rt, "steps")
 		for range steps {
 			now += int64(rapid.SampledFrom([]time.Duration{0, 0, 100 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second, -2 * time.Second}).Draw(rt, "dt"))
@@ -382,6 +389,14 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 			}
 			for _, d := range got.Delivered {
 				handed = append(handed, d.Receipt)
+				if d.Group != "" {
+					// Priorities never reorder a group: its deliveries
+					// go in seq order (a retry repeats a seq).
+					if d.Receipt.Seq < groupLast[d.Group] {
+						rt.Fatalf("group %s: seq %d delivered after seq %d", d.Group, d.Receipt.Seq, groupLast[d.Group])
+					}
+					groupLast[d.Group] = d.Receipt.Seq
+				}
 				if cfg := f.Config(); cfg.MaxReceives > 0 && int(d.Receipt.Attempt) > cfg.MaxReceives {
 					rt.Fatalf("delivery attempt %d beyond MaxReceives %d", d.Receipt.Attempt, cfg.MaxReceives)
 				}

@@ -39,6 +39,7 @@ type Delivery struct {
 	Body       []byte
 	EnqueuedAt int64 // Unix nanoseconds
 	Deadline   int64 // Unix nanoseconds; the lease ends here
+	Priority   uint8 // 0..PriorityMax
 }
 
 // Counters are the partition's monotonic event counts.

@@ -58,6 +58,8 @@ func (f *FSM) validateNew(nm *NewMessage) error {
 		return fmt.Errorf("%w: group must be at most %d bytes of UTF-8", ErrInvalidArgument, GroupBytesMax)
 	case nm.Delay < 0 || nm.Delay > DelayMax:
 		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, nm.Delay, DelayMax)
+	case nm.Priority > PriorityMax:
+		return ValidatePriority(int(nm.Priority))
 	}
 	headers, badKey, size, err := nm.shape()
 	switch {
@@ -91,6 +93,7 @@ func (f *FSM) sendOne(nm *NewMessage, index uint64) SendOutcome {
 	f.lastSeq++
 	m := &message{seq: f.lastSeq, enqueuedAt: f.clock}
 	m.setID(nm.ID)
+	m.setPriority(nm.Priority)
 	if index > 0 && f.entries != nil && nm.stored != nil && nm.storedAt >= 0 {
 		f.refBody(m, index, nm.storedAt, payload)
 	} else {

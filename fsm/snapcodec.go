@@ -21,6 +21,9 @@ import (
 //	    state, info (nil or an info array), stored size, CRC-32C,
 //	    Loc.A - previous Loc.A, Loc.B - previous Loc.B, Loc.C - previous Loc.C
 //	message, full form (9 fields): the first eight fields, then the payload
+//	message of a priority above 0: either form with one more field at the
+//	    end, the priority (14 or 10 fields); a message of priority 0 is
+//	    written without it, as before priorities existed
 //	info (8 fields): consumer, firstEnqueuedAt, firstDeliveredAt,
 //	    lastDeliveredAt, history (array of events), deadAt, deadReason,
 //	    deadText; times are nil when zero, else the difference to the
@@ -64,6 +67,9 @@ func (c *snapCodec) encodeMessage(enc *msgpack.Encoder, sm *snapMessage, form sn
 	if form == formLocal {
 		fields = snapFieldsLocal
 	}
+	if sm.Priority != 0 {
+		fields++
+	}
 	err := encodeAll(enc.EncodeArrayLen(fields), enc.EncodeUint(sm.Seq-c.seq), enc.EncodeString(sm.ID),
 		enc.EncodeString(sm.Group), enc.EncodeInt(sm.EnqueuedAt-c.enq), enc.EncodeInt(sm.VisibleAt-sm.EnqueuedAt),
 		enc.EncodeUint(uint64(sm.Attempts)), enc.EncodeUint(uint64(sm.State)))
@@ -75,14 +81,18 @@ func (c *snapCodec) encodeMessage(enc *msgpack.Encoder, sm *snapMessage, form sn
 		return err
 	}
 	if form == formFull {
-		return enc.EncodeBytes(sm.Payload)
+		err = enc.EncodeBytes(sm.Payload)
+	} else {
+		loc := sm.loc()
+		err = encodeAll(enc.EncodeUint(uint64(sm.Stored)), enc.EncodeUint(uint64(sm.CRC)),
+			enc.EncodeInt(int64(loc.A-c.loc.A)), enc.EncodeInt(int64(loc.B)-int64(c.loc.B)),
+			enc.EncodeInt(int64(loc.C)-int64(c.loc.C)))
+		c.loc = loc
 	}
-	loc := sm.loc()
-	err = encodeAll(enc.EncodeUint(uint64(sm.Stored)), enc.EncodeUint(uint64(sm.CRC)),
-		enc.EncodeInt(int64(loc.A-c.loc.A)), enc.EncodeInt(int64(loc.B)-int64(c.loc.B)),
-		enc.EncodeInt(int64(loc.C)-int64(c.loc.C)))
-	c.loc = loc
-	return err
+	if err != nil || sm.Priority == 0 {
+		return err
+	}
+	return enc.EncodeUint(uint64(sm.Priority))
 }
 
 func encodeInfo(enc *msgpack.Encoder, sm *snapMessage) error {
@@ -124,8 +134,12 @@ func (c *snapCodec) decodeMessage(dec *msgpack.Decoder, sm *snapMessage, form sn
 	if form == formLocal {
 		want = snapFieldsLocal
 	}
-	if err := expectArray(dec, "snapshot message", want); err != nil {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
 		return err
+	}
+	if n != want && n != want+1 {
+		return fmt.Errorf("snapshot message with %d fields (want %d or %d)", n, want, want+1)
 	}
 	dseq, err := decodeSnapUint(dec, "seq step", math.MaxUint64-c.seq)
 	if err != nil {
@@ -160,9 +174,22 @@ func (c *snapCodec) decodeMessage(dec *msgpack.Decoder, sm *snapMessage, form sn
 	}
 	c.seq, c.enq = sm.Seq, sm.EnqueuedAt
 	if form == formFull {
-		return decodeSnapPayload(dec, sm)
+		err = decodeSnapPayload(dec, sm)
+	} else {
+		err = c.decodeLocation(dec, sm)
 	}
-	return c.decodeLocation(dec, sm)
+	if err != nil || n == want {
+		return err
+	}
+	prio, err := decodeSnapUint(dec, "priority", PriorityMax)
+	if err != nil {
+		return err
+	}
+	if prio == 0 {
+		return fmt.Errorf("seq %d: priority 0 written", sm.Seq)
+	}
+	sm.Priority = uint8(prio)
+	return nil
 }
 
 // decodeTimes reads enqueuedAt and visibleAt.

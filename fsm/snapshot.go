@@ -148,7 +148,7 @@ func (fm *frozenMessage) record(x *frozenExtra, buf *[ulidLen]byte) snapMessage 
 	sm := snapMessage{
 		Seq: m.seq, ID: m.idInto(buf), EnqueuedAt: m.enqueuedAt,
 		VisibleAt: fm.visibleAt, Attempts: fm.attempts, State: fm.state, Stored: m.stored, CRC: m.crc,
-		LocA: fm.pos.A, LocB: fm.pos.B, LocC: fm.pos.C,
+		LocA: fm.pos.A, LocB: fm.pos.B, LocC: fm.pos.C, Priority: m.priority(),
 	}
 	if x == nil {
 		return sm
@@ -216,6 +216,8 @@ type snapHeader struct {
 	// RateTAT is the delivery rate bound's schedule (rate.go), absent when
 	// no delivery was ever bounded.
 	RateTAT int64 `msgpack:"rate_tat,omitempty"`
+	// Guard is the starvation guard's count (priority.go), absent when 0.
+	Guard uint8 `msgpack:"prio_guard,omitempty"`
 }
 
 // snapMessage is one message record as Restore and WriteFullSnapshot see
@@ -238,6 +240,9 @@ type snapMessage struct {
 	LocA   uint64 `msgpack:"loc_a,omitempty"`
 	LocB   uint32 `msgpack:"loc_b,omitempty"`
 	LocC   uint32 `msgpack:"loc_c,omitempty"`
+	// Priority: absent when 0, and in every record written before
+	// priorities existed.
+	Priority uint8 `msgpack:"prio,omitempty"`
 }
 
 func (sm *snapMessage) loc() Loc { return Loc{A: sm.LocA, B: sm.LocB, C: sm.LocC} }
@@ -279,6 +284,7 @@ func (f *FSM) Snapshot() *Snapshot {
 		s.header.Pause = &p
 	}
 	s.header.RateTAT = f.rateTAT
+	s.header.Guard = f.guard
 	f.eachMessage(s.freeze)
 	s.dedup = f.freezeDedup()
 	s.header.Messages, s.header.Dedup = len(s.messages), s.dedup.ring.n
@@ -413,6 +419,10 @@ func (f *FSM) restore(r io.Reader) error {
 		return fmt.Errorf("%w: rate schedule %d", ErrSnapshotFormat, h.RateTAT)
 	}
 	f.rateTAT = h.RateTAT
+	if h.Guard >= GuardEvery {
+		return fmt.Errorf("%w: starvation guard at %d (below %d)", ErrSnapshotFormat, h.Guard, GuardEvery)
+	}
+	f.guard = h.Guard
 	rd := snapReader{dec: dec, form: h.Form, legacy: legacy}
 	var prev uint64
 	for i := range h.Messages {
@@ -453,8 +463,12 @@ func (f *FSM) Reset() {
 }
 
 func (f *FSM) restoreMessage(sm *snapMessage, form snapForm) error {
+	if sm.Priority > PriorityMax {
+		return fmt.Errorf("seq %d: priority %d (at most %d)", sm.Seq, sm.Priority, PriorityMax)
+	}
 	m := &message{seq: sm.Seq, enqueuedAt: sm.EnqueuedAt, attempts: sm.Attempts}
 	m.setID(sm.ID)
+	m.setPriority(sm.Priority)
 	if sm.HasInfo {
 		in := sm.Info
 		m.info = &deliveryInfo{

@@ -36,7 +36,11 @@ func (f *FSM) mustDelete(_ *message, found bool) {
 func (f *FSM) dropEligible(m *message) {
 	switch m.eligible {
 	case eligibleTree:
-		f.mustDelete(f.returned.Delete(m))
+		p := m.priority()
+		f.mustDelete(f.levelTree(p).Delete(m))
+		if p > 0 {
+			f.high--
+		}
 		f.gauges.eligible--
 	case eligibleFIFO:
 		f.gauges.eligible--
@@ -46,7 +50,8 @@ func (f *FSM) dropEligible(m *message) {
 
 // schedule puts a non-dead m into ready (when visibleAt has come) or delayed.
 // fresh is set for a message just sent (always the newest seq): eligible at
-// once, it needs no index entry, as the fresh cursor walks the seq table.
+// once, one of priority 0 needs no index entry, as the fresh cursor walks
+// the seq table.
 func (f *FSM) schedule(m *message, visibleAt int64, fresh bool) {
 	m.visibleAt = visibleAt
 	if visibleAt > f.clock {
@@ -61,12 +66,11 @@ func (f *FSM) schedule(m *message, visibleAt int64, fresh bool) {
 		return // waits behind an earlier message of its group
 	}
 	f.gauges.eligible++
-	if fresh {
+	if fresh && m.priority() == 0 {
 		m.eligible = eligibleFIFO
 		return
 	}
-	m.eligible = eligibleTree
-	f.returned.ReplaceOrInsert(m)
+	f.indexEligible(m)
 }
 
 // lease hands m (just taken off the eligible indexes) to consumer.
@@ -109,8 +113,7 @@ func (f *FSM) unlink(m *message) {
 func (f *FSM) promote(g *group) {
 	h := g.first()
 	if h.state == stateReady && h.eligible == notEligible {
-		h.eligible = eligibleTree
-		f.returned.ReplaceOrInsert(h)
+		f.indexEligible(h)
 		f.gauges.eligible++
 	}
 }
@@ -178,26 +181,6 @@ func groupless(g *group) *group {
 	return &group{name: g.name}
 }
 
-// popEligible takes the oldest eligible message off the indexes, or nil.
-func (f *FSM) popEligible() *message {
-	a := f.freshFront()
-	b, ok := f.returned.Min()
-	switch {
-	case a == nil && !ok:
-		return nil
-	case a != nil && (!ok || a.seq < b.seq):
-		f.freshFrom = a.seq + 1
-		a.eligible = notEligible
-		f.gauges.eligible--
-		return a
-	default:
-		f.returned.DeleteMin()
-		b.eligible = notEligible
-		f.gauges.eligible--
-		return b
-	}
-}
-
 // freshFront advances the fresh cursor over the seq table to the first
 // message still eligible since its send, and returns it (nil if none). Each
 // seq is passed once, so the walk costs O(1) per message over its life.
@@ -211,7 +194,8 @@ func (f *FSM) freshFront() *message {
 	return nil
 }
 
-// oldestEligible returns the oldest eligible message without taking it.
+// oldestEligible returns the oldest eligible message of priority 0
+// without taking it.
 func (f *FSM) oldestEligible() *message {
 	a := f.freshFront()
 	b, ok := f.returned.Min()

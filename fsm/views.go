@@ -19,7 +19,7 @@ func (f *FSM) Stats() Stats {
 		Config:    f.cfg,
 		Pause:     f.pause,
 	}
-	if m := f.oldestEligible(); m != nil {
+	if m := f.oldestAnyEligible(); m != nil {
 		s.OldestEligibleAge = f.clock - m.enqueuedAt
 	}
 	if m, ok := f.deadOrder.Min(); ok {
