@@ -279,20 +279,20 @@ func TestNode_HTTPBodyLimitAndPprofOffByDefault(t *testing.T) {
 // meta group: the group's stats, and the leader's view of itself.
 func checkRaftDebug(t *testing.T, base string) {
 	t.Helper()
-	var groups []jsonview.RaftGroup
+	var view jsonview.RaftDebug
 	testwait.Until(t, 10*time.Second, "the meta group leads in /v1/debug/raft", func() bool {
 		resp, err := http.Get(base + "/v1/debug/raft?group=meta")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		groups = nil
-		if err := json.NewDecoder(resp.Body).Decode(&groups); err != nil {
+		view = jsonview.RaftDebug{}
+		if err := json.NewDecoder(resp.Body).Decode(&view); err != nil {
 			t.Fatalf("GET /v1/debug/raft: %v", err)
 		}
-		return len(groups) == 1 && groups[0].Stats["state"] == "Leader"
+		return len(view.Groups) == 1 && view.Groups[0].Stats["state"] == "Leader"
 	})
-	g := groups[0]
+	g := view.Groups[0]
 	if g.Group != "meta" || len(g.Servers) != 1 || g.Servers[0].Abstain != "votes" || g.Servers[0].Suffrage != "Voter" ||
 		g.Servers[0].Match == 0 || g.Stats["commit_index"] == "" {
 		t.Fatalf("meta group view %+v", g)

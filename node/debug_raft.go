@@ -7,12 +7,14 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ferrymq/ferry/internal/jsonview"
+	"github.com/ferrymq/ferry/transport"
 )
 
 // handleRaftDebug serves GET /v1/debug/raft (with the profiler only): the
-// raft state of the meta group and of every partition replica on this
-// node, or of the one named by ?group=. It is for diagnosing a group
-// that does not converge; nothing reads it on a request path.
+// liveness of every peer node and the raft state of the meta group and
+// of every partition replica on this node, or of the one named by
+// ?group=. It is for diagnosing a group that does not converge; nothing
+// reads it on a request path.
 func (n *Node) handleRaftDebug(w http.ResponseWriter, r *http.Request) {
 	only := r.URL.Query().Get("group")
 	var out []jsonview.RaftGroup
@@ -26,7 +28,20 @@ func (n *Node) handleRaftDebug(w http.ResponseWriter, r *http.Request) {
 			out = append(out, raftDebugView(rep.a.GroupID, rep.p.RaftStats(), prog, err))
 		}
 	}
-	writeJSON(w, out)
+	writeJSON(w, jsonview.RaftDebug{Peers: peerLivenessView(n.raftNet.Liveness()), Groups: out})
+}
+
+// peerLivenessView is the transport's liveness of each peer node.
+func peerLivenessView(peers []transport.PeerLiveness) []jsonview.RaftPeer {
+	out := make([]jsonview.RaftPeer, 0, len(peers))
+	for _, p := range peers {
+		v := jsonview.RaftPeer{Addr: p.Addr, Watched: p.Watched, Probing: p.Probing, Alive: p.Alive, Links: p.Links, Dialing: p.Dialing}
+		if p.SinceAnswer > 0 {
+			v.SinceAnswer = p.SinceAnswer.Round(time.Millisecond).String()
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // raftDebugView is one group's stats and, on its leader (err nil), the

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,4 +182,53 @@ func (s *Shared) probe(p *peer) {
 			p.lostLiveness()
 		}
 	}()
+}
+
+// PeerLiveness is one peer's node-level liveness as this transport sees
+// it, for diagnostics (Shared.Liveness).
+type PeerLiveness struct {
+	Addr    string
+	Watched bool // probed, because somebody asked about it
+	Probing bool // a probe is in flight
+	Alive   bool
+	// SinceAnswer is how long ago it last answered anything on its
+	// connections (zero if never).
+	SinceAnswer time.Duration
+	// Links counts its open connections; Dialing, the dials in progress.
+	Links, Dialing int
+}
+
+// Liveness returns every known peer's liveness, sorted by address.
+func (s *Shared) Liveness() []PeerLiveness {
+	s.mu.Lock()
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	s.mu.Unlock()
+	now := time.Now()
+	out := make([]PeerLiveness, 0, len(peers))
+	for _, p := range peers {
+		pl := PeerLiveness{Addr: p.addr}
+		lv := &p.live
+		lv.mu.Lock()
+		pl.Watched, pl.Probing, pl.Alive = lv.watched, lv.probing, lv.alive
+		if !lv.lastAnswer.IsZero() {
+			pl.SinceAnswer = now.Sub(lv.lastAnswer)
+		}
+		lv.mu.Unlock()
+		p.mu.Lock()
+		for c := range p.links {
+			if p.links[c] != nil {
+				pl.Links++
+			}
+			if p.dialing[c] != nil {
+				pl.Dialing++
+			}
+		}
+		p.mu.Unlock()
+		out = append(out, pl)
+	}
+	slices.SortFunc(out, func(a, b PeerLiveness) int { return strings.Compare(a.Addr, b.Addr) })
+	return out
 }

@@ -51,11 +51,17 @@ func TestShared_PeerAliveFollowsThePeerNode(t *testing.T) {
 		t.Fatal("lost closed while the peer answers")
 	case <-time.After(5 * fastProbeTimeout()):
 	}
+	if l := p.a.Liveness(); len(l) != 1 || l[0].Addr != string(p.target()) || !l[0].Watched || !l[0].Alive || l[0].Links == 0 {
+		t.Fatalf("liveness of an answering peer: %+v", l)
+	}
 	_ = p.b.Close()
 	_ = p.mb.Close()
 	waitClosed(t, "lost never closed after the peer node stopped", lost, 2*time.Second)
 	if alive, _ := p.a.PeerAlive("b", p.target()); alive {
 		t.Fatal("a stopped peer is reported alive")
+	}
+	if l := p.a.Liveness(); len(l) != 1 || l[0].Alive || !l[0].Watched {
+		t.Fatalf("liveness of a stopped peer: %+v", l)
 	}
 }
 

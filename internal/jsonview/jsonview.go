@@ -481,9 +481,29 @@ func FoundMessageOf(m wire.MessageInfo) FoundMessage {
 	return out
 }
 
-// RaftGroup is one raft group's state on a node, as GET /v1/debug/raft
-// reports it (served only with the profiler): raft's own stats and, on
-// the group's leader, its view of every server.
+// RaftDebug is what GET /v1/debug/raft reports (served only with the
+// profiler): the node-level liveness of each peer node, as the shared
+// raft transport sees it, and the state of each raft group.
+type RaftDebug struct {
+	Peers  []RaftPeer  `json:"peers"`
+	Groups []RaftGroup `json:"groups"`
+}
+
+// RaftPeer is one peer node's liveness: probed or not, a probe in
+// flight, alive, how long since it last answered, its open connections
+// and dials in progress.
+type RaftPeer struct {
+	Addr        string `json:"addr"`
+	Watched     bool   `json:"watched"`
+	Probing     bool   `json:"probing"`
+	Alive       bool   `json:"alive"`
+	SinceAnswer string `json:"since_answer,omitempty"`
+	Links       int    `json:"links"`
+	Dialing     int    `json:"dialing"`
+}
+
+// RaftGroup is one raft group's state on a node: raft's own stats and,
+// on the group's leader, its view of every server.
 type RaftGroup struct {
 	Group   string            `json:"group"`
 	Stats   map[string]string `json:"stats"`
