@@ -32,7 +32,7 @@ func (r SendRequest) EncodeMsgpack(e *msgpack.Encoder) error {
 // encode writes one message of a send.
 func (m *Message) encode(e *msgpack.Encoder) error {
 	n := 2
-	for _, set := range []bool{m.Group != "", len(m.Headers) > 0, m.Delay != 0} {
+	for _, set := range []bool{m.Group != "", len(m.Headers) > 0, m.Delay != 0, m.Priority != 0} {
 		if set {
 			n++
 		}
@@ -57,7 +57,12 @@ func (m *Message) encode(e *msgpack.Encoder) error {
 		return err
 	}
 	if m.Delay != 0 {
-		return encodeAll(e.EncodeString("delay"), e.EncodeInt(int64(m.Delay)))
+		if err := encodeAll(e.EncodeString("delay"), e.EncodeInt(int64(m.Delay))); err != nil {
+			return err
+		}
+	}
+	if m.Priority != 0 {
+		return encodeUintField(e, "priority", uint64(m.Priority))
 	}
 	return nil
 }

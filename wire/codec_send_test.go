@@ -30,7 +30,8 @@ func TestSendBodies_HandEncodingMatchesReflection(t *testing.T) {
 		}
 		for range rapid.IntRange(0, 4).Draw(t, "n") {
 			m := Message{ID: rapid.String().Draw(t, "id"), Group: rapid.String().Draw(t, "group"),
-				Body: rapid.SliceOfN(rapid.Byte(), 0, 70000).Draw(t, "body"), Delay: time.Duration(rapid.Int64().Draw(t, "delay"))}
+				Body: rapid.SliceOfN(rapid.Byte(), 0, 70000).Draw(t, "body"), Delay: time.Duration(rapid.Int64().Draw(t, "delay")),
+				Priority: Priority(rapid.SampledFrom([]uint8{0, 0, 1, PriorityMax}).Draw(t, "priority"))}
 			if rapid.Bool().Draw(t, "nilBody") {
 				m.Body = nil
 			}

@@ -129,6 +129,8 @@ type DeadLetter struct {
 	LastConsumer string `msgpack:"last_consumer,omitempty"`
 	// History holds the newest failure events, oldest first.
 	History []Event `msgpack:"history,omitempty"`
+	// Priority is the message's priority (absent: 0); a redrive keeps it.
+	Priority Priority `msgpack:"priority,omitempty"`
 }
 
 // DeadListRequest lists dead letters of one partition, in sequence order,

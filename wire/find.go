@@ -33,6 +33,7 @@ type MessageInfo struct {
 	Consumer   string      `msgpack:"consumer,omitempty"`
 	Dead       *DeadLetter `msgpack:"dead,omitempty"`
 	History    []Event     `msgpack:"history,omitempty"`
+	Priority   Priority    `msgpack:"priority,omitempty"` // absent: 0
 }
 
 // DeleteMessageRequest deletes one message of a partition, named by its

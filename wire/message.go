@@ -3,6 +3,8 @@ package wire
 import (
 	"hash/fnv"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // ReceiveWaitMax is the longest long-poll a receive may ask for; the server
@@ -39,6 +41,33 @@ type Message struct {
 	Body []byte `msgpack:"body"`
 	// Delay keeps the message invisible this long after it is accepted.
 	Delay time.Duration `msgpack:"delay,omitempty"`
+	// Priority is 0 (the default, left out of the encoding) to
+	// PriorityMax, the most urgent: a receive takes the highest priority
+	// ready first. A send naming a priority out of range is refused whole
+	// with CodeInvalidArgument.
+	Priority Priority `msgpack:"priority,omitempty"`
+}
+
+// PriorityMax is the highest message priority.
+const PriorityMax = 9
+
+// Priority is a message's priority, 0..PriorityMax (see Message.Priority).
+type Priority uint8
+
+// Check refuses a priority above PriorityMax with CodeInvalidArgument.
+func (p Priority) Check() error {
+	if p > PriorityMax {
+		return Errorf(CodeInvalidArgument, "priority %d out of range 0..%d", p, PriorityMax)
+	}
+	return nil
+}
+
+// DecodeMsgpack reads a priority, refusing one out of 0..PriorityMax with
+// CodeInvalidArgument.
+func (p *Priority) DecodeMsgpack(d *msgpack.Decoder) error {
+	n, err := decodeUintMax(d, "priority", PriorityMax)
+	*p = Priority(n)
+	return err
 }
 
 // SendRequest enqueues messages into one partition, whose leader must
@@ -124,6 +153,8 @@ type Delivery struct {
 	// Deadline is when the lease ends, Unix nanoseconds by the leader's
 	// clock.
 	Deadline int64 `msgpack:"deadline"`
+	// Priority is the message's priority (absent: 0).
+	Priority Priority `msgpack:"priority,omitempty"`
 }
 
 // Receipt returns the handle that acks, extends, nacks or rejects this

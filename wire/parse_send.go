@@ -79,6 +79,14 @@ func (c *checker) message(m *Message) error {
 			var v int64
 			v, err = c.int()
 			m.Delay = time.Duration(v)
+		case "priority":
+			var v int64
+			if v, err = c.int(); err == nil {
+				if v < 0 || v > PriorityMax {
+					return Errorf(CodeInvalidArgument, "priority %d out of range 0..%d", v, PriorityMax)
+				}
+				m.Priority = Priority(v)
+			}
 		default:
 			err = c.value(1)
 		}

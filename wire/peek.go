@@ -55,6 +55,8 @@ type PeekedMessage struct {
 	// Blocked is set for a group message waiting behind an earlier
 	// message of its group.
 	Blocked bool `msgpack:"blocked,omitempty"`
+	// Priority is the message's priority (absent: 0).
+	Priority Priority `msgpack:"priority,omitempty"`
 }
 
 // PeekResponse holds the ready messages, oldest first. Next, when not 0,
