@@ -84,6 +84,9 @@ type DeadLetter struct {
 	LastConsumer string
 	// History holds the newest failure events, oldest first.
 	History []Event
+	// Priority is the message's priority, 0..MaxPriority; a redrive
+	// keeps it.
+	Priority Priority
 }
 
 // DeadFilter selects dead letters. Zero fields select everything; every
@@ -435,7 +438,7 @@ func deadLetterFromWire(w wire.DeadLetter) DeadLetter {
 		FirstEnqueuedAt: unixTime(w.FirstEnqueuedAt), EnqueuedAt: unixTime(w.EnqueuedAt),
 		FirstDeliveredAt: unixTime(w.FirstDeliveredAt), LastDeliveredAt: unixTime(w.LastDeliveredAt),
 		DeadAt: unixTime(w.DeadAt), Reason: w.Reason, ReasonText: w.ReasonText,
-		LastConsumer: w.LastConsumer,
+		LastConsumer: w.LastConsumer, Priority: w.Priority,
 	}
 	for _, e := range w.History {
 		l.History = append(l.History, Event{

@@ -29,6 +29,8 @@ type Delivery struct {
 	Attempt uint32
 	// EnqueuedAt is when the message was accepted.
 	EnqueuedAt time.Time
+	// Priority is the message's priority, 0..MaxPriority.
+	Priority Priority
 	// Deadline is when the lease ends (by the leader's clock when
 	// granted). A successful Extend or ExtendBatch moves it to the time the
 	// request was sent plus the new visibility (an estimate that errs
@@ -59,7 +61,7 @@ func (q *Queue) deliveries(ms []wire.Delivery) []*Delivery {
 			ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body,
 			Partition: m.Partition, Seq: m.Seq, Attempt: m.Attempt,
 			EnqueuedAt: time.Unix(0, m.EnqueuedAt), Deadline: time.Unix(0, m.Deadline),
-			q: q,
+			Priority: m.Priority, q: q,
 		}
 		out[i].leaseEnd.Store(m.Deadline)
 	}

@@ -90,6 +90,10 @@ var (
 	// ErrUnconfirmed can be sent again safely with the same message id
 	// (the server deduplicates it within the queue's dedup window).
 	ErrUnconfirmed = errors.New("ferry: outcome unconfirmed")
+	// ErrInvalidPriority: a message's priority is outside 0..MaxPriority.
+	// The client checks it before sending; the error also matches
+	// ErrInvalidArgument, as a server's refusal of it does.
+	ErrInvalidPriority = errors.New("ferry: priority out of range")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("ferry: client closed")
 	// ErrStopping: a Consume handler's context was cancelled because the
@@ -203,6 +207,24 @@ func (e *transportError) Is(target error) bool {
 func invalidArg(format string, args ...any) error {
 	return wire.Errorf(wire.CodeInvalidArgument, format, args...)
 }
+
+// invalidPriority reports message i's priority p out of range: an
+// invalid argument that also matches ErrInvalidPriority.
+func invalidPriority(i, p int) error {
+	return &priorityError{invalidArg("message %d: priority %d out of range 0..%d", i, p, MaxPriority)}
+}
+
+// priorityError is an invalid-argument error about a priority.
+type priorityError struct{ err error }
+
+// Error returns the invalid-argument text.
+func (e *priorityError) Error() string { return e.err.Error() }
+
+// Unwrap returns the invalid-argument error.
+func (e *priorityError) Unwrap() error { return e.err }
+
+// Is makes the error match ErrInvalidPriority.
+func (e *priorityError) Is(target error) bool { return target == ErrInvalidPriority }
 
 // unconfirmed wraps err as an outcome that may or may not have happened.
 func unconfirmed(err error) error {

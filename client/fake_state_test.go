@@ -277,7 +277,7 @@ func (fc *fakeCluster) receiveAckLocked(p *fakePart, req wire.ReceiveRequest) (w
 	for _, d := range res.Delivered {
 		out.Messages = append(out.Messages, wire.Delivery{Partition: req.Partition, Seq: d.Receipt.Seq,
 			Attempt: d.Receipt.Attempt, ID: d.ID, Group: d.Group, Headers: d.Headers, Body: d.Body,
-			EnqueuedAt: d.EnqueuedAt, Deadline: d.Deadline})
+			EnqueuedAt: d.EnqueuedAt, Deadline: d.Deadline, Priority: wire.Priority(d.Priority)})
 	}
 	return out, nil
 }
@@ -328,7 +328,8 @@ func (fc *fakeCluster) sendLocked(p *fakePart, index int, r *wire.SendRequest) (
 			return nil, wire.Errorf(wire.CodeInvalidArgument, "message %d: group %q belongs to partition %d",
 				i, m.Group, wire.PartitionFor(m.Group, parts))
 		}
-		msgs[i] = fsm.NewMessage{ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay}
+		msgs[i] = fsm.NewMessage{ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay,
+			Priority: uint8(m.Priority)}
 	}
 	res := fc.applyLocked(p, fsm.Command{Type: fsm.CmdSend, Send: &fsm.SendCmd{Messages: msgs}})
 	if res.Err != nil {
@@ -502,6 +503,7 @@ func lettersOf(index int, ds []fsm.DeadLetter) []wire.DeadLetter {
 			Bytes: d.Bytes, Attempts: d.Attempts, FirstEnqueuedAt: d.FirstEnqueuedAt, EnqueuedAt: d.EnqueuedAt,
 			FirstDeliveredAt: d.FirstDeliveredAt, LastDeliveredAt: d.LastDeliveredAt, DeadAt: d.DeadAt,
 			Reason: wire.DeadReason(d.Reason), ReasonText: d.ReasonText, LastConsumer: d.LastConsumer,
+			Priority: wire.Priority(d.Priority),
 		}
 		for _, e := range d.History {
 			l.History = append(l.History, wire.Event{Kind: wire.EventKind(e.Kind), At: e.At, Attempt: e.Attempt,

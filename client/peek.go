@@ -35,6 +35,9 @@ type PeekedMessage struct {
 	// Blocked is set for a group message that waits behind an earlier
 	// message of its group: a receive does not get it yet.
 	Blocked bool
+	// Priority is the message's priority, 0..MaxPriority. Peek lists in
+	// seq order; a receive takes higher priorities first.
+	Priority Priority
 }
 
 // Peek returns up to opts.Max ready messages of the queue with their
@@ -68,7 +71,7 @@ func (q *Queue) Peek(ctx context.Context, opts PeekOptions) ([]PeekedMessage, er
 			for _, m := range resp.Messages {
 				out = append(out, PeekedMessage{ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body,
 					Partition: m.Partition, Seq: m.Seq, EnqueuedAt: time.Unix(0, m.EnqueuedAt),
-					Attempts: m.Attempts, Blocked: m.Blocked})
+					Attempts: m.Attempts, Blocked: m.Blocked, Priority: m.Priority})
 				budget -= len(m.Body) + headerBytes(m.Headers)
 			}
 			if resp.Next == 0 || resp.Next <= after {

@@ -44,7 +44,20 @@ type Message struct {
 	Body []byte
 	// Delay keeps the message invisible this long after it is accepted.
 	Delay time.Duration
+	// Priority is 0 (the default) to MaxPriority, the most urgent: a
+	// receive takes the highest priority ready first, oldest first within
+	// a priority, while a guard keeps lower priorities moving (see
+	// docs/flow-control.md). A group's messages are still delivered in
+	// send order whatever their priorities. Out of range, the whole call
+	// fails with ErrInvalidPriority.
+	Priority Priority
 }
+
+// Priority is a message's priority, 0 (the default) to MaxPriority.
+type Priority = wire.Priority
+
+// MaxPriority is the highest (most urgent) message priority.
+const MaxPriority = wire.PriorityMax
 
 // SendResult is the confirmed outcome of one sent message.
 type SendResult struct {
@@ -132,11 +145,15 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 		if m.Delay < 0 {
 			return nil, invalidArg("message %d: negative delay %v", i, m.Delay)
 		}
+		if m.Priority > MaxPriority {
+			return nil, invalidPriority(i, int(m.Priority))
+		}
 		id := m.ID
 		if id == "" {
 			id = newID()
 		}
-		wms[i] = wire.Message{ID: id, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay}
+		wms[i] = wire.Message{ID: id, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay,
+			Priority: m.Priority}
 	}
 	n, err := q.c.partitions(ctx, q.name)
 	if err != nil {
