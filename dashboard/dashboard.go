@@ -46,6 +46,9 @@ type Queues interface {
 	DeleteDeadLetters(ctx context.Context, queue string, f client.DeadFilter) (int, error)
 	Pause(ctx context.Context, queue string) (client.QueuePause, error)
 	Resume(ctx context.Context, queue string) (client.QueuePause, error)
+	FindMessage(ctx context.Context, queue, id string) ([]client.MessageInfo, error)
+	DeleteMessage(ctx context.Context, queue, id string) (int, error)
+	CancelMessage(ctx context.Context, queue, id string) (int, error)
 }
 
 // Cluster is what the dashboard needs of the serving node.
@@ -117,6 +120,8 @@ func (d *Dashboard) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /queues/{name}/dead/confirm", d.post(d.confirmPage))
 	mux.HandleFunc("POST /queues/{name}/dead/apply", d.post(d.applyDead))
 	mux.HandleFunc("POST /queues/{name}/pause", d.post(d.applyPause))
+	mux.HandleFunc("GET /queues/{name}/messages", d.page(d.messagePage))
+	mux.HandleFunc("POST /queues/{name}/messages/delete", d.post(d.applyMessageDelete))
 }
 
 // view is what every page template gets.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -89,6 +88,8 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/nodes/{id}/safe-to-stop", n.handleSafeToStopJSON)
 	mux.HandleFunc("POST /v1/queues/{name}/pause", n.handlePauseJSON(true))
 	mux.HandleFunc("POST /v1/queues/{name}/resume", n.handlePauseJSON(false))
+	mux.HandleFunc("GET /v1/queues/{name}/messages/{id}", n.handleFindMessageJSON)
+	mux.HandleFunc("DELETE /v1/queues/{name}/messages/{id}", n.handleDeleteMessageJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
 	n.dash.Register(mux)
 	if clock.Adjustable {
@@ -199,11 +200,8 @@ func (n *Node) handleClusterJSON(w http.ResponseWriter, _ *http.Request) {
 // pause --json` prints it. A browser's cross-origin post is refused.
 func (n *Node) handlePauseJSON(pause bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" {
-			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-				http.Error(w, "cross-origin request refused\n", http.StatusForbidden)
-				return
-			}
+		if !sameOrigin(w, r) {
+			return
 		}
 		name := r.PathValue("name")
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
@@ -229,7 +227,7 @@ func (n *Node) handlePauseJSON(pause bool) http.HandlerFunc {
 // httpStatusOf maps a client error to an HTTP status.
 func httpStatusOf(err error) int {
 	switch {
-	case errors.Is(err, client.ErrQueueNotFound):
+	case errors.Is(err, client.ErrQueueNotFound), errors.Is(err, client.ErrMessageNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, client.ErrUnauthorized):
 		return http.StatusForbidden

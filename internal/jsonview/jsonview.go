@@ -524,3 +524,9 @@ type RaftServer struct {
 	Abstain     string `json:"abstain"`
 	AnsweredAgo string `json:"answered_ago,omitempty"`
 }
+
+// MessagesDeleted is the answer to deleting or cancelling a message by
+// its id: how many messages with that id were deleted.
+type MessagesDeleted struct {
+	Deleted int `json:"deleted"`
+}
