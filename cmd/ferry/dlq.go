@@ -84,14 +84,14 @@ func dlqListCmd(g *globals, peek bool) *cobra.Command {
 			}
 			var rows [][]string
 			for _, d := range letters {
-				row := []string{fmt.Sprint(d.Partition), fmt.Sprint(d.Seq), d.ID, d.Group, d.Reason.String(), d.ReasonText,
-					fmt.Sprint(d.Attempts), since(d.DeadAt)}
+				row := []string{fmt.Sprint(d.Partition), fmt.Sprint(d.Seq), d.ID, d.Group, fmt.Sprint(d.Priority),
+					d.Reason.String(), d.ReasonText, fmt.Sprint(d.Attempts), since(d.DeadAt)}
 				if peek {
 					row = append(row, string(d.Body))
 				}
 				rows = append(rows, row)
 			}
-			header := []string{"PARTITION", "SEQ", "ID", "GROUP", "REASON", "DETAIL", "ATTEMPTS", "DEAD"}
+			header := []string{"PARTITION", "SEQ", "ID", "GROUP", "PRIO", "REASON", "DETAIL", "ATTEMPTS", "DEAD"}
 			if peek {
 				header = append(header, "BODY")
 			}
@@ -166,6 +166,7 @@ func deadLettersJSON(letters []client.DeadLetter) []jsonview.DeadLetter {
 			FirstDeliveredAt: jsonview.Time(d.FirstDeliveredAt), LastDeliveredAt: jsonview.Time(d.LastDeliveredAt),
 			DeadAt: jsonview.Time(d.DeadAt), Reason: jsonview.Enum(d.Reason.String()),
 			ReasonText: d.ReasonText, LastConsumer: d.LastConsumer, History: []jsonview.Event{},
+			Priority: int(d.Priority),
 		}
 		v.SetBody(d.Body)
 		for _, e := range d.History {

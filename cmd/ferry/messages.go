@@ -17,6 +17,7 @@ func sendCmd(g *globals) *cobra.Command {
 	var group, id string
 	var delay time.Duration
 	var headers []string
+	var priority int
 	cmd := &cobra.Command{
 		Use:   "send QUEUE [BODY...]",
 		Short: "Send one message per BODY argument, or per line of standard input",
@@ -25,6 +26,9 @@ func sendCmd(g *globals) *cobra.Command {
 			hdrs, err := parseHeaders(headers)
 			if err != nil {
 				return err
+			}
+			if priority < 0 || priority > client.MaxPriority {
+				return fmt.Errorf("--priority %d: want 0..%d (%d the most urgent)", priority, client.MaxPriority, client.MaxPriority)
 			}
 			bodies := args[1:]
 			if len(bodies) == 0 {
@@ -37,7 +41,8 @@ func sendCmd(g *globals) *cobra.Command {
 			}
 			msgs := make([]client.Message, len(bodies))
 			for i, b := range bodies {
-				msgs[i] = client.Message{ID: id, Group: group, Headers: hdrs, Body: []byte(b), Delay: delay}
+				msgs[i] = client.Message{ID: id, Group: group, Headers: hdrs, Body: []byte(b), Delay: delay,
+					Priority: client.Priority(priority)}
 			}
 			c, ctx, done, err := g.connect(cmd)
 			if err != nil {
@@ -52,6 +57,8 @@ func sendCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&id, "id", "", "message id (idempotency key); generated when empty")
 	cmd.Flags().DurationVar(&delay, "delay", 0, "keep the message invisible this long")
 	cmd.Flags().StringArrayVarP(&headers, "header", "H", nil, "header key=value (repeatable)")
+	cmd.Flags().IntVarP(&priority, "priority", "p", 0,
+		fmt.Sprintf("priority 0..%d: receives take the highest ready first (0, the default, the lowest)", client.MaxPriority))
 	return cmd
 }
 
@@ -183,6 +190,7 @@ type deliveryJSON struct {
 	Deadline   string            `json:"deadline"`
 	Acked      bool              `json:"acked"`
 	Receipt    string            `json:"receipt,omitempty"`
+	Priority   int               `json:"priority"`
 }
 
 func printDeliveries(g *globals, ds []*client.Delivery, acked bool) error {
@@ -190,7 +198,7 @@ func printDeliveries(g *globals, ds []*client.Delivery, acked bool) error {
 		list := make([]deliveryJSON, len(ds))
 		for i, d := range ds {
 			list[i] = deliveryJSON{d.ID, d.Group, d.Headers, string(d.Body), d.Partition, d.Seq, d.Attempt,
-				jsonview.Time(d.EnqueuedAt), jsonview.Time(d.Deadline), acked, ""}
+				jsonview.Time(d.EnqueuedAt), jsonview.Time(d.Deadline), acked, "", int(d.Priority)}
 			if !acked {
 				list[i].Receipt = d.Receipt().String()
 			}
@@ -207,9 +215,10 @@ func printDeliveries(g *globals, ds []*client.Delivery, acked bool) error {
 		if !acked {
 			receipt = d.Receipt().String()
 		}
-		rows = append(rows, []string{receipt, d.ID, d.Group, fmt.Sprint(d.Attempt), leaseLeft(d.Deadline, acked), string(d.Body)})
+		rows = append(rows, []string{receipt, d.ID, d.Group, fmt.Sprint(d.Priority), fmt.Sprint(d.Attempt),
+			leaseLeft(d.Deadline, acked), string(d.Body)})
 	}
-	table([]string{"RECEIPT", "ID", "GROUP", "ATTEMPT", "LEASE", "BODY"}, rows)
+	table([]string{"RECEIPT", "ID", "GROUP", "PRIO", "ATTEMPT", "LEASE", "BODY"}, rows)
 	if !acked {
 		fmt.Fprintf(os.Stderr, "(leased, not acked: settle with ferry ack|nack|extend RECEIPT before the lease ends, or they come back)\n")
 	}

@@ -51,9 +51,9 @@ func msgFindCmd(g *globals) *cobra.Command {
 					detail = fmt.Sprintf("%s: %s", m.Dead.Reason, m.Dead.ReasonText)
 				}
 				rows = append(rows, []string{fmt.Sprint(m.Partition), fmt.Sprint(m.Seq), m.ID, m.Group, m.State,
-					fmt.Sprint(m.Attempts), stamp(m.EnqueuedAt), detail})
+					fmt.Sprint(m.Priority), fmt.Sprint(m.Attempts), stamp(m.EnqueuedAt), detail})
 			}
-			table([]string{"PARTITION", "SEQ", "ID", "GROUP", "STATE", "ATTEMPTS", "ENQUEUED", "DETAIL"}, rows)
+			table([]string{"PARTITION", "SEQ", "ID", "GROUP", "STATE", "PRIO", "ATTEMPTS", "ENQUEUED", "DETAIL"}, rows)
 			return nil
 		},
 	}

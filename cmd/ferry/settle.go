@@ -120,6 +120,7 @@ type peekedJSON struct {
 	Age        string            `json:"age"`
 	Attempts   uint32            `json:"attempts"`
 	Blocked    bool              `json:"blocked"`
+	Priority   int               `json:"priority"`
 }
 
 func peekCmd(g *globals) *cobra.Command {
@@ -129,7 +130,8 @@ func peekCmd(g *globals) *cobra.Command {
 		Short: "Show ready messages without leasing them",
 		Long: "Shows up to --max ready messages, oldest first per partition, with their bodies. Nothing is\n" +
 			"leased or changed: a following recv gets them as if peek had not run. BLOCKED marks a group\n" +
-			"message waiting behind an earlier one of its group.",
+			"message waiting behind an earlier one of its group; PRIO is the message's priority (a recv\n" +
+			"takes the highest first).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if maxCount < 1 || maxCount > client.MaxPeek {
@@ -148,7 +150,7 @@ func peekCmd(g *globals) *cobra.Command {
 				list := make([]peekedJSON, len(ms))
 				for i, m := range ms {
 					list[i] = peekedJSON{m.Partition, m.Seq, m.ID, m.Group, m.Headers, string(m.Body), jsonview.Time(m.EnqueuedAt),
-						age(m.EnqueuedAt), m.Attempts, m.Blocked}
+						age(m.EnqueuedAt), m.Attempts, m.Blocked, int(m.Priority)}
 				}
 				return printJSON(list)
 			}
@@ -159,9 +161,10 @@ func peekCmd(g *globals) *cobra.Command {
 			var rows [][]string
 			for _, m := range ms {
 				rows = append(rows, []string{strconv.Itoa(m.Partition), strconv.FormatUint(m.Seq, 10), m.ID, m.Group,
-					strconv.FormatUint(uint64(m.Attempts), 10), age(m.EnqueuedAt), map[bool]string{true: "yes", false: ""}[m.Blocked], string(m.Body)})
+					strconv.Itoa(int(m.Priority)), strconv.FormatUint(uint64(m.Attempts), 10), age(m.EnqueuedAt),
+					map[bool]string{true: "yes", false: ""}[m.Blocked], string(m.Body)})
 			}
-			table([]string{"PARTITION", "SEQ", "ID", "GROUP", "ATTEMPTS", "AGE", "BLOCKED", "BODY"}, rows)
+			table([]string{"PARTITION", "SEQ", "ID", "GROUP", "PRIO", "ATTEMPTS", "AGE", "BLOCKED", "BODY"}, rows)
 			return nil
 		},
 	}

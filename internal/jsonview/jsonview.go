@@ -396,6 +396,7 @@ type DeadLetter struct {
 	ReasonText       string            `json:"reason_text"`
 	LastConsumer     string            `json:"last_consumer"`
 	History          []Event           `json:"history"`
+	Priority         int               `json:"priority"` // 0..9, kept by a redrive
 }
 
 // SetBody fills body or body_base64 from b.
@@ -462,12 +463,13 @@ type FoundMessage struct {
 	ReasonText string  `json:"reason_text,omitempty"`
 	DeadAt     string  `json:"dead_at,omitempty"`
 	History    []Event `json:"history"`
+	Priority   int     `json:"priority"` // 0..9
 }
 
 // FoundMessageOf renders a found message.
 func FoundMessageOf(m wire.MessageInfo) FoundMessage {
 	out := FoundMessage{Partition: m.Partition, Seq: m.Seq, ID: m.ID, Group: m.Group, State: m.State, Attempts: m.Attempts,
-		EnqueuedAt: UnixTime(m.EnqueuedAt), Consumer: m.Consumer, History: []Event{}}
+		EnqueuedAt: UnixTime(m.EnqueuedAt), Consumer: m.Consumer, History: []Event{}, Priority: int(m.Priority)}
 	if m.VisibleAt != 0 {
 		out.VisibleAt = UnixTime(m.VisibleAt)
 	}
