@@ -164,7 +164,7 @@ func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {
 		Partition: partitionIndex, Seq: d.Seq, ID: d.ID, Group: d.Group, Headers: d.Headers, Body: d.Body,
 		Bytes: d.Bytes, Attempts: d.Attempts, FirstEnqueuedAt: d.FirstEnqueuedAt, EnqueuedAt: d.EnqueuedAt,
 		FirstDeliveredAt: d.FirstDeliveredAt, LastDeliveredAt: d.LastDeliveredAt, DeadAt: d.DeadAt,
-		Reason: wire.DeadReason(d.Reason), ReasonText: d.ReasonText, LastConsumer: d.LastConsumer,
+		Reason: wire.DeadReason(d.Reason), ReasonText: d.ReasonText, LastConsumer: d.LastConsumer, Priority: wire.Priority(d.Priority),
 	}
 	for _, e := range d.History {
 		out.History = append(out.History, wire.Event{Kind: wire.EventKind(e.Kind), At: e.At, Attempt: e.Attempt, Consumer: e.Consumer, Reason: e.Reason})
@@ -176,7 +176,7 @@ func deadLetterOf(partitionIndex int, d fsm.DeadLetter) wire.DeadLetter {
 // the wire.
 func messageInfoOf(partitionIndex int, m fsm.MessageInfo) wire.MessageInfo {
 	out := wire.MessageInfo{Partition: partitionIndex, Seq: m.Seq, ID: m.ID, Group: m.Group, State: string(m.State),
-		Attempts: m.Attempts, EnqueuedAt: m.EnqueuedAt, VisibleAt: m.VisibleAt, Consumer: m.Consumer}
+		Attempts: m.Attempts, EnqueuedAt: m.EnqueuedAt, VisibleAt: m.VisibleAt, Consumer: m.Consumer, Priority: wire.Priority(m.Priority)}
 	if m.Dead != nil {
 		d := deadLetterOf(partitionIndex, *m.Dead)
 		out.Dead = &d

@@ -138,7 +138,7 @@ func (n *Node) handleSend(ctx context.Context, r *wire.SendRequest) (*wire.SendR
 		if m.Group != "" && wire.PartitionFor(m.Group, len(q.Partitions)) != r.Partition {
 			return nil, wire.Errorf(wire.CodeInvalidArgument, "message %d: group %q belongs to partition %d", i, m.Group, wire.PartitionFor(m.Group, len(q.Partitions)))
 		}
-		msgs[i] = fsm.NewMessage{ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay}
+		msgs[i] = fsm.NewMessage{ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay, Priority: uint8(m.Priority)}
 	}
 	sent, err := p.Send(ctx, msgs)
 	if err != nil {
@@ -191,7 +191,7 @@ func (n *Node) handleReceive(ctx context.Context, r *wire.ReceiveRequest) (*wire
 	out := &wire.ReceiveResponse{Messages: make([]wire.Delivery, len(ds)), AckResults: acks}
 	for i, d := range ds {
 		out.Messages[i] = wire.Delivery{Partition: r.Partition, Seq: d.Receipt.Seq, Attempt: d.Receipt.Attempt, ID: d.ID,
-			Group: d.Group, Headers: d.Headers, Body: d.Body, EnqueuedAt: d.EnqueuedAt, Deadline: d.Deadline}
+			Group: d.Group, Headers: d.Headers, Body: d.Body, EnqueuedAt: d.EnqueuedAt, Deadline: d.Deadline, Priority: wire.Priority(d.Priority)}
 	}
 	return out, nil
 }

@@ -30,7 +30,7 @@ func (n *Node) handlePeek(ctx context.Context, r *wire.PeekRequest) (*wire.PeekR
 	out := &wire.PeekResponse{Messages: make([]wire.PeekedMessage, len(res.Messages)), Next: res.Next}
 	for i, m := range res.Messages {
 		out.Messages[i] = wire.PeekedMessage{Partition: r.Partition, Seq: m.Seq, ID: m.ID, Group: m.Group,
-			Headers: m.Headers, Body: m.Body, EnqueuedAt: m.EnqueuedAt, Attempts: m.Attempts, Blocked: m.Blocked}
+			Headers: m.Headers, Body: m.Body, EnqueuedAt: m.EnqueuedAt, Attempts: m.Attempts, Blocked: m.Blocked, Priority: wire.Priority(m.Priority)}
 	}
 	return out, nil
 }
