@@ -29,6 +29,9 @@ const (
 	// VDiverged: the replicas of a partition did not agree on digest and
 	// applied index after healing.
 	VDiverged = "replicas-diverged"
+	// VPriority: a delivery or dead letter carried another priority
+	// than the one its message was sent with.
+	VPriority = "priority-changed"
 	// VIncomplete: the final state could not be established (the queues
 	// did not drain or the dead letters could not be listed), so the
 	// other checks are not complete.
@@ -36,7 +39,7 @@ const (
 )
 
 // ViolationKinds lists every kind, in report order.
-var ViolationKinds = []string{VLost, VUnexpected, VGroupOrder, VAckedRedelivered, VSpuriousDead, VDiverged, VIncomplete}
+var ViolationKinds = []string{VLost, VUnexpected, VGroupOrder, VAckedRedelivered, VSpuriousDead, VDiverged, VPriority, VIncomplete}
 
 // maxListed bounds the violations of one kind kept with their details.
 const maxListed = 25
@@ -87,6 +90,7 @@ func Check(h History, final Final) *Report {
 	c.count()
 	c.checkComplete()
 	c.checkUnexpected()
+	c.checkPriorities()
 	c.checkLost()
 	c.checkGroupOrder()
 	c.checkAckedRedelivered()
@@ -183,6 +187,23 @@ func (c *checker) checkUnexpected() {
 	}
 	for _, d := range c.final.DeadLetters {
 		flag(d.ID, d.Queue, "dead letter")
+	}
+}
+
+// checkPriorities flags a delivery or dead letter whose priority is not
+// the one its message was sent with (a redrive keeps it).
+func (c *checker) checkPriorities() {
+	flag := func(id, queue, what string, got client.Priority) {
+		if s := c.sends[id]; s != nil && s.Priority != got {
+			c.violate(Violation{Kind: VPriority, ID: id, Queue: queue, Group: s.Group,
+				Detail: fmt.Sprintf("%s with priority %d, sent with %d", what, got, s.Priority)})
+		}
+	}
+	for _, d := range c.h.Deliveries {
+		flag(d.ID, d.Queue, "delivery", d.Priority)
+	}
+	for _, d := range c.final.DeadLetters {
+		flag(d.ID, d.Queue, "dead letter", d.Priority)
 	}
 }
 

@@ -142,6 +142,33 @@ func TestCheck_Unexpected(t *testing.T) {
 	b.check(t, map[string]int{VUnexpected: 3})
 }
 
+// A delivery or dead letter with another priority than its message was
+// sent with is flagged; the same priority (a redrive keeps it) is not.
+func TestCheck_PriorityChanged(t *testing.T) {
+	b := newHist()
+	b.send("a", "", -1, OK, 0).send("b", "", -1, OK, 10).send("c", "", -1, OK, 20)
+	b.h.Sends[0].Priority, b.h.Sends[1].Priority, b.h.Sends[2].Priority = 7, 3, 5
+	n := b.deliver("a", 1, 100, 110, ActAck)
+	b.h.Deliveries[n].Priority = 7
+	b.settle(n, SettleAck, OK, 120, 130)
+	n = b.deliver("b", 1, 100, 110, ActAck)
+	b.h.Deliveries[n].Priority = 0
+	b.settle(n, SettleAck, OK, 120, 130)
+	b.settle(b.deliver("c", 1, 100, 110, ActReject), SettleReject, OK, 120, 130)
+	b.h.Deliveries[len(b.h.Deliveries)-1].Priority = 5
+	b.dead("c", client.DeadRejected, 1, 125)
+	b.final.DeadLetters[0].Priority = 9
+	rep := b.check(t, map[string]int{VPriority: 2})
+	var details []string
+	for _, v := range rep.Violations {
+		details = append(details, v.ID+": "+v.Detail)
+	}
+	want := []string{"b: delivery with priority 0, sent with 3", "c: dead letter with priority 9, sent with 5"}
+	if !reflect.DeepEqual(details, want) {
+		t.Fatalf("violations %q, want %q", details, want)
+	}
+}
+
 func TestCheck_GroupOrder(t *testing.T) {
 	cases := []struct {
 		name string

@@ -61,7 +61,9 @@ type Send struct {
 	GroupIndex int           `json:"group_index"`
 	Producer   string        `json:"producer"`
 	Delay      time.Duration `json:"delay,omitempty"`
-	Attempts   []SendAttempt `json:"attempts"`
+	// Priority is the priority it was sent with (0..client.MaxPriority).
+	Priority client.Priority `json:"priority,omitempty"`
+	Attempts []SendAttempt   `json:"attempts"`
 }
 
 // Status folds the attempts: OK if any was confirmed, else Unknown if any
@@ -108,6 +110,8 @@ type Delivery struct {
 	RecvEnd   time.Time `json:"recv_end"`
 	Deadline  time.Time `json:"deadline"`
 	LeasedAt  time.Time `json:"leased_at"`
+	// Priority is the priority the delivery carried.
+	Priority client.Priority `json:"priority,omitempty"`
 	// Action is what the consumer decided to do with it.
 	Action Action `json:"action"`
 }
@@ -225,6 +229,7 @@ type DeadLetter struct {
 	History        []string          `json:"history,omitempty"`
 	FirstDelivered time.Time         `json:"first_delivered"`
 	LastDelivered  time.Time         `json:"last_delivered"`
+	Priority       client.Priority   `json:"priority,omitempty"`
 }
 
 // deadLetterOf converts a client dead letter.
@@ -233,7 +238,7 @@ func deadLetterOf(queue string, l client.DeadLetter) DeadLetter {
 		Queue: queue, Partition: l.Partition, Seq: l.Seq, ID: l.ID, Group: l.Group,
 		Attempts: l.Attempts, Code: l.Reason, Reason: l.Reason.String(), ReasonText: l.ReasonText,
 		DeadAt: l.DeadAt, LastConsumer: l.LastConsumer,
-		FirstDelivered: l.FirstDeliveredAt, LastDelivered: l.LastDeliveredAt,
+		FirstDelivered: l.FirstDeliveredAt, LastDelivered: l.LastDeliveredAt, Priority: l.Priority,
 	}
 	for _, e := range l.History {
 		d.History = append(d.History, e.Kind.String()+"@"+itoa(int(e.Attempt)))

@@ -272,6 +272,10 @@ const (
 	// batch a request carries (1000).
 	batchOneIn  = 80
 	batchMaxLen = 1000
+	// priorityPct of the messages get a priority drawn from 0-9 (the
+	// others keep the default, 0): grouped ones too, whose group order
+	// the priorities must not change.
+	priorityPct = 40
 )
 
 // nextMessage draws the next message: mostly grouped orders, ungrouped
@@ -304,13 +308,16 @@ func (p *producer) nextMessage() (*Send, client.Message) {
 		s.GroupIndex = p.next[s.Group]
 		p.next[s.Group]++
 	}
+	if p.rng.IntN(100) < priorityPct {
+		s.Priority = client.Priority(p.rng.IntN(int(client.MaxPriority) + 1))
+	}
 	body := fmt.Sprintf("%s|%s|%d|", s.ID, s.Group, s.GroupIndex)
 	pad := p.rng.IntN(200)
 	if p.rng.IntN(maxSizeOneIn) == 0 {
 		pad = maxMessageBytes - len(body) // the largest message a queue takes
 	}
 	body += strings.Repeat("x", pad)
-	return s, client.Message{ID: s.ID, Group: s.Group, Body: []byte(body), Delay: s.Delay}
+	return s, client.Message{ID: s.ID, Group: s.Group, Body: []byte(body), Delay: s.Delay, Priority: s.Priority}
 }
 
 // send tries a message, with the same id, until it is confirmed, refused
@@ -353,9 +360,12 @@ func (p *producer) sendBatch() {
 		if p.rng.IntN(100) < 20 {
 			s.Delay = 100*time.Millisecond + time.Duration(p.rng.Int64N(int64(time.Second)))
 		}
+		if p.rng.IntN(100) < priorityPct {
+			s.Priority = client.Priority(p.rng.IntN(int(client.MaxPriority) + 1))
+		}
 		p.w.Rec.NewSend(s)
 		sends[i] = s
-		msgs[i] = client.Message{ID: s.ID, Body: []byte(s.ID + "||-1|batch"), Delay: s.Delay}
+		msgs[i] = client.Message{ID: s.ID, Body: []byte(s.ID + "||-1|batch"), Delay: s.Delay, Priority: s.Priority}
 	}
 	deadline := time.Now().Add(sendBudget)
 	q := p.cl.Queue("chaos-jobs")
@@ -423,7 +433,7 @@ func (c *consumer) loop(ctx context.Context, q *client.Queue) {
 			n := c.w.Rec.Deliver(Delivery{
 				ID: d.ID, Queue: q.Name(), Group: d.Group, Partition: d.Partition, Seq: d.Seq, Attempt: d.Attempt,
 				Consumer: c.name, RecvStart: start, RecvEnd: end, Deadline: d.Deadline.Round(0),
-				LeasedAt: d.Deadline.Round(0).Add(-visibility), Action: act,
+				LeasedAt: d.Deadline.Round(0).Add(-visibility), Priority: d.Priority, Action: act,
 			})
 			c.w.busy.Add(1)
 			c.w.handlers.Add(1)
