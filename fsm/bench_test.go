@@ -35,15 +35,17 @@ func mustEncode(b *testing.B, c Command) []byte {
 // through Apply, bodies in a real WAL. One op is one message. With the
 // default 5-minute dedup window every id of the run stays remembered (the
 // benchmark's clock advances 1 µs per batch), so that case also measures a
-// dedup table of b.N entries.
+// dedup table of b.N entries. The priorities case sends priorities 0 to 9
+// in turn: each receive picks from ten levels.
 func BenchmarkFSM_SendReceiveAck(b *testing.B) {
-	b.Run("dedup=5m", func(b *testing.B) { benchSendReceiveAck(b, DefaultQueueConfig()) })
+	b.Run("dedup=5m", func(b *testing.B) { benchSendReceiveAck(b, DefaultQueueConfig(), false) })
 	noDedup := DefaultQueueConfig()
 	noDedup.DedupWindow = 0
-	b.Run("dedup=off", func(b *testing.B) { benchSendReceiveAck(b, noDedup) })
+	b.Run("dedup=off", func(b *testing.B) { benchSendReceiveAck(b, noDedup, false) })
+	b.Run("dedup=off,priorities", func(b *testing.B) { benchSendReceiveAck(b, noDedup, true) })
 }
 
-func benchSendReceiveAck(b *testing.B, cfg QueueConfig) {
+func benchSendReceiveAck(b *testing.B, cfg QueueConfig, priorities bool) {
 	f, err := New(cfg, WALBodyStore{benchWAL(b)})
 	if err != nil {
 		b.Fatal(err)
@@ -61,6 +63,9 @@ func benchSendReceiveAck(b *testing.B, cfg QueueConfig) {
 		now += 1000
 		for i := range msgs {
 			msgs[i] = NewMessage{ID: benchID(done + i), Body: body}
+			if priorities {
+				msgs[i].Priority = uint8((done + i) % (PriorityMax + 1))
+			}
 		}
 		send := mustEncode(b, Command{Type: CmdSend, At: now, Send: &SendCmd{Messages: msgs}})
 		recv := mustEncode(b, Command{Type: CmdReceive, At: now, Receive: &ReceiveCmd{Consumer: "bench", Max: batch}})
