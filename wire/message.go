@@ -54,14 +54,6 @@ const PriorityMax = 9
 // Priority is a message's priority, 0..PriorityMax (see Message.Priority).
 type Priority uint8
 
-// Check refuses a priority above PriorityMax with CodeInvalidArgument.
-func (p Priority) Check() error {
-	if p > PriorityMax {
-		return Errorf(CodeInvalidArgument, "priority %d out of range 0..%d", p, PriorityMax)
-	}
-	return nil
-}
-
 // DecodeMsgpack reads a priority, refusing one out of 0..PriorityMax with
 // CodeInvalidArgument.
 func (p *Priority) DecodeMsgpack(d *msgpack.Decoder) error {

@@ -59,10 +59,4 @@ func TestPriority_OutOfRangeRefused(t *testing.T) {
 			t.Errorf("delivery with priority %d: %v", p, err)
 		}
 	}
-	if err := wire.Priority(10).Check(); !errors.Is(err, wire.ErrInvalidArgument) {
-		t.Errorf("Check(10) = %v", err)
-	}
-	if err := wire.Priority(wire.PriorityMax).Check(); err != nil {
-		t.Error(err)
-	}
 }
