@@ -94,7 +94,8 @@ type SendResponse struct {
 }
 
 // ReceiveRequest leases up to Max eligible messages of one partition,
-// oldest first, to Consumer.
+// the highest priority first and the oldest first within a priority, to
+// Consumer.
 type ReceiveRequest struct {
 	Queue     string `msgpack:"queue"`
 	Partition int    `msgpack:"partition"`
@@ -155,8 +156,9 @@ func (d Delivery) Receipt() Receipt {
 	return Receipt{Partition: d.Partition, Seq: d.Seq, Attempt: d.Attempt}
 }
 
-// ReceiveResponse holds the leased messages, oldest first; it is empty when
-// Wait ran out with nothing eligible.
+// ReceiveResponse holds the leased messages in the order leased (the
+// highest priority, then the oldest, first); it is empty when Wait ran out
+// with nothing eligible.
 type ReceiveResponse struct {
 	Messages []Delivery `msgpack:"messages,omitempty"`
 	// AckResults holds one result per receipt of ReceiveRequest.Acks, in
