@@ -208,10 +208,11 @@ func invalidArg(format string, args ...any) error {
 	return wire.Errorf(wire.CodeInvalidArgument, format, args...)
 }
 
-// invalidPriority reports message i's priority p out of range: an
-// invalid argument that also matches ErrInvalidPriority.
-func invalidPriority(i, p int) error {
-	return &priorityError{invalidArg("message %d: priority %d out of range 0..%d", i, p, MaxPriority)}
+// invalidPriority reports priority p out of range, after what (the
+// message it belongs to, or nothing): an invalid argument that also
+// matches ErrInvalidPriority.
+func invalidPriority(what string, p Priority) error {
+	return &priorityError{invalidArg("%spriority %d out of range 0..%d", what, p, MaxPriority)}
 }
 
 // priorityError is an invalid-argument error about a priority.

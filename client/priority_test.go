@@ -67,3 +67,33 @@ func TestClient_PriorityOutOfRangeRefusedBeforeSending(t *testing.T) {
 
 // invalidArgOther is an invalid-argument error about something else.
 func invalidArgOther() error { return wire.Errorf(wire.CodeInvalidArgument, "negative wait") }
+
+// A Publisher refuses an out-of-range priority at Publish, so the message
+// never joins (and fails) a batch; a valid one travels.
+func TestPublisher_Priority(t *testing.T) {
+	fc := newFake(t, 1)
+	fc.addQueue("q", wire.QueueConfig{})
+	c := dial(t, fc)
+	ctx := testCtx(t, 5*time.Second)
+	p, err := c.Queue("q").Publisher(client.PublisherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(ctx, client.Message{Priority: client.MaxPriority + 1}); !errors.Is(err, client.ErrInvalidPriority) {
+		t.Fatalf("Publish with priority 10: %v", err)
+	}
+	f, err := p.Publish(ctx, client.Message{ID: "p7", Priority: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ds := receiveAll(t, c.Queue("q"), 1)
+	if ds[0].ID != "p7" || ds[0].Priority != 7 {
+		t.Fatalf("received %s at priority %d", ds[0].ID, ds[0].Priority)
+	}
+}

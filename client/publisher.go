@@ -158,6 +158,9 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (*PublishFuture, err
 	if m.Delay < 0 {
 		return nil, invalidArg("negative delay %v", m.Delay)
 	}
+	if m.Priority > MaxPriority {
+		return nil, invalidPriority("", m.Priority)
+	}
 	if m.ID == "" {
 		m.ID = newID()
 	}

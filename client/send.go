@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,7 +147,7 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 			return nil, invalidArg("message %d: negative delay %v", i, m.Delay)
 		}
 		if m.Priority > MaxPriority {
-			return nil, invalidPriority(i, int(m.Priority))
+			return nil, invalidPriority(fmt.Sprintf("message %d: ", i), m.Priority)
 		}
 		id := m.ID
 		if id == "" {
