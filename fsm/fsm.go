@@ -28,22 +28,23 @@ type FSM struct {
 	// every replica must be given the same value.
 	maxStep int64
 
-	table     seqTable                             // every message not acked, deleted or dead
-	dead      *btree.BTreeG[*message]              // dead letters by seq
-	deadOrder *btree.BTreeG[*message]              // dead letters by (deadAt, seq): eviction and retention order
-	freshFrom uint64                               // no seq below this is eligibleFIFO
-	returned  *btree.BTreeG[*message]              // other eligible messages of priority 0 by seq
-	levels    [PriorityMax]*btree.BTreeG[*message] // eligible messages of priority p in levels[p-1], by seq; nil until used
-	high      int                                  // eligible messages of a priority above 0
-	guard     uint8                                // the starvation guard's count (priority.go)
-	timers    *btree.BTreeG[*message]              // delayed and in-flight messages by (visibleAt, seq)
-	groups    map[string]*group                    // groups with unfinished messages
-	dedup     dedupTable                           // ids inside the dedup window -> seq, in acceptance order
-	marks     fifo[dedupMark]                      // acceptance times of dedup's entries
-	lastMark  int64                                // time of the newest mark
-	counters  Counters
-	gauges    gauges
-	keys      bodyKeys // redriven messages whose body is stored under an older seq
+	table      seqTable                             // every message not acked, deleted or dead
+	dead       *btree.BTreeG[*message]              // dead letters by seq
+	deadOrder  *btree.BTreeG[*message]              // dead letters by (deadAt, seq): eviction and retention order
+	freshFrom  uint64                               // no seq below this is eligibleFIFO
+	returned   *btree.BTreeG[*message]              // other eligible messages of priority 0 by seq
+	levels     [PriorityMax]*btree.BTreeG[*message] // eligible messages of priority p in levels[p-1], by seq; nil until used
+	high       int                                  // eligible messages of a priority above 0
+	guard      uint8                                // the starvation guard's count (priority.go)
+	levelNodes *btree.FreeListG[*message]           // the free list the level trees share; not state
+	timers     *btree.BTreeG[*message]              // delayed and in-flight messages by (visibleAt, seq)
+	groups     map[string]*group                    // groups with unfinished messages
+	dedup      dedupTable                           // ids inside the dedup window -> seq, in acceptance order
+	marks      fifo[dedupMark]                      // acceptance times of dedup's entries
+	lastMark   int64                                // time of the newest mark
+	counters   Counters
+	gauges     gauges
+	keys       bodyKeys // redriven messages whose body is stored under an older seq
 	// skipBodies leaves deliveries without headers and bodies: a replica
 	// that is not the leader answers no client, so reading them is waste.
 	skipBodies bool

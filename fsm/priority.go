@@ -34,7 +34,8 @@ const (
 // their send, and f.returned for the others. A message of a higher
 // priority p is in f.levels[p-1], a tree by seq created when first needed,
 // and f.high counts them: while it is 0, a partition picks exactly as it
-// did before priorities existed.
+// did before priorities existed. The level trees share one free list, so
+// the nodes they keep for reuse are bounded per partition, not per level.
 
 // levelTree returns the tree of eligible messages of priority p (for p =
 // 0, the returned ones only), creating it if needed.
@@ -43,7 +44,10 @@ func (f *FSM) levelTree(p uint8) *btree.BTreeG[*message] {
 		return f.returned
 	}
 	if f.levels[p-1] == nil {
-		f.levels[p-1] = btree.NewG(btreeDegree, func(a, b *message) bool { return a.seq < b.seq })
+		if f.levelNodes == nil {
+			f.levelNodes = btree.NewFreeListG[*message](btree.DefaultFreeListSize)
+		}
+		f.levels[p-1] = btree.NewWithFreeListG(btreeDegree, func(a, b *message) bool { return a.seq < b.seq }, f.levelNodes)
 	}
 	return f.levels[p-1]
 }
