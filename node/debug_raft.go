@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ferrymq/ferry/internal/jsonview"
+	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/transport"
 )
 
@@ -25,10 +26,21 @@ func (n *Node) handleRaftDebug(w http.ResponseWriter, r *http.Request) {
 	for _, rep := range n.replicas.all() {
 		if only == "" || only == rep.a.GroupID {
 			prog, err := rep.p.Progress()
-			out = append(out, raftDebugView(rep.a.GroupID, rep.p.RaftStats(), prog, err))
+			v := raftDebugView(rep.a.GroupID, rep.p.RaftStats(), prog, err)
+			v.Ticks = ticksView(rep.p.TickDebug())
+			out = append(out, v)
 		}
 	}
 	writeJSON(w, jsonview.RaftDebug{Peers: peerLivenessView(n.raftNet.Liveness()), Groups: out})
+}
+
+// ticksView renders a replica's tick state relative to the node's clock.
+func ticksView(d partition.TickDebug) *jsonview.RaftTicks {
+	v := &jsonview.RaftTicks{ClockAhead: time.Duration(d.Clock - d.Now).String(), Proposed: d.Proposed, Failed: d.Failed, LastErr: d.LastErr}
+	if d.NextDeadline != 0 {
+		v.DeadlineAhead = time.Duration(d.NextDeadline - d.Now).String()
+	}
+	return v
 }
 
 // peerLivenessView is the transport's liveness of each peer node.

@@ -25,6 +25,10 @@ type tickTimer struct {
 	timer   *time.Timer // nil: not armed
 	at      time.Time   // when the armed timer fires
 	running bool        // a tick runs (fired, not yet re-armed)
+	// proposed and failed count this replica's ticks as leader, lastErr
+	// is the last failure's text (for TickDebug).
+	proposed, failed uint64
+	lastErr          string
 }
 
 // armTickForDeadline arms the tick timer for the FSM's next deadline, if
@@ -125,10 +129,43 @@ func (p *Partition) tickIfDue() error {
 	if err == nil {
 		err = res.Err
 	}
+	t := &p.ticks
+	t.mu.Lock()
+	t.proposed++
+	if err != nil {
+		t.failed++
+		t.lastErr = err.Error()
+	}
+	t.mu.Unlock()
 	if err != nil {
 		p.logger.Debug("tick failed", "err", err)
 	}
 	return err
+}
+
+// TickDebug is a replica's tick state, for diagnostics: the partition
+// clock and next deadline (Unix nanoseconds; 0 when none), the node's
+// clock as the partition reads it, and the ticks this replica proposed
+// as leader, failed, and the last failure.
+type TickDebug struct {
+	Clock, NextDeadline, Now int64
+	Proposed, Failed         uint64
+	LastErr                  string
+}
+
+// TickDebug returns the replica's tick state.
+func (p *Partition) TickDebug() TickDebug {
+	p.mu.Lock()
+	d := TickDebug{Clock: p.fsm.Clock(), Now: p.now().UnixNano()}
+	if next, ok := p.fsm.NextDeadline(); ok {
+		d.NextDeadline = next
+	}
+	p.mu.Unlock()
+	t := &p.ticks
+	t.mu.Lock()
+	d.Proposed, d.Failed, d.LastErr = t.proposed, t.failed, t.lastErr
+	t.mu.Unlock()
+	return d
 }
 
 // relocateBytesMax bounds the payload bytes one relocation step copies

@@ -510,6 +510,18 @@ type RaftGroup struct {
 	Group   string            `json:"group"`
 	Stats   map[string]string `json:"stats"`
 	Servers []RaftServer      `json:"servers,omitempty"`
+	Ticks   *RaftTicks        `json:"ticks,omitempty"`
+}
+
+// RaftTicks is a partition replica's tick state: how far its clock and
+// next deadline are from the node's clock (negative: behind), and the
+// ticks it proposed as leader, failed, and the last failure.
+type RaftTicks struct {
+	ClockAhead    string `json:"clock_ahead"`
+	DeadlineAhead string `json:"deadline_ahead,omitempty"`
+	Proposed      uint64 `json:"proposed"`
+	Failed        uint64 `json:"failed"`
+	LastErr       string `json:"last_err,omitempty"`
 }
 
 // RaftServer is a leader's view of one server of its group: what it
