@@ -1,5 +1,7 @@
 package fsm
 
+import "time"
+
 // advance fires everything due at the FSM's clock: delayed messages become
 // ready, expired leases count as failed attempts, the dedup window slides
 // and retention deletes old messages. It returns how many leases expired.
@@ -69,6 +71,8 @@ func (f *FSM) applyRetention() {
 // NextDeadline returns the earliest time at which a Tick would change
 // something (a delayed message becomes ready, a lease expires, a dedup entry,
 // a message or a dead letter ages out), and false when nothing is pending.
+// Ageing out is rounded up to a grain (see lateExpiry), so that a Tick at
+// that time ages out everything due within the grain.
 func (f *FSM) NextDeadline() (int64, bool) {
 	var next int64
 	found := false
@@ -81,19 +85,39 @@ func (f *FSM) NextDeadline() (int64, bool) {
 		consider(m.visibleAt)
 	}
 	if f.marks.len() > 0 {
-		consider(f.marks.front().at + int64(f.cfg.DedupWindow))
+		consider(lateExpiry(f.marks.front().at+int64(f.cfg.DedupWindow), int64(f.cfg.DedupWindow)))
 	}
 	if m, ok := f.deadOrder.Min(); ok && f.cfg.DeadRetention > 0 {
-		consider(m.info.deadAt + int64(f.cfg.DeadRetention))
+		consider(lateExpiry(m.info.deadAt+int64(f.cfg.DeadRetention), int64(f.cfg.DeadRetention)))
 	}
 	if f.cfg.Retention > 0 {
 		f.table.ascend(func(m *message) bool {
 			if m.state == stateInFlight {
 				return true // its lease deadline is a timer already
 			}
-			consider(m.enqueuedAt + int64(f.cfg.Retention))
+			consider(lateExpiry(m.enqueuedAt+int64(f.cfg.Retention), int64(f.cfg.Retention)))
 			return false
 		})
 	}
 	return next, found
+}
+
+// expiryGrainMax is the coarsest grain lateExpiry rounds to.
+const expiryGrainMax = int64(time.Second)
+
+// lateExpiry rounds the deadline at of an expiry that may come a little
+// late up to the next multiple of a grain: a tenth of the period it ends
+// (an id's dedup window, a retention), at most expiryGrainMax. Dedup ids,
+// retained messages and dead letters that expire within one grain then
+// take one tick between them, not one each: a burst of sends followed by
+// silence would otherwise make the leader propose (and every replica
+// write) a tick per message sent, a dedup window later. Nothing expires
+// early: the rounded deadline is never before at. Leases and delays, which
+// must end on time, are not rounded.
+func lateExpiry(at, period int64) int64 {
+	grain := min(expiryGrainMax, max(period/10, 1))
+	if r := at % grain; r != 0 {
+		at += grain - r
+	}
+	return at
 }
