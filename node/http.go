@@ -84,6 +84,7 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/queues", n.handleQueuesJSON)
 	mux.HandleFunc("GET /v1/replicas", n.handleReplicasJSON)
 	mux.HandleFunc("GET /v1/replicas/summary", n.handleReplicaSummaryJSON)
+	mux.HandleFunc("GET /v1/replicas/{group}/digest", n.handleReplicaDigestJSON)
 	mux.HandleFunc("GET /v1/nodes", n.handleNodesJSON)
 	mux.HandleFunc("GET /v1/nodes/{id}/safe-to-stop", n.handleSafeToStopJSON)
 	mux.HandleFunc("POST /v1/queues/{name}/pause", n.handlePauseJSON(true))

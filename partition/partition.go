@@ -33,6 +33,9 @@ type Partition struct {
 	fsm     *fsm.FSM
 	applied uint64        // index of the last raft entry applied
 	ready   chan struct{} // closed and replaced when messages become eligible
+	// digestWaits are the DigestAt requests waiting for an entry; guarded
+	// by mu, at most digestWaitsMax.
+	digestWaits []*digestWait
 
 	disk      *diskGuard
 	body      *wal.Log       // body records: payloads not in any local entry

@@ -47,6 +47,7 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 			snapshot = p.snaps.applied(len(l.Data)) || snapshot
 		}
 		p.applied = l.Index
+		p.serveDigestWaitsLocked()
 	}
 	p.markClockLocked(clockBefore)
 	after, hasDeadline := p.fsm.NextDeadline()
@@ -139,6 +140,7 @@ func (r *raftFSM) Restore(rc io.ReadCloser) error {
 	if err := p.fsm.Restore(rc); err != nil {
 		return err
 	}
+	p.serveDigestWaitsLocked()
 	if !p.starting.Load() {
 		return nil // an install: the full form, payloads in body records
 	}

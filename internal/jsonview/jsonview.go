@@ -544,3 +544,11 @@ type RaftServer struct {
 type MessagesDeleted struct {
 	Deleted int `json:"deleted"`
 }
+
+// ReplicaDigest is a replica's state digest right after it applied one
+// raft entry (GET /v1/replicas/{group}/digest?at=N).
+type ReplicaDigest struct {
+	Group        string `json:"group"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Digest       string `json:"digest"`
+}

@@ -250,7 +250,13 @@ func (c *Cluster) convergence(ctx context.Context, placement map[PartRef][]strin
 			cv.Replicas = append(cv.Replicas, r.node+"@"+state)
 		}
 		sort.Strings(cv.Replicas)
-		cv.Agreed = cv.Agreed && len(seen) == 1
+		if cv.Agreed && len(seen) > 1 {
+			// Apart at this moment, but a group that keeps applying
+			// entries (ticks) always is: compare at one index instead.
+			c.agreeAtIndex(ctx, v[p], &cv)
+		} else {
+			cv.Agreed = cv.Agreed && len(seen) == 1
+		}
 		if len(cv.Replicas) < len(want) {
 			cv.Replicas = append(cv.Replicas, "missing: "+strings.Join(missing(want, v[p]), ","))
 		}
@@ -278,4 +284,51 @@ func missing(want []string, have []nodeReplica) []string {
 		}
 	}
 	return out
+}
+
+// digestAtWait is how long a replica is given to apply the entry its
+// digest is asked at.
+const digestAtWait = 10 * time.Second
+
+// agreeAtIndex compares the replicas of one group at one raft index just
+// ahead of the most advanced of them (each node computes its replica's
+// digest when it applies that entry): cv.Agreed says whether every
+// replica reached it with the same digest, and cv.Replicas shows each
+// replica's state there (or why it has none: it never applied the entry
+// within digestAtWait, or had gone past it, then the next round asks
+// again).
+func (c *Cluster) agreeAtIndex(ctx context.Context, reps []nodeReplica, cv *Convergence) {
+	at := uint64(0)
+	for _, r := range reps {
+		at = max(at, r.AppliedIndex+1)
+	}
+	states := make([]string, len(reps))
+	var wg sync.WaitGroup
+	for i, r := range reps {
+		n := c.ByID(r.node)
+		if n == nil {
+			states[i] = r.node + "@" + "gone"
+			continue
+		}
+		wg.Go(func() {
+			var d struct {
+				Digest string `json:"digest"`
+			}
+			url := c.url(n, fmt.Sprintf("/v1/replicas/%s/digest?at=%d&wait=%s", r.Group, at, digestAtWait))
+			if err := c.getJSON(ctx, url, &d); err != nil {
+				states[i] = fmt.Sprintf("%s@%d:none (%v)", r.node, at, err)
+				return
+			}
+			states[i] = fmt.Sprintf("%s@%d:%.12s", r.node, at, d.Digest)
+		})
+	}
+	wg.Wait()
+	sort.Strings(states)
+	cv.Replicas, cv.AppliedIndex = states, at
+	digests := map[string]bool{}
+	for _, st := range states {
+		_, d, _ := strings.Cut(st, ":")
+		digests[d] = true
+	}
+	cv.Agreed = len(digests) == 1 && !strings.Contains(states[0], ":none")
 }
