@@ -107,3 +107,34 @@ func TestPartition_NewLeaderAfterIdlePauseNeedsNoClockCheck(t *testing.T) {
 		return err == nil && res.Err == nil
 	})
 }
+
+// A lease granted while the leader's clock is an hour behind could not
+// arm the tick for its end (by that clock it ends in an hour), so the
+// tick stays armed for a later deadline (the dedup window's); once the
+// clock is back, the sweep arms it again for the lease's end, and the
+// message is ready again within seconds, with no command to carry the
+// expiry.
+func TestPartition_TickArmedUnderABackwardClockIsArmedAgain(t *testing.T) {
+	var shift atomic.Int64
+	c := newTestCluster(t, 1, func(cfg *Config) {
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	})
+	p := c.reps[c.leader()]
+	send(t, p, "m", 1)
+	shift.Store(int64(-time.Hour))
+	ds, err := p.Receive(ctxT(t), fsm.ReceiveCmd{Consumer: "c", Max: 1, Visibility: 2 * time.Second}, time.Second)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Receive under a clock an hour behind: %v, %v", ds, err)
+	}
+	p.ticks.mu.Lock()
+	armedIn := time.Until(p.ticks.at)
+	p.ticks.mu.Unlock()
+	if armedIn < time.Minute {
+		t.Fatalf("the tick is armed in %v: the test wants one armed well past the lease's end", armedIn)
+	}
+	shift.Store(0)
+	testwait.Until(t, 10*time.Second, "the lease to end and its message to be ready again", func() bool {
+		st := p.Stats()
+		return st.InFlight == 0 && st.Ready == 1
+	})
+}

@@ -37,18 +37,22 @@ type Partition struct {
 	// by mu, at most digestWaitsMax.
 	digestWaits []*digestWait
 
-	disk      *diskGuard
-	body      *wal.Log       // body records: payloads not in any local entry
-	bodies    *replicaBodies // where every payload lives
-	starting  atomic.Bool    // raft.NewRaft is running: snapshots restore locally
-	snaps     *snapshotTrigger
-	raft      *raft.Raft
-	logs      *raftlog.GroupLog // the raft log and term and vote, in the node's shared store
-	logStore  *raftlog.Store    // the store holding logs
-	ownLogs   *raftlog.Store    // set when the partition opened its own store
-	ticks     tickTimer         // the leader's tick, armed for the next deadline
-	clockMark clockMark         // guarded by mu; see clockMark
-	evictions evictionLog       // used only on raft's FSM goroutine
+	disk     *diskGuard
+	body     *wal.Log       // body records: payloads not in any local entry
+	bodies   *replicaBodies // where every payload lives
+	starting atomic.Bool    // raft.NewRaft is running: snapshots restore locally
+	snaps    *snapshotTrigger
+	raft     *raft.Raft
+	logs     *raftlog.GroupLog // the raft log and term and vote, in the node's shared store
+	logStore *raftlog.Store    // the store holding logs
+	ownLogs  *raftlog.Store    // set when the partition opened its own store
+	ticks    tickTimer         // the leader's tick, armed for the next deadline
+	// deadline is the FSM's next deadline after the last apply (Unix
+	// nanoseconds on the partition clock; 0: none), read without the lock
+	// by the sweep that catches a tick armed too late (rearmIfLate).
+	deadline  atomic.Int64
+	clockMark clockMark   // guarded by mu; see clockMark
+	evictions evictionLog // used only on raft's FSM goroutine
 	clockGap  clockGap
 	sends     *batcher[fsm.NewMessage, fsm.SendOutcome]
 	acks      *batcher[fsm.Receipt, error]

@@ -51,6 +51,7 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	}
 	p.markClockLocked(clockBefore)
 	after, hasDeadline := p.fsm.NextDeadline()
+	p.noteDeadline(after, hasDeadline)
 	eligible := p.fsm.HasEligible()
 	if eligible {
 		close(p.ready)
@@ -141,6 +142,7 @@ func (r *raftFSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	p.serveDigestWaitsLocked()
+	p.noteDeadline(p.fsm.NextDeadline())
 	if !p.starting.Load() {
 		return nil // an install: the full form, payloads in body records
 	}

@@ -116,6 +116,8 @@ func (s *scheduler) sweepOne(p *Partition, st *sweepState, now time.Time) {
 		if applied := p.raft.AppliedIndex(); applied != st.noDeadlineAt && !p.armTickForDeadline() {
 			st.noDeadlineAt = applied
 		}
+	default:
+		p.rearmIfLate(now)
 	}
 	if now.Before(st.nextCompact) {
 		return

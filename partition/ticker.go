@@ -50,6 +50,43 @@ func (p *Partition) armTickForDeadline() bool {
 	return ok
 }
 
+// noteDeadline records the FSM's next deadline for rearmIfLate.
+func (p *Partition) noteDeadline(at int64, ok bool) {
+	if !ok {
+		at = 0
+	}
+	p.deadline.Store(at)
+}
+
+// tickLateSlack is how much later than the next deadline calls for an
+// armed tick may fire before rearmIfLate arms it again.
+const tickLateSlack = time.Second
+
+// rearmIfLate arms the tick again when it is armed to fire well after the
+// FSM's next deadline as this node's clock reads it now: a timer armed
+// while the node's clock was behind (it was set by the real time left
+// until the deadline, as that clock measured it) would otherwise fire an
+// hour late after an hour's jump back, and until then neither a lease
+// nor a delay of the partition would end (a pending deadline already past
+// keeps applies from arming it sooner). The sweep calls it for leaders
+// whose tick is armed: one atomic read and a lock per replica.
+func (p *Partition) rearmIfLate(now time.Time) {
+	at := p.deadline.Load()
+	if at == 0 {
+		return
+	}
+	wait := time.Duration(at - p.now().UnixNano())
+	want := now.Add(wait + tickLateSlack)
+	t := &p.ticks
+	t.mu.Lock()
+	late := !t.running && t.timer != nil && t.at.After(want)
+	t.mu.Unlock()
+	if late {
+		p.logger.Debug("tick armed past the next deadline: armed again", "deadline_in", wait)
+		p.armTick(wait)
+	}
+}
+
 // tickArmed reports whether the tick timer is armed or a tick runs: an
 // apply that brings the deadline closer re-arms it, so the sweep need not.
 func (p *Partition) tickArmed() bool {
