@@ -340,15 +340,20 @@ class Client:
     # ------------------------------------------------------------ messages
 
     def send(self, queue: str, body: bytes, *, id: str = "", group: str = "",
-             headers: dict[str, str] | None = None, delay: float = 0.0) -> SendResult:
+             headers: dict[str, str] | None = None, delay: float = 0.0,
+             priority: int = 0) -> SendResult:
         """Send one message; retries keep its id, so it is stored at most once.
+
+        ``priority`` is 0 (the default) to 9, the most urgent: a receive takes
+        the highest priority ready first (never reordering a group); out of
+        range raises ValueError before anything is sent.
 
         Raises UnknownOutcome (with the id) when it gives up without knowing
         whether the message was stored.
         """
         id = id or uuid.uuid4().hex
         part = wire.partition_for(group or id, self._partitions(queue))
-        msg = wire.message(id, body, group, headers, ns(delay))
+        msg = wire.message(id, body, group, headers, ns(delay), priority)
         try:
             resp = self._call(wire.OP_SEND, wire.send_body(queue, part, [msg]), (queue, part),
                               item_key="results", retry_also=(InternalError,))

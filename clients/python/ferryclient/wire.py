@@ -250,12 +250,18 @@ def request(req_id: int, op: int, body: dict | None) -> dict:
     return omit_zero([("id", req_id, False), ("op", op, False), ("body", body, True)])
 
 
+PRIORITY_MAX = 9
+
+
 def message(id: str, body: bytes | None, group: str = "", headers: dict | None = None,
-            delay_ns: int = 0) -> dict:
-    """A Message record: id, group?, headers?, body (nil when absent), delay?."""
+            delay_ns: int = 0, priority: int = 0) -> dict:
+    """A Message record: id, group?, headers?, body (nil when absent), delay?,
+    priority? (0..PRIORITY_MAX, 9 the most urgent; 0, the default, omitted)."""
+    if not 0 <= priority <= PRIORITY_MAX:
+        raise ValueError(f"priority {priority} out of range 0..{PRIORITY_MAX}")
     return omit_zero([("id", id, False), ("group", group, True),
                       ("headers", headers, True), ("body", body, False),
-                      ("delay", delay_ns, True)])
+                      ("delay", delay_ns, True), ("priority", priority, True)])
 
 
 def receipt(partition: int, seq: int, attempt: int) -> dict:
@@ -341,6 +347,7 @@ class Delivery:
     deadline: int = 0
     received_at: float = 0.0
     visibility: float = 0.0
+    priority: int = 0
 
     @property
     def receipt(self) -> dict:
@@ -366,7 +373,8 @@ def parse_delivery(queue: str, m: dict) -> Delivery:
     return Delivery(queue=queue, partition=m.get("partition") or 0, seq=m.get("seq") or 0,
                     attempt=m.get("attempt") or 0, id=m.get("id") or "", body=body,
                     group=m.get("group") or "", headers=m.get("headers") or {},
-                    enqueued_at=m.get("enqueued_at") or 0, deadline=m.get("deadline") or 0)
+                    enqueued_at=m.get("enqueued_at") or 0, deadline=m.get("deadline") or 0,
+                    priority=m.get("priority") or 0)
 
 
 def check_item(result: dict | None) -> None:

@@ -74,6 +74,17 @@ class ClusterTest(unittest.TestCase):
         with self.assertRaises(MessageNotFound):
             self.client.ack(d)
 
+    def test_priority_goes_first(self):
+        q = self.make_queue()
+        for i in range(5):
+            self.client.send(q, b"bulk", id=f"bulk-{i}")
+        self.client.send(q, b"urgent", id="urgent", priority=9)
+        [d] = self.client.receive(q, wait=5)
+        self.assertEqual((d.id, d.priority), ("urgent", 9))
+        self.client.ack(d)
+        with self.assertRaises(ValueError):
+            self.client.send(q, b"x", priority=10)
+
     def test_nack_with_delay(self):
         q = self.make_queue()
         self.client.send(q, b"later")

@@ -38,7 +38,7 @@ def rebuild_request(op, b):
     rcpts = lambda items: [wire.receipt(**r) for r in items]  # noqa: E731
     if op == wire.OP_SEND:
         msgs = [wire.message(m["id"], m.get("body"), m.get("group", ""), m.get("headers"),
-                             m.get("delay", 0)) for m in b["messages"]]
+                             m.get("delay", 0), m.get("priority", 0)) for m in b["messages"]]
         return wire.send_body(b["queue"], b["partition"], msgs)
     if op == wire.OP_RECEIVE:
         return wire.receive_body(b["queue"], b["partition"], b["max"], b.get("consumer", ""),
