@@ -187,11 +187,14 @@ func (s *PartitionStats) Add(o PartitionStats) {
 	}
 }
 
-// PurgeRequest deletes every message of one partition that is not leased;
-// dead letters are kept.
+// PurgeRequest deletes every message of one partition that is not leased,
+// and with IncludeLeased the leased ones too (their consumers then get
+// "message not found" for an ack, extend, nack or reject, as SQS's
+// PurgeQueue does to messages in flight); dead letters are kept.
 type PurgeRequest struct {
-	Queue     string `msgpack:"queue"`
-	Partition int    `msgpack:"partition"`
+	Queue         string `msgpack:"queue"`
+	Partition     int    `msgpack:"partition"`
+	IncludeLeased bool   `msgpack:"include_leased,omitempty"`
 }
 
 // PurgeResponse says how many messages were deleted.
