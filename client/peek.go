@@ -174,3 +174,8 @@ func peekedOf(m wire.PeekedMessage) PeekedMessage {
 	}
 	return out
 }
+
+// PeekMessages is Queue(queue).Peek: the admin form, naming the queue.
+func (c *Client) PeekMessages(ctx context.Context, queue string, opts PeekOptions) ([]PeekedMessage, error) {
+	return c.Queue(queue).Peek(ctx, opts)
+}

@@ -2,13 +2,16 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/ferrytest"
+	"github.com/ferrymq/ferry/internal/jsonview"
 )
 
 // holdAll receives until want messages are leased to consumer.
@@ -95,6 +98,22 @@ func TestCluster_DeleteMatchingByGroup(t *testing.T) {
 	leased, err := q.Peek(ctx, client.PeekOptions{Max: 100, MessageFilter: client.MessageFilter{States: []string{client.StateLeased}}})
 	if err != nil || len(leased) != 3 || leased[0].Consumer != "worker-9" || leased[0].VisibleAt.IsZero() {
 		t.Fatalf("peek of leased: %+v, %v", leased, err)
+	}
+
+	// The admin port lists the same, filtered, as JSON; a bad filter is 400.
+	base := "http://" + fc.HTTPAddrs()[1] + "/v1/queues/bulk/messages"
+	code, body := adminRequest(t, http.MethodGet, base+"?state=leased&group=acct-2&max=10", nil)
+	var listed []jsonview.PeekedMessage
+	if code != http.StatusOK || json.Unmarshal(body, &listed) != nil || len(listed) != 1 || listed[0].State != "leased" ||
+		listed[0].Consumer != "worker-9" || listed[0].Group != "acct-2" {
+		t.Fatalf("GET %s: %d %s", base, code, body)
+	}
+	if code, body := adminRequest(t, http.MethodGet, base+"?header=n=4&state=all", nil); code != http.StatusOK ||
+		json.Unmarshal(body, &listed) != nil || len(listed) != 1 || listed[0].Headers["n"] != "4" {
+		t.Fatalf("GET by header: %d %s", code, body)
+	}
+	if code, _ := adminRequest(t, http.MethodGet, base+"?state=dead", nil); code != http.StatusBadRequest {
+		t.Fatalf("GET with a bad state: %d", code)
 	}
 
 	victim := client.MessageFilter{States: all.States, Group: "acct-1"}
