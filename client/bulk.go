@@ -44,7 +44,10 @@ type DeleteMatchingResult struct {
 // checked again when the delete applies); a message that starts matching
 // while it runs (sent, or moved into one of the states, behind the page
 // already listed, or ahead of it) may or may not be deleted. On failure
-// the result covers what was done so far.
+// the result covers what was done so far. A partition whose leader
+// answers a filtered peek without message states (a server from before
+// filters, which would list every ready message) fails with
+// ErrMalformed before anything of it is deleted.
 //
 //	res, err := c.DeleteMatching(ctx, "orders", client.MessageFilter{Group: "acct-42", States: []string{client.StateAll}}, false)
 func (c *Client) DeleteMatching(ctx context.Context, queue string, f MessageFilter, dryRun bool) (DeleteMatchingResult, error) {
@@ -76,6 +79,9 @@ func (c *Client) deleteMatchingIn(ctx context.Context, queue string, p int, f Me
 		}
 		items := make([]wire.MessageRef, 0, len(resp.Messages))
 		for _, m := range resp.Messages {
+			if err := f.checkAnswer(m); err != nil {
+				return err // nothing of this page is deleted
+			}
 			items = append(items, wire.MessageRef{Seq: m.Seq, ID: m.ID})
 			if len(out.Sample) < DeleteMatchingSampleMax {
 				out.Sample = append(out.Sample, MatchedMessage{Partition: p, Seq: m.Seq, ID: m.ID, State: peekedOf(m).State})

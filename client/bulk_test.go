@@ -70,6 +70,18 @@ func TestClient_PeekFiltersDeleteMatchingAndPurgeLeased(t *testing.T) {
 	}
 
 	groupB := client.MessageFilter{States: []string{client.StateAll}, Group: "b"}
+	// A leader that does not apply the filter as asked lists another
+	// group: the client notices, and nothing is deleted.
+	fc.setHook(func(_ int, op wire.Op, body any) fault {
+		if r, ok := body.(*wire.PeekRequest); ok && op == wire.OpPeek {
+			r.Group = "a"
+		}
+		return fault{}
+	})
+	if res, err := c.DeleteMatching(ctx, "jobs", groupB, false); !errors.Is(err, client.ErrMalformed) || res.Deleted != 0 {
+		t.Fatalf("delete through a leader ignoring filters: %+v, %v", res, err)
+	}
+	fc.setHook(nil)
 	dry, err := c.DeleteMatching(ctx, "jobs", groupB, true)
 	if err != nil || dry.Matched != 3 || dry.Deleted != 0 || len(dry.Sample) != 3 {
 		t.Fatalf("dry run: %+v, %v", dry, err)

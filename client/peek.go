@@ -58,6 +58,22 @@ func (f MessageFilter) check() error {
 	return nil
 }
 
+// isSet reports whether the filter asks for more than the ready messages.
+func (f MessageFilter) isSet() bool {
+	return len(f.States) > 0 || f.Group != "" || f.HeaderKey != "" || f.OlderThan != 0
+}
+
+// checkAnswer refuses a message that a server which knows filters cannot
+// have answered: one without a state (servers from before filters show
+// ready messages and ignore the filter), or of another group.
+func (f MessageFilter) checkAnswer(m wire.PeekedMessage) error {
+	if f.isSet() && (m.State == "" || (f.Group != "" && m.Group != f.Group)) {
+		return wire.Errorf(wire.CodeMalformed, "partition %d answered a filtered peek with message %d (state %q, group %q): "+
+			"its leader does not apply message filters", m.Partition, m.Seq, m.State, m.Group)
+	}
+	return nil
+}
+
 // request fills a peek request's filter fields.
 func (f MessageFilter) request(r *wire.PeekRequest) {
 	r.States, r.Group, r.HeaderKey, r.HeaderValue, r.OlderThan = f.States, f.Group, f.HeaderKey, f.HeaderValue, f.OlderThan
@@ -139,6 +155,9 @@ func (q *Queue) Peek(ctx context.Context, opts PeekOptions) ([]PeekedMessage, er
 				return out, err
 			}
 			for _, m := range resp.Messages {
+				if err := opts.checkAnswer(m); err != nil {
+					return out, err
+				}
 				out = append(out, peekedOf(m))
 				budget -= len(m.Body) + headerBytes(m.Headers)
 			}
