@@ -10,12 +10,10 @@ import (
 	"github.com/ferrymq/ferry/wire"
 )
 
-// Peek shows leased and delayed messages when asked, with the holder and
-// deadline, and filters by group, header and age; DeleteMatching counts
-// on a dry run without changing anything, then deletes exactly the
-// matching messages in their states; a purge with leased messages makes
-// the holder's ack fail with ErrMessageNotFound.
-func TestClient_PeekFiltersDeleteMatchingAndPurgeLeased(t *testing.T) {
+// inspectSetup makes queue "jobs" on a fake with 2 partitions holding
+// two messages of group a and three of group b (header tenant = the
+// group) and one delayed message, and leases each group's head.
+func inspectSetup(t *testing.T) (*fakeCluster, *client.Client, *client.Queue, []*client.Delivery) {
 	fc := newFake(t, 1)
 	c := dial(t, fc)
 	ctx := testCtx(t, 10*time.Second)
@@ -35,7 +33,15 @@ func TestClient_PeekFiltersDeleteMatchingAndPurgeLeased(t *testing.T) {
 	if err != nil || len(held) != 2 { // the head of each group
 		t.Fatalf("receive: %d, %v", len(held), err)
 	}
+	return fc, c, q, held
+}
 
+// Peek shows leased and delayed messages when asked, with the holder and
+// deadline, and filters by group, header and age; a bad state is refused
+// before anything is sent.
+func TestClient_PeekStatesAndFilters(t *testing.T) {
+	_, _, q, _ := inspectSetup(t)
+	ctx := testCtx(t, 10*time.Second)
 	all := client.MessageFilter{States: []string{client.StateAll}}
 	ps, err := q.Peek(ctx, client.PeekOptions{Max: 100, MessageFilter: all})
 	if err != nil || len(ps) != 6 {
@@ -69,6 +75,15 @@ func TestClient_PeekFiltersDeleteMatchingAndPurgeLeased(t *testing.T) {
 		t.Fatalf("peek of state dead: %v", err)
 	}
 
+}
+
+// DeleteMatching counts on a dry run without changing anything, then
+// deletes exactly the matching messages in their states; a purge with
+// leased messages makes the holders' acks fail with ErrMessageNotFound.
+func TestClient_DeleteMatchingAndPurgeLeased(t *testing.T) {
+	fc, c, q, held := inspectSetup(t)
+	ctx := testCtx(t, 10*time.Second)
+	all := client.MessageFilter{States: []string{client.StateAll}}
 	groupB := client.MessageFilter{States: []string{client.StateAll}, Group: "b"}
 	// A leader that does not apply the filter as asked lists another
 	// group: the client notices, and nothing is deleted.
@@ -97,7 +112,7 @@ func TestClient_PeekFiltersDeleteMatchingAndPurgeLeased(t *testing.T) {
 	if n := len(fc.requests(wire.OpDeleteMessages)) - before; n != 1 {
 		t.Fatalf("%d delete requests for one page", n)
 	}
-	ps, _ = q.Peek(ctx, client.PeekOptions{Max: 100, MessageFilter: all})
+	ps, _ := q.Peek(ctx, client.PeekOptions{Max: 100, MessageFilter: all})
 	var groups []string
 	for _, p := range ps {
 		groups = append(groups, p.Group)

@@ -33,36 +33,7 @@ func TestCLI_PeekFiltersRmMatchingAndPurgeLeased(t *testing.T) {
 		t.Fatalf("receive: %v, %v", held, err)
 	}
 
-	peek := func(args ...string) []map[string]any {
-		t.Helper()
-		r := ferry(t, s, append([]string{"peek", "inspect", "--json", "--max", "100"}, args...)...)
-		var out []map[string]any
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
-			t.Fatalf("peek %v: exit %d, %q", args, r.code, r.stdout)
-		}
-		return out
-	}
-	if got := peek(); len(got) != 4 {
-		t.Fatalf("default peek: %d messages, want the 4 ready", len(got))
-	}
-	leased := peek("--state", "leased")
-	if len(leased) != 1 || leased[0]["state"] != "leased" || leased[0]["consumer"] == "" || leased[0]["visible_at"] == nil {
-		t.Fatalf("leased peek: %v", leased)
-	}
-	if got := peek("--state", "all", "--header", "tenant=b"); len(got) != 3 {
-		t.Fatalf("tenant b: %d", len(got))
-	}
-	if got := peek("--state", "ready,leased", "--group", "a", "--older-than", "1h"); len(got) != 0 {
-		t.Fatalf("older than an hour: %v", got)
-	}
-	if r := ferry(t, s, "peek", "inspect", "--state", "leased"); r.code != 0 || !strings.Contains(r.stdout, "held by") {
-		t.Fatalf("peek table of leased: exit %d, %q", r.code, r.stdout)
-	}
-	for _, args := range [][]string{{"--state", "dead"}, {"--header", "novalue"}, {"--older-than", "-1m"}} {
-		if r := ferry(t, s, append([]string{"peek", "inspect"}, args...)...); r.code == 0 {
-			t.Fatalf("peek %v exited 0", args)
-		}
-	}
+	checkPeekFlags(t, s)
 
 	if r := ferry(t, s, "msg", "rm-matching", "inspect", "--group", "b"); r.code == 0 || !strings.Contains(r.stderr, "--yes") {
 		t.Fatalf("rm-matching without --yes: exit %d, %q", r.code, r.stderr)
@@ -98,5 +69,41 @@ func TestCLI_PeekFiltersRmMatchingAndPurgeLeased(t *testing.T) {
 	}
 	if st := cl.stats(t, "inspect"); st.Ready+st.InFlight+st.Delayed != 0 {
 		t.Fatalf("after purge --include-leased: %+v", st)
+	}
+}
+
+// checkPeekFlags runs peek on queue "inspect" (four ready messages and
+// one leased, of groups a and b) with each filter flag.
+func checkPeekFlags(t *testing.T, s []string) {
+	t.Helper()
+	peek := func(args ...string) []map[string]any {
+		t.Helper()
+		r := ferry(t, s, append([]string{"peek", "inspect", "--json", "--max", "100"}, args...)...)
+		var out []map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+			t.Fatalf("peek %v: exit %d, %q", args, r.code, r.stdout)
+		}
+		return out
+	}
+	if got := peek(); len(got) != 4 {
+		t.Fatalf("default peek: %d messages, want the 4 ready", len(got))
+	}
+	leased := peek("--state", "leased")
+	if len(leased) != 1 || leased[0]["state"] != "leased" || leased[0]["consumer"] == "" || leased[0]["visible_at"] == nil {
+		t.Fatalf("leased peek: %v", leased)
+	}
+	if got := peek("--state", "all", "--header", "tenant=b"); len(got) != 3 {
+		t.Fatalf("tenant b: %d", len(got))
+	}
+	if got := peek("--state", "ready,leased", "--group", "a", "--older-than", "1h"); len(got) != 0 {
+		t.Fatalf("older than an hour: %v", got)
+	}
+	if r := ferry(t, s, "peek", "inspect", "--state", "leased"); r.code != 0 || !strings.Contains(r.stdout, "held by") {
+		t.Fatalf("peek table of leased: exit %d, %q", r.code, r.stdout)
+	}
+	for _, args := range [][]string{{"--state", "dead"}, {"--header", "novalue"}, {"--older-than", "-1m"}} {
+		if r := ferry(t, s, append([]string{"peek", "inspect"}, args...)...); r.code == 0 {
+			t.Fatalf("peek %v exited 0", args)
+		}
 	}
 }

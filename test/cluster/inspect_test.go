@@ -100,21 +100,7 @@ func TestCluster_DeleteMatchingByGroup(t *testing.T) {
 		t.Fatalf("peek of leased: %+v, %v", leased, err)
 	}
 
-	// The admin port lists the same, filtered, as JSON; a bad filter is 400.
-	base := "http://" + fc.HTTPAddrs()[1] + "/v1/queues/bulk/messages"
-	code, body := adminRequest(t, http.MethodGet, base+"?state=leased&group=acct-2&max=10", nil)
-	var listed []jsonview.PeekedMessage
-	if code != http.StatusOK || json.Unmarshal(body, &listed) != nil || len(listed) != 1 || listed[0].State != "leased" ||
-		listed[0].Consumer != "worker-9" || listed[0].Group != "acct-2" {
-		t.Fatalf("GET %s: %d %s", base, code, body)
-	}
-	if code, body := adminRequest(t, http.MethodGet, base+"?header=n=4&state=all", nil); code != http.StatusOK ||
-		json.Unmarshal(body, &listed) != nil || len(listed) != 1 || listed[0].Headers["n"] != "4" {
-		t.Fatalf("GET by header: %d %s", code, body)
-	}
-	if code, _ := adminRequest(t, http.MethodGet, base+"?state=dead", nil); code != http.StatusBadRequest {
-		t.Fatalf("GET with a bad state: %d", code)
-	}
+	checkAdminPeek(t, "http://"+fc.HTTPAddrs()[1]+"/v1/queues/bulk/messages")
 
 	victim := client.MessageFilter{States: all.States, Group: "acct-1"}
 	before := totals(ctx, t, admin, "bulk")
@@ -150,5 +136,24 @@ func TestCluster_DeleteMatchingByGroup(t *testing.T) {
 	}
 	if tot := totals(ctx, t, admin, "bulk"); tot.Ready != 18 || tot.InFlight != 0 || tot.Counters.Purged != 10 {
 		t.Fatalf("after the bulk delete and acks: %+v", tot)
+	}
+}
+
+// checkAdminPeek lists queue "bulk" through the admin port at base,
+// filtered, as JSON; a bad filter is 400.
+func checkAdminPeek(t *testing.T, base string) {
+	t.Helper()
+	code, body := adminRequest(t, http.MethodGet, base+"?state=leased&group=acct-2&max=10", nil)
+	var listed []jsonview.PeekedMessage
+	if code != http.StatusOK || json.Unmarshal(body, &listed) != nil || len(listed) != 1 || listed[0].State != "leased" ||
+		listed[0].Consumer != "worker-9" || listed[0].Group != "acct-2" {
+		t.Fatalf("GET %s: %d %s", base, code, body)
+	}
+	if code, body := adminRequest(t, http.MethodGet, base+"?header=n=4&state=all", nil); code != http.StatusOK ||
+		json.Unmarshal(body, &listed) != nil || len(listed) != 1 || listed[0].Headers["n"] != "4" {
+		t.Fatalf("GET by header: %d %s", code, body)
+	}
+	if code, _ := adminRequest(t, http.MethodGet, base+"?state=dead", nil); code != http.StatusBadRequest {
+		t.Fatalf("GET with a bad state: %d", code)
 	}
 }
