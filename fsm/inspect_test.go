@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -185,5 +186,45 @@ func TestFSM_InspectCommandsEncode(t *testing.T) {
 	}
 	if CmdPurgeAll.String() != "purge-all" || CmdDeleteMessages.String() != "delete-messages" {
 		t.Fatal("command names")
+	}
+}
+
+// BenchmarkFSM_PeekFiltered100k measures one page of a filtered peek over
+// a partition holding 100,000 messages, 1,000 of them leased: the leased
+// ones of one group (a scan of every message) and, by a header no
+// message has, the reads a header filter makes before it answers a page.
+func BenchmarkFSM_PeekFiltered100k(b *testing.B) {
+	f, err := New(DefaultQueueConfig(), NewMemBodyStore())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n, batch = 100_000, 1000
+	for i := 0; i < n; i += batch {
+		msgs := make([]NewMessage, batch)
+		for k := range msgs {
+			msgs[k] = NewMessage{ID: fmt.Sprintf("01HZX3Q9V8K2M4N6P%09d", i+k), Body: []byte("x"),
+				Headers: map[string]string{"tenant": "blue"}, Group: fmt.Sprintf("g%d", (i+k)%100)}
+		}
+		if r := f.ApplyCommand(Command{Type: CmdSend, At: t0, Send: &SendCmd{Messages: msgs}}); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	if r := f.ApplyCommand(Command{Type: CmdReceive, At: t0, Receive: &ReceiveCmd{Consumer: "c", Max: 1000}}); r.Err != nil {
+		b.Fatal(r.Err)
+	}
+	for _, c := range []struct {
+		name string
+		pf   PeekFilter
+	}{
+		{"leased-of-a-group", PeekFilter{Max: PeekMax, States: StatesLeased, Group: "g7", NoBodies: true}},
+		{"header-miss", PeekFilter{Max: PeekMax, States: StatesLive, HeaderKey: "tenant", HeaderValue: "red", NoBodies: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				if _, err := f.Peek(c.pf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -18,7 +18,7 @@ const (
 	PeekScanMax = 100_000
 	// PeekReadMax is the most stored payloads one peek with a header
 	// filter reads to test them; past it the peek answers in pages.
-	PeekReadMax = 10_000
+	PeekReadMax = 2_000
 	// PeekAgeMax is the largest minimum age a peek accepts.
 	PeekAgeMax = 10 * 365 * 24 * time.Hour
 )
