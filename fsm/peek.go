@@ -107,8 +107,7 @@ func (f *FSM) Peek(pf PeekFilter) (PeekResult, error) {
 	var readErr error
 	scanned, reads, bytes := 0, 0, 0
 	f.table.ascendFrom(pf.AfterSeq+1, func(m *message) bool {
-		if len(out.Messages) == pf.Max || scanned == PeekScanMax || reads == PeekReadMax ||
-			(!pf.NoBodies && pf.MaxBytes > 0 && len(out.Messages) > 0 && bytes+int(m.stored) > pf.MaxBytes) {
+		if len(out.Messages) == pf.Max || scanned == PeekScanMax || reads == PeekReadMax {
 			out.Next = m.seq - 1
 			return false
 		}
@@ -130,6 +129,10 @@ func (f *FSM) Peek(pf PeekFilter) (PeekResult, error) {
 		if pf.NoBodies {
 			p.Headers, p.Body = nil, nil
 		} else {
+			if pf.MaxBytes > 0 && len(out.Messages) > 0 && bytes+int(m.stored) > pf.MaxBytes {
+				out.Next = m.seq - 1 // the byte bound: m starts the next page
+				return false
+			}
 			bytes += int(m.stored)
 		}
 		out.Messages = append(out.Messages, p)
@@ -143,14 +146,13 @@ func (f *FSM) Peek(pf PeekFilter) (PeekResult, error) {
 
 // peeked describes m, reading its headers and body when read is set.
 func (f *FSM) peeked(m *message, read bool) (Peeked, error) {
-	in := f.infoOf(m)
-	p := Peeked{Seq: m.seq, ID: in.ID, Group: in.Group, EnqueuedAt: m.enqueuedAt, Attempts: m.attempts, Priority: in.Priority,
-		State: in.State, VisibleAt: in.VisibleAt}
-	if m.state == stateInFlight {
-		p.Consumer = in.Consumer
+	p := Peeked{Seq: m.seq, ID: m.id(), EnqueuedAt: m.enqueuedAt, Attempts: m.attempts, Priority: m.priority()}
+	p.State, p.VisibleAt = liveState(m)
+	if m.state == stateInFlight && m.info != nil {
+		p.Consumer = m.info.consumer
 	}
 	if m.group != nil {
-		p.Blocked = m.group.first() != m
+		p.Group, p.Blocked = m.group.name, m.group.first() != m
 	}
 	if !read {
 		return p, nil
