@@ -81,7 +81,8 @@ type Counters struct {
 	Redriven uint64 `msgpack:"redriven,omitempty"`
 	// DeadDeleted counts dead letters deleted by operators.
 	DeadDeleted uint64 `msgpack:"dead_deleted,omitempty"`
-	// Purged counts messages deleted by purges.
+	// Purged counts live messages deleted by purges and by operators' deletes
+	// (by id or by filter).
 	Purged uint64 `msgpack:"purged,omitempty"`
 	// RetentionExpired counts messages deleted by retention.
 	RetentionExpired uint64 `msgpack:"retention_expired,omitempty"`
