@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"testing"
 	"time"
 
 	"pgregory.net/rapid"
@@ -162,4 +163,101 @@ func comparePeek(t *rapid.T, f *FSM, md *model) {
 	if want := md.peek(pf); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("peek %+v at clock %d:\n got %v\nwant %v", pf, md.clock, got, want)
 	}
+}
+
+// liveView returns every live message of f with its headers, by seq.
+func liveView(t *rapid.T, f *FSM) map[uint64]Peeked {
+	out := map[uint64]Peeked{}
+	after := uint64(0)
+	for {
+		res, err := f.Peek(PeekFilter{Max: PeekMax, States: StatesLive, AfterSeq: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res.Messages {
+			out[p.Seq] = p
+		}
+		if res.Next == 0 {
+			return out
+		}
+		after = res.Next
+	}
+}
+
+// TestFSM_PropertyBulkDeleteOnlyMatching is the guarantee of a bulk
+// delete by filter: list with a filtered peek, let random commands run,
+// then delete the listed messages within the filter's states. Every
+// message deleted was listed and still matched the whole filter (state,
+// group, header, age) when the delete applied; no other message changed.
+func TestFSM_PropertyBulkDeleteOnlyMatching(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		f, err := New(genConfig(rt), NewMemBodyStore())
+		if err != nil {
+			rt.Fatal(err)
+		}
+		now := t0
+		var handed []Receipt
+		run := func(steps int) {
+			for range steps {
+				now += int64(rapid.SampledFrom([]time.Duration{0, 100 * time.Millisecond, time.Second, 3 * time.Second}).Draw(rt, "dt"))
+				c := genCommand(rt, handed)
+				c.At = now
+				for _, d := range f.ApplyCommand(c).Delivered {
+					handed = append(handed, d.Receipt)
+				}
+			}
+		}
+		run(rapid.IntRange(1, 60).Draw(rt, "before"))
+		pf := genPeekFilter(rt)
+		pf.Max, pf.AfterSeq, pf.NoBodies = PeekMax, 0, true
+		listed, err := f.Peek(pf)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		run(rapid.IntRange(0, 10).Draw(rt, "between"))
+		f.ApplyCommand(Command{Type: CmdTick, At: now}) // timers due at the delete fire first
+		before := liveView(rt, f)
+		refs := map[uint64]string{}
+		c := DeleteMessagesCmd{States: pf.States}
+		for _, p := range listed.Messages {
+			c.Items, refs[p.Seq] = append(c.Items, MessageRef{Seq: p.Seq, ID: p.ID}), p.ID
+		}
+		if c.States == 0 {
+			c.States = StatesReady // a peek's default, which a delete must name
+		}
+		if len(c.Items) == 0 {
+			return
+		}
+		r := f.ApplyCommand(Command{Type: CmdDeleteMessages, At: now, DeleteMany: &c})
+		if r.Err != nil {
+			rt.Fatalf("bulk delete: %v", r.Err)
+		}
+		after := liveView(rt, f)
+		deleted := 0
+		for seq, p := range before {
+			q, kept := after[seq]
+			if kept {
+				if q.State != p.State || q.Attempts != p.Attempts {
+					rt.Fatalf("seq %d changed from %s to %s", seq, p.State, q.State)
+				}
+				continue
+			}
+			deleted++
+			if refs[seq] != p.ID {
+				rt.Fatalf("seq %d (%s) deleted without being listed", seq, p.ID)
+			}
+			if v, ok := p.Headers[pf.HeaderKey]; !c.States.hasState(p.State) || (pf.Group != "" && p.Group != pf.Group) ||
+				(pf.HeaderKey != "" && (!ok || v != pf.HeaderValue)) || (pf.MinAge > 0 && p.EnqueuedAt > f.Clock()-int64(pf.MinAge)) {
+				rt.Fatalf("seq %d deleted outside the filter %+v: %+v", seq, pf, p)
+			}
+		}
+		if deleted != r.Count || len(after) != len(before)-deleted {
+			rt.Fatalf("deleted %d, counted %d, %d live before and %d after", deleted, r.Count, len(before), len(after))
+		}
+	})
+}
+
+// hasState is StateSet.has on a state's name.
+func (s StateSet) hasState(st MessageState) bool {
+	return map[MessageState]StateSet{StateReady: StatesReady, StateDelayed: StatesDelayed, StateLeased: StatesLeased}[st]&s != 0
 }
