@@ -339,12 +339,24 @@ func (c *Client) setPaused(ctx context.Context, name string, paused bool) (Queue
 	return out, nil
 }
 
-// Purge deletes every message of the queue that is not leased, in every
-// partition, and returns how many were deleted. Dead letters are kept.
-// On failure the count covers the partitions purged so far.
+// PurgeOption tunes Purge.
+type PurgeOption func(*wire.PurgeRequest)
+
+// IncludeLeased makes Purge delete leased messages too, as SQS's
+// PurgeQueue does to messages in flight: their consumers then get
+// ErrMessageNotFound for an ack, extend, nack or reject.
+func IncludeLeased() PurgeOption {
+	return func(r *wire.PurgeRequest) { r.IncludeLeased = true }
+}
+
+// Purge deletes every message of the queue that is not leased (with
+// IncludeLeased, every live message), in every partition, and returns how
+// many were deleted. Dead letters are kept. On failure the count covers
+// the partitions purged so far.
 //
 //	n, err := c.Purge(ctx, "scratch")
-func (c *Client) Purge(ctx context.Context, name string) (int, error) {
+//	n, err = c.Purge(ctx, "scratch", client.IncludeLeased())
+func (c *Client) Purge(ctx context.Context, name string, opts ...PurgeOption) (int, error) {
 	n, err := c.partitions(ctx, name)
 	if err != nil {
 		return 0, err
@@ -352,7 +364,11 @@ func (c *Client) Purge(ctx context.Context, name string) (int, error) {
 	total := 0
 	for p := 0; p < n; p++ {
 		var resp wire.PurgeResponse
-		err := c.call(ctx, partRoute{c, name, p}, wire.OpPurge, wire.PurgeRequest{Queue: name, Partition: p}, &resp)
+		req := wire.PurgeRequest{Queue: name, Partition: p}
+		for _, o := range opts {
+			o(&req)
+		}
+		err := c.call(ctx, partRoute{c, name, p}, wire.OpPurge, req, &resp)
 		if err != nil {
 			return total, err
 		}

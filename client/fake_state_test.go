@@ -11,6 +11,7 @@ package client_test
 // not exported.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -312,10 +313,50 @@ func (fc *fakeCluster) partOpLocked(p *fakePart, index int, body any) (any, erro
 		}, nil)
 		return wire.RejectResponse{Results: res}, err
 	case *wire.PurgeRequest:
-		res := fc.applyLocked(p, fsm.Command{Type: fsm.CmdPurge})
+		t := fsm.CmdPurge
+		if b.IncludeLeased {
+			t = fsm.CmdPurgeAll
+		}
+		res := fc.applyLocked(p, fsm.Command{Type: t})
 		return wire.PurgeResponse{Count: res.Count}, res.Err
+	case *wire.PeekRequest:
+		return peekLocked(p, index, b)
+	case *wire.DeleteMessagesRequest:
+		states, err := fsm.ParseStates(b.States)
+		if err != nil {
+			return nil, err
+		}
+		c := fsm.DeleteMessagesCmd{States: states}
+		for _, it := range b.Items {
+			c.Items = append(c.Items, fsm.MessageRef{Seq: it.Seq, ID: it.ID})
+		}
+		res := fc.applyLocked(p, fsm.Command{Type: fsm.CmdDeleteMessages, DeleteMany: &c})
+		return wire.DeleteMessagesResponse{Deleted: res.Count}, res.Err
 	}
 	return fc.deadOpLocked(p, index, body)
+}
+
+// peekLocked serves a peek of p, partition index, as a node does.
+func peekLocked(p *fakePart, index int, r *wire.PeekRequest) (any, error) {
+	if err := r.CheckBounds(); err != nil {
+		return nil, err
+	}
+	states, err := fsm.ParseStates(r.States)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.sm.Peek(fsm.PeekFilter{Max: r.Max, MaxBytes: cmp.Or(r.MaxBytes, wire.PeekBytesMax), AfterSeq: r.AfterSeq,
+		States: states, Group: r.Group, HeaderKey: r.HeaderKey, HeaderValue: r.HeaderValue, MinAge: r.OlderThan, NoBodies: r.NoBodies})
+	if err != nil {
+		return nil, err
+	}
+	out := wire.PeekResponse{Next: res.Next}
+	for _, m := range res.Messages {
+		out.Messages = append(out.Messages, wire.PeekedMessage{Partition: index, Seq: m.Seq, ID: m.ID, Group: m.Group,
+			Headers: m.Headers, Body: m.Body, EnqueuedAt: m.EnqueuedAt, Attempts: m.Attempts, Blocked: m.Blocked,
+			Priority: wire.Priority(m.Priority), State: string(m.State), VisibleAt: m.VisibleAt, Consumer: m.Consumer})
+	}
+	return out, nil
 }
 
 // sendLocked applies a send. A message whose group belongs to another

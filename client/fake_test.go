@@ -414,6 +414,10 @@ func partitionOf(body any) (string, int) {
 		return b.Queue, b.Partition
 	case *wire.PurgeRequest:
 		return b.Queue, b.Partition
+	case *wire.PeekRequest:
+		return b.Queue, b.Partition
+	case *wire.DeleteMessagesRequest:
+		return b.Queue, b.Partition
 	}
 	return "", -1
 }

@@ -49,6 +49,8 @@ type Queues interface {
 	FindMessage(ctx context.Context, queue, id string) ([]client.MessageInfo, error)
 	DeleteMessage(ctx context.Context, queue, id string) (int, error)
 	CancelMessage(ctx context.Context, queue, id string) (int, error)
+	PeekMessages(ctx context.Context, queue string, opts client.PeekOptions) ([]client.PeekedMessage, error)
+	DeleteMatching(ctx context.Context, queue string, f client.MessageFilter, dryRun bool) (client.DeleteMatchingResult, error)
 }
 
 // Cluster is what the dashboard needs of the serving node.
@@ -122,6 +124,9 @@ func (d *Dashboard) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /queues/{name}/pause", d.post(d.applyPause))
 	mux.HandleFunc("GET /queues/{name}/messages", d.page(d.messagePage))
 	mux.HandleFunc("POST /queues/{name}/messages/delete", d.post(d.applyMessageDelete))
+	mux.HandleFunc("GET /queues/{name}/browse", d.page(d.browsePage))
+	mux.HandleFunc("POST /queues/{name}/browse/confirm", d.post(d.browseConfirmPage))
+	mux.HandleFunc("POST /queues/{name}/browse/apply", d.post(d.applyBrowseDelete))
 }
 
 // view is what every page template gets.

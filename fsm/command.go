@@ -35,6 +35,12 @@ const (
 	// CmdDeleteMessage deletes one message by seq and id (see
 	// DeleteMessageCmd).
 	CmdDeleteMessage
+	// CmdPurgeAll deletes every live message, leased ones included; it
+	// carries no payload (CmdPurge keeps the leased ones).
+	CmdPurgeAll
+	// CmdDeleteMessages deletes a batch of messages by seq and id, within
+	// a set of states (see DeleteMessagesCmd).
+	CmdDeleteMessages
 	cmdTypeEnd // one past the last valid type
 )
 
@@ -45,6 +51,7 @@ var commandNames = [...]string{
 	CmdClockResync: "clock-resync",
 	CmdReceiveAck:  "receive-ack", CmdPause: "pause",
 	CmdDeleteMessage: "delete-message",
+	CmdPurgeAll:      "purge-all", CmdDeleteMessages: "delete-messages",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -72,7 +79,8 @@ type Command struct {
 	SetConfig  *QueueConfig
 	ReceiveAck *ReceiveAckCmd
 	Pause      *PauseCmd
-	Delete     *DeleteMessageCmd // CmdDeleteMessage
+	Delete     *DeleteMessageCmd  // CmdDeleteMessage
+	DeleteMany *DeleteMessagesCmd // CmdDeleteMessages
 }
 
 // NewMessage is one message of a send.
@@ -255,7 +263,9 @@ func (c Command) payload() (any, error) {
 		p, ok = c.Pause, c.Pause != nil
 	case CmdDeleteMessage:
 		p, ok = c.Delete, c.Delete != nil
-	case CmdTick, CmdPurge, CmdClockResync:
+	case CmdDeleteMessages:
+		p, ok = c.DeleteMany, c.DeleteMany != nil
+	case CmdTick, CmdPurge, CmdClockResync, CmdPurgeAll:
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("%w: unknown command type %d", ErrInvalidArgument, c.Type)
@@ -349,7 +359,10 @@ func decodeCommand(data []byte) (Command, error) {
 	case CmdDeleteMessage:
 		c.Delete = new(DeleteMessageCmd)
 		target = c.Delete
-	case CmdTick, CmdPurge, CmdClockResync:
+	case CmdDeleteMessages:
+		c.DeleteMany = new(DeleteMessagesCmd)
+		target = c.DeleteMany
+	case CmdTick, CmdPurge, CmdClockResync, CmdPurgeAll:
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)
 	}

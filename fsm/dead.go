@@ -216,12 +216,14 @@ func (f *FSM) applyDeleteDead(d DeadFilter) (int, error) {
 	return len(victims), nil
 }
 
-// applyPurge deletes every message that is ready or delayed. Leased messages
-// stay (their consumers may still ack them) and so do dead letters.
-func (f *FSM) applyPurge() int {
+// applyPurge deletes every message that is ready or delayed, and with
+// leased the leased ones too (CmdPurgeAll: their consumers' later acks,
+// extends, nacks and rejects get ErrNotFound). Otherwise leased messages
+// stay (their consumers may still ack them). Dead letters stay.
+func (f *FSM) applyPurge(leased bool) int {
 	var victims []*message
 	f.table.ascend(func(m *message) bool {
-		if m.state != stateInFlight {
+		if leased || m.state != stateInFlight {
 			victims = append(victims, m)
 		}
 		return true
@@ -236,7 +238,7 @@ func (f *FSM) applyPurge() int {
 	for name, g := range f.groups {
 		kept := g.members[:0]
 		for _, m := range g.members[g.head:] {
-			if m.state == stateInFlight {
+			if !leased && m.state == stateInFlight {
 				kept = append(kept, m)
 			}
 		}

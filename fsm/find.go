@@ -76,18 +76,23 @@ func (f *FSM) infoOf(m *message) MessageInfo {
 	if m.group != nil {
 		in.Group = m.group.name
 	}
-	switch m.state {
-	case stateReady:
-		in.State = StateReady
-	case stateDelayed:
-		in.State, in.VisibleAt = StateDelayed, m.visibleAt
-	case stateInFlight:
-		in.State, in.VisibleAt = StateLeased, m.visibleAt
-	}
+	in.State, in.VisibleAt = liveState(m)
 	if m.info != nil {
 		in.Consumer, in.History = m.info.consumer, slices.Clone(m.info.history)
 	}
 	return in
+}
+
+// liveState names a live m's state, with when a delayed one becomes
+// ready or a leased one's lease runs out (0 for a ready one).
+func liveState(m *message) (MessageState, int64) {
+	switch m.state {
+	case stateDelayed:
+		return StateDelayed, m.visibleAt
+	case stateInFlight:
+		return StateLeased, m.visibleAt
+	}
+	return StateReady, 0
 }
 
 // DeleteMessageCmd deletes one message, named by its seq and id, in any

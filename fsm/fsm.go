@@ -167,7 +167,11 @@ func (f *FSM) apply(c Command, index uint64) Result {
 	case CmdDeleteDead:
 		r.Count, r.Err = f.applyDeleteDead(*c.DeleteDead)
 	case CmdPurge:
-		r.Count = f.applyPurge()
+		r.Count = f.applyPurge(false)
+	case CmdPurgeAll:
+		r.Count = f.applyPurge(true)
+	case CmdDeleteMessages:
+		r.Count, r.Err = f.applyDeleteMessages(c.DeleteMany)
 	case CmdPause:
 		r.Err = f.applyPause(c.Pause)
 	case CmdDeleteMessage:

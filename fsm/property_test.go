@@ -90,7 +90,7 @@ func genFilter(t *rapid.T) *DeadFilter {
 
 // genCommand draws one command of any type (without its time).
 func genCommand(t *rapid.T, handed []Receipt) Command {
-	switch rapid.IntRange(0, 25).Draw(t, "op") {
+	switch rapid.IntRange(0, 28).Draw(t, "op") {
 	case 0, 1, 2, 3:
 		n := rapid.IntRange(1, 3).Draw(t, "n")
 		msgs := make([]NewMessage, n)
@@ -138,6 +138,10 @@ func genCommand(t *rapid.T, handed []Receipt) Command {
 	case 24, 25:
 		return Command{Type: CmdDeleteMessage, Delete: &DeleteMessageCmd{Seq: rapid.Uint64Range(0, 12).Draw(t, "delSeq"),
 			ID: genID(rapid.IntRange(0, 14).Draw(t, "delID")), Undelivered: rapid.Bool().Draw(t, "undelivered")}}
+	case 26:
+		return Command{Type: CmdPurgeAll}
+	case 27, 28:
+		return Command{Type: CmdDeleteMessages, DeleteMany: genDeleteMessages(t)}
 	case 22, 23:
 		return Command{Type: CmdPause, Pause: &PauseCmd{Paused: rapid.IntRange(0, 2).Draw(t, "pause") > 0,
 			By: rapid.SampledFrom([]string{"", "ops", "oncall"}).Draw(t, "pausedBy")}}
@@ -179,6 +183,10 @@ func applyModel(md *model, c Command) Result {
 		r.Count = md.deleteDead(*c.DeleteDead)
 	case CmdPurge:
 		r.Count = md.purge()
+	case CmdPurgeAll:
+		r.Count = md.purgeAll()
+	case CmdDeleteMessages:
+		r.Count, r.Err = md.deleteMessages(*c.DeleteMany)
 	case CmdSetConfig:
 		md.cfg = *c.SetConfig
 		md.trimDead()
@@ -363,6 +371,9 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 					c.Delete.ID = m.id
 				}
 			}
+			if c.Type == CmdDeleteMessages {
+				realIDs(rt, md, c.DeleteMany)
+			}
 			var before [32]byte
 			settleOnly := c.Type == CmdAck || c.Type == CmdExtend || c.Type == CmdNack || c.Type == CmdReject
 			if settleOnly {
@@ -403,6 +414,7 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 			}
 			compareState(rt, f, md)
 			checkModelRules(rt, md)
+			comparePeek(rt, f, md)
 		}
 	})
 }

@@ -78,11 +78,3 @@ func (d DeadFilter) Validate() error {
 	}
 	return nil
 }
-
-// Validate checks a peek's bounds: 1 <= Max <= PeekMax, MaxBytes >= 0.
-func (pf PeekFilter) Validate() error {
-	if pf.Max < 1 || pf.Max > PeekMax || pf.MaxBytes < 0 {
-		return fmt.Errorf("%w: peek max %d (want 1..%d), max bytes %d", ErrInvalidArgument, pf.Max, PeekMax, pf.MaxBytes)
-	}
-	return nil
-}

@@ -187,6 +187,28 @@ func messageInfoOf(partitionIndex int, m fsm.MessageInfo) wire.MessageInfo {
 	return out
 }
 
+// peekFilterOf turns a peek request into the FSM's filter; the FSM checks
+// it (an unknown state name is refused here, by fsm.ParseStates).
+func peekFilterOf(r *wire.PeekRequest) (fsm.PeekFilter, error) {
+	states, err := fsm.ParseStates(r.States)
+	if err != nil {
+		return fsm.PeekFilter{}, err
+	}
+	budget := r.MaxBytes
+	if budget == 0 {
+		budget = wire.PeekBytesMax
+	}
+	return fsm.PeekFilter{Max: r.Max, MaxBytes: budget, AfterSeq: r.AfterSeq, States: states, Group: r.Group,
+		HeaderKey: r.HeaderKey, HeaderValue: r.HeaderValue, MinAge: r.OlderThan, NoBodies: r.NoBodies}, nil
+}
+
+// peekedOf renders a peeked message of partition partitionIndex.
+func peekedOf(partitionIndex int, m fsm.Peeked) wire.PeekedMessage {
+	return wire.PeekedMessage{Partition: partitionIndex, Seq: m.Seq, ID: m.ID, Group: m.Group, Headers: m.Headers, Body: m.Body,
+		EnqueuedAt: m.EnqueuedAt, Attempts: m.Attempts, Blocked: m.Blocked, Priority: wire.Priority(m.Priority),
+		State: string(m.State), VisibleAt: m.VisibleAt, Consumer: m.Consumer}
+}
+
 // statsOf renders a partition's state-machine stats and its replica status
 // (leader, applied index) for the wire.
 func statsOf(index int, st fsm.Stats, s partition.Status) wire.PartitionStats {

@@ -232,7 +232,8 @@ func sameFields(t *testing.T, path string, from, to reflect.Value, toOnly map[st
 }
 
 // sameValue compares two values of the same kind, descending into structs
-// (by field name) and slices.
+// (by field name) and slices; strings of different named types compare
+// by value.
 func sameValue(t *testing.T, path string, a, b reflect.Value) {
 	t.Helper()
 	if a.Kind() != b.Kind() {
@@ -257,6 +258,10 @@ func sameValue(t *testing.T, path string, a, b reflect.Value) {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		if a.Uint() != b.Uint() {
 			t.Errorf("%s: %d becomes %d", path, a.Uint(), b.Uint())
+		}
+	case reflect.String:
+		if a.String() != b.String() {
+			t.Errorf("%s: %q becomes %q", path, a.String(), b.String())
 		}
 	default:
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {

@@ -7,30 +7,29 @@ import (
 	"github.com/ferrymq/ferry/wire"
 )
 
-// handlePeek reads ready messages from the partition leader, which
-// confirms its leadership first. Bounds out of range
+// handlePeek reads the messages a peek selects from the partition
+// leader, which confirms its leadership first. Bounds out of range
 // (wire.PeekRequest.CheckBounds) are refused before the partition is
-// looked up.
+// looked up; the filters are checked by fsm.
 func (n *Node) handlePeek(ctx context.Context, r *wire.PeekRequest) (*wire.PeekResponse, error) {
 	if err := r.CheckBounds(); err != nil {
+		return nil, err
+	}
+	f, err := peekFilterOf(r)
+	if err != nil {
 		return nil, err
 	}
 	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
 	if err != nil {
 		return nil, err
 	}
-	budget := r.MaxBytes
-	if budget == 0 {
-		budget = wire.PeekBytesMax
-	}
-	res, err := p.Peek(ctx, fsm.PeekFilter{Max: r.Max, MaxBytes: budget, AfterSeq: r.AfterSeq})
+	res, err := p.Peek(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	out := &wire.PeekResponse{Messages: make([]wire.PeekedMessage, len(res.Messages)), Next: res.Next}
 	for i, m := range res.Messages {
-		out.Messages[i] = wire.PeekedMessage{Partition: r.Partition, Seq: m.Seq, ID: m.ID, Group: m.Group,
-			Headers: m.Headers, Body: m.Body, EnqueuedAt: m.EnqueuedAt, Attempts: m.Attempts, Blocked: m.Blocked, Priority: wire.Priority(m.Priority)}
+		out.Messages[i] = peekedOf(r.Partition, m)
 	}
 	return out, nil
 }
@@ -100,6 +99,31 @@ func (n *Node) handleDeleteMessage(ctx context.Context, r *wire.DeleteMessageReq
 	return &wire.DeleteMessageResponse{Deleted: 1}, nil
 }
 
+// handleDeleteMessages deletes a batch of messages by seq and id, within
+// a state set, on the partition's leader.
+func (n *Node) handleDeleteMessages(ctx context.Context, r *wire.DeleteMessagesRequest) (*wire.DeleteMessagesResponse, error) {
+	if err := r.CheckBounds(); err != nil {
+		return nil, err
+	}
+	states, err := fsm.ParseStates(r.States)
+	if err != nil {
+		return nil, err
+	}
+	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]fsm.MessageRef, len(r.Items))
+	for i, it := range r.Items {
+		items[i] = fsm.MessageRef{Seq: it.Seq, ID: it.ID}
+	}
+	deleted, err := p.DeleteMessages(ctx, items, states)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.DeleteMessagesResponse{Deleted: deleted}, nil
+}
+
 // handlePause pauses or resumes a partition's deliveries on its leader,
 // in the name of the request's token.
 func (n *Node) handlePause(ctx context.Context, r *wire.PauseRequest) (*wire.PauseResponse, error) {
@@ -115,13 +139,13 @@ func (n *Node) handlePause(ctx context.Context, r *wire.PauseRequest) (*wire.Pau
 }
 
 // handlePurge deletes the ready and delayed messages of a partition on
-// its leader.
+// its leader, and the leased ones too when asked.
 func (n *Node) handlePurge(ctx context.Context, r *wire.PurgeRequest) (*wire.PurgeResponse, error) {
 	p, _, err := n.leaderOf(ctx, r.Queue, r.Partition)
 	if err != nil {
 		return nil, err
 	}
-	count, err := p.Purge(ctx)
+	count, err := p.Purge(ctx, r.IncludeLeased)
 	if err != nil {
 		return nil, err
 	}

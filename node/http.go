@@ -89,6 +89,7 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/nodes/{id}/safe-to-stop", n.handleSafeToStopJSON)
 	mux.HandleFunc("POST /v1/queues/{name}/pause", n.handlePauseJSON(true))
 	mux.HandleFunc("POST /v1/queues/{name}/resume", n.handlePauseJSON(false))
+	mux.HandleFunc("GET /v1/queues/{name}/messages", n.handlePeekJSON)
 	mux.HandleFunc("GET /v1/queues/{name}/messages/{id}", n.handleFindMessageJSON)
 	mux.HandleFunc("DELETE /v1/queues/{name}/messages/{id}", n.handleDeleteMessageJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())

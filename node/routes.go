@@ -69,6 +69,8 @@ var routes = map[wire.Op]route{
 		(*Node).handleFindMessage),
 	wire.OpDeleteMessage: routeOf(onQueue(wire.OpDeleteMessage, func(r *wire.DeleteMessageRequest) string { return r.Queue }),
 		(*Node).handleDeleteMessage),
+	wire.OpDeleteMessages: routeOf(onQueue(wire.OpDeleteMessages, func(r *wire.DeleteMessagesRequest) string { return r.Queue }),
+		(*Node).handleDeleteMessages),
 	wire.OpQueueStats: routeOf(onQueue(wire.OpQueueStats, func(r *wire.QueueStatsRequest) string { return r.Queue }), (*Node).handleStats),
 	wire.OpMetadata:   routeOf(metadataAction, (*Node).handleMetadata),
 	wire.OpListQueues: routeOf(onCluster[wire.ListQueuesRequest](wire.OpListQueues), (*Node).handleListQueues),

@@ -61,10 +61,26 @@ func (p *Partition) DeleteDead(ctx context.Context, f fsm.DeadFilter) (int, erro
 	return p.changeDead(ctx, f, fsm.Command{Type: fsm.CmdDeleteDead, DeleteDead: &f})
 }
 
-// Purge deletes every ready or delayed message (leased messages and dead
-// letters stay) and returns how many it deleted.
-func (p *Partition) Purge(ctx context.Context) (int, error) {
+// Purge deletes every ready or delayed message, and with leased the
+// leased ones too (fsm.CmdPurgeAll), and returns how many it deleted.
+// Dead letters stay.
+func (p *Partition) Purge(ctx context.Context, leased bool) (int, error) {
+	if leased {
+		return p.proposeCount(ctx, fsm.Command{Type: fsm.CmdPurgeAll})
+	}
 	return p.proposeCount(ctx, fsm.Command{Type: fsm.CmdPurge})
+}
+
+// DeleteMessages deletes the named messages that are in one of states
+// when the command applies (see fsm.DeleteMessagesCmd) and returns how
+// many it deleted. A command the FSM would refuse is refused before
+// anything is proposed.
+func (p *Partition) DeleteMessages(ctx context.Context, items []fsm.MessageRef, states fsm.StateSet) (int, error) {
+	c := fsm.DeleteMessagesCmd{Items: items, States: states}
+	if err := c.Validate(); err != nil {
+		return 0, err
+	}
+	return p.proposeCount(ctx, fsm.Command{Type: fsm.CmdDeleteMessages, DeleteMany: &c})
 }
 
 // SetPaused pauses (paused) or resumes the partition's deliveries, by

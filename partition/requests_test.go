@@ -120,7 +120,7 @@ func TestPartition_DeadRequestsAndPurge(t *testing.T) {
 		t.Fatalf("delete dead: %d, %v", n, err)
 	}
 	send(t, p, "more", 2)
-	n, err = p.Purge(ctxT(t))
+	n, err = p.Purge(ctxT(t), false)
 	if err != nil || n != 3 {
 		t.Fatalf("purge: %d, %v (want 3: the redriven message and two more)", n, err)
 	}

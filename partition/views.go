@@ -127,8 +127,8 @@ func (p *Partition) PeekDead(f fsm.DeadFilter) ([]fsm.DeadLetter, error) {
 	return p.fsm.PeekDead(f)
 }
 
-// Peek returns ready messages with their bodies, oldest first, without
-// leasing them. It serves only on the leader, once its state holds every
+// Peek returns the live messages f selects (ready ones by default) with
+// their bodies, oldest first, without leasing them. It serves only on the leader, once its state holds every
 // entry committed before its term (ReadBarrier), and first confirms with a
 // quorum that this replica still leads (a heartbeat round), so a deposed
 // leader cannot answer from stale state. A filter the FSM would refuse

@@ -461,7 +461,9 @@ func (s *Server) purgeQueue(ctx context.Context, r *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = s.cl.Purge(ctx, name)
+	// SQS deletes the messages in flight too: their later DeleteMessage
+	// is a no-op, ChangeMessageVisibility answers MessageNotInflight.
+	_, err = s.cl.Purge(ctx, name, client.IncludeLeased())
 	return nil, clientError0(err, name)
 }
 

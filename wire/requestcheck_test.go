@@ -32,3 +32,24 @@ func TestReceiveRequest_CheckWait(t *testing.T) {
 		}
 	}
 }
+
+func TestPeekAndDeleteMessages_CheckBoundsOnFilters(t *testing.T) {
+	if err := (&PeekRequest{Max: 1, States: make([]string, PeekStatesMax+1)}).CheckBounds(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("peek of too many states: %v", err)
+	}
+	one := []MessageRef{{Seq: 1, ID: "a"}}
+	for _, k := range []struct {
+		r  DeleteMessagesRequest
+		ok bool
+	}{
+		{DeleteMessagesRequest{}, false},
+		{DeleteMessagesRequest{Items: one}, true},
+		{DeleteMessagesRequest{Items: make([]MessageRef, DeleteMessagesMax)}, true},
+		{DeleteMessagesRequest{Items: make([]MessageRef, DeleteMessagesMax+1)}, false},
+		{DeleteMessagesRequest{Items: one, States: make([]string, PeekStatesMax+1)}, false},
+	} {
+		if err := k.r.CheckBounds(); (err == nil) != k.ok || (err != nil && !errors.Is(err, ErrInvalidArgument)) {
+			t.Errorf("delete of %d items in %d states: %v, want ok=%v", len(k.r.Items), len(k.r.States), err, k.ok)
+		}
+	}
+}

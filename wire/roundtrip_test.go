@@ -108,10 +108,12 @@ func samples() []sample {
 			&DeadPeekResponse{Letters: []DeadLetter{sampleLetter(true), sampleLetter(false)}}},
 		{OpDeadRedrive, &DeadRedriveRequest{Queue: "orders", Partition: 2, Filter: sampleFilter()}, &DeadRedriveResponse{Count: 12}},
 		{OpDeadDelete, &DeadDeleteRequest{Queue: "orders", Partition: 2, Filter: DeadFilter{Group: "g"}}, &DeadDeleteResponse{Count: 1}},
-		{OpPurge, &PurgeRequest{Queue: "orders", Partition: 0}, &PurgeResponse{Count: 99}},
-		{OpPeek, &PeekRequest{Queue: "orders", Partition: 1, Max: 10, MaxBytes: 1 << 20, AfterSeq: 7},
+		{OpPurge, &PurgeRequest{Queue: "orders", Partition: 0, IncludeLeased: true}, &PurgeResponse{Count: 99}},
+		{OpPeek, &PeekRequest{Queue: "orders", Partition: 1, Max: 10, MaxBytes: 1 << 20, AfterSeq: 7, States: []string{StateAll},
+			Group: "g", HeaderKey: "k", HeaderValue: "v", OlderThan: time.Minute, NoBodies: true},
 			&PeekResponse{Messages: []PeekedMessage{{Partition: 1, Seq: 8, ID: "m8", Group: "g", Headers: map[string]string{"k": "v"},
-				Body: []byte("hi"), EnqueuedAt: 1_700_000_000_000_000_000, Attempts: 2, Blocked: true}}, Next: 8}},
+				Body: []byte("hi"), EnqueuedAt: 1_700_000_000_000_000_000, Attempts: 2, Blocked: true, State: StateLeased,
+				VisibleAt: 1_700_000_030_000_000_000, Consumer: "w1"}}, Next: 8}},
 		{OpRemoveNode, &RemoveNodeRequest{ID: "n4"}, &RemoveNodeResponse{Moved: 3}},
 		{OpListNodes, &ListNodesRequest{}, &ListNodesResponse{Nodes: []NodeStatus{{ID: "n1", State: NodeDead, Draining: true, Replicas: 4,
 			Leaders: 2, Joining: 1, Leaving: 1, DeadForMillis: 9, Stuck: "nowhere"}}, MovesInFlight: 2,
@@ -132,6 +134,8 @@ func samples() []sample {
 				{Partition: 1, Seq: 9, ID: "m7", State: "dead", Attempts: 1, Dead: func() *DeadLetter { d := sampleLetter(false); return &d }()}}}},
 		{OpDeleteMessage, &DeleteMessageRequest{Queue: "orders", Partition: 1, Seq: 7, ID: "m7", Undelivered: true},
 			&DeleteMessageResponse{Deleted: 1}},
+		{OpDeleteMessages, &DeleteMessagesRequest{Queue: "orders", Partition: 1, Items: []MessageRef{{Seq: 7, ID: "m7"}, {Seq: 9, ID: "m9"}},
+			States: []string{StateReady, StateLeased}}, &DeleteMessagesResponse{Deleted: 2}},
 	}
 }
 

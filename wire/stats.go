@@ -81,7 +81,8 @@ type Counters struct {
 	Redriven uint64 `msgpack:"redriven,omitempty"`
 	// DeadDeleted counts dead letters deleted by operators.
 	DeadDeleted uint64 `msgpack:"dead_deleted,omitempty"`
-	// Purged counts messages deleted by purges.
+	// Purged counts live messages deleted by purges and by operators' deletes
+	// (by id or by filter).
 	Purged uint64 `msgpack:"purged,omitempty"`
 	// RetentionExpired counts messages deleted by retention.
 	RetentionExpired uint64 `msgpack:"retention_expired,omitempty"`
@@ -187,11 +188,14 @@ func (s *PartitionStats) Add(o PartitionStats) {
 	}
 }
 
-// PurgeRequest deletes every message of one partition that is not leased;
-// dead letters are kept.
+// PurgeRequest deletes every message of one partition that is not leased,
+// and with IncludeLeased the leased ones too (their consumers then get
+// "message not found" for an ack, extend, nack or reject, as SQS's
+// PurgeQueue does to messages in flight); dead letters are kept.
 type PurgeRequest struct {
-	Queue     string `msgpack:"queue"`
-	Partition int    `msgpack:"partition"`
+	Queue         string `msgpack:"queue"`
+	Partition     int    `msgpack:"partition"`
+	IncludeLeased bool   `msgpack:"include_leased,omitempty"`
 }
 
 // PurgeResponse says how many messages were deleted.

@@ -200,6 +200,19 @@ func sendReceiveVectors() []vector {
 			&wire.DeleteMessageRequest{Queue: "orders", Partition: 1, Seq: 42, ID: "order-42"}),
 		mustResponse("response-delete-message", "One message deleted.", 17, wire.OpDeleteMessage,
 			&wire.DeleteMessageResponse{Deleted: 1}),
+		mustRequest("request-peek-filtered", "Read up to 100 leased or delayed messages of group acct-42 whose header tenant is blue, enqueued at least 10 minutes ago, without headers and bodies.",
+			18, wire.OpPeek, &wire.PeekRequest{Queue: "orders", Partition: p, Max: 100, States: []string{wire.StateLeased, wire.StateDelayed},
+				Group: group, HeaderKey: "tenant", HeaderValue: "blue", OlderThan: 10 * time.Minute, NoBodies: true}),
+		mustResponse("response-peek-leased", "One leased message: its holder and lease deadline.", 18, wire.OpPeek,
+			&wire.PeekResponse{Messages: []wire.PeekedMessage{{Partition: p, Seq: 17, ID: "01KDX6Y2G0A5C3S9W1V7N4Q8R2", Group: group,
+				EnqueuedAt: t0, Attempts: 1, State: wire.StateLeased, VisibleAt: t1 + int64(time.Minute), Consumer: "worker-1"}}}),
+		mustRequest("request-purge-leased", "Delete every message of partition 0, leased ones included.", 19, wire.OpPurge,
+			&wire.PurgeRequest{Queue: "orders", IncludeLeased: true}),
+		mustRequest("request-delete-messages", "Delete seqs 17 and 18 if they are still ready or leased.", 20, wire.OpDeleteMessages,
+			&wire.DeleteMessagesRequest{Queue: "orders", Partition: p, Items: []wire.MessageRef{{Seq: 17, ID: "01KDX6Y2G0A5C3S9W1V7N4Q8R2"},
+				{Seq: 18, ID: "01KDX6Y2G0A5C3S9W1V7N4Q8R4"}}, States: []string{wire.StateReady, wire.StateLeased}}),
+		mustResponse("response-delete-messages", "One deleted; the other had been acked in between.", 20, wire.OpDeleteMessages,
+			&wire.DeleteMessagesResponse{Deleted: 1}),
 	}
 }
 

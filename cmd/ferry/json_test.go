@@ -198,6 +198,7 @@ func TestCLI_JSONMatchesHTTP(t *testing.T) {
 	checkSnakeCase(t, "send", sent)
 	checkSnakeCase(t, "peek", peeked)
 	checkSnakeCase(t, "recv", received)
+	checkPeekMatchesHTTP(t, nd, addr)
 	if list, _ := received.([]any); len(list) == 0 {
 		t.Errorf("recv --json printed %v", received)
 	} else if d := list[0].(map[string]any); d["receipt"] == nil || d["enqueued_at"] == nil {
@@ -299,4 +300,24 @@ func TestCLI_DeadReasonTakesJSONNames(t *testing.T) {
 	if _, err := (&deadFlags{reason: "lease expired"}).filter(); err == nil {
 		t.Error("--reason \"lease expired\" was accepted")
 	}
+}
+
+// checkPeekMatchesHTTP compares `ferry peek --state all --json` with GET
+// /v1/queues/orders/messages?state=all: the same messages, in the same
+// order, with the same keys and states.
+func checkPeekMatchesHTTP(t *testing.T, nd *node.Node, addr string) {
+	t.Helper()
+	cli := cliJSON(t, addr, "peek", "orders", "--state", "all", "--max", "100").([]any)
+	web := httpJSON(t, nd, "/v1/queues/orders/messages?state=all&max=100").([]any)
+	if len(cli) == 0 || len(cli) != len(web) {
+		t.Fatalf("peek: %d messages from the CLI, %d over HTTP", len(cli), len(web))
+	}
+	for i := range cli {
+		c, h := cli[i].(map[string]any), web[i].(map[string]any)
+		sameKeys(t, "peeked message", c, h, "partition", "seq", "id", "state", "enqueued_at", "attempts", "priority", "body")
+		if c["id"] != h["id"] || c["state"] != h["state"] || c["consumer"] != h["consumer"] {
+			t.Errorf("peeked message %d: CLI %v, HTTP %v", i, c, h)
+		}
+	}
+	checkSnakeCase(t, "peek --state all", cli)
 }

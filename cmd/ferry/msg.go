@@ -8,10 +8,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// msgCmd is "ferry msg": one message, found or deleted by its id.
+// msgCmd is "ferry msg": one message, found or deleted by its id, or the
+// messages a filter selects, deleted.
 func msgCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "msg", Short: "Find or delete one message by its id, in any state"}
-	cmd.AddCommand(msgFindCmd(g), msgRemoveCmd(g))
+	cmd := &cobra.Command{Use: "msg", Short: "Find or delete one message by its id, in any state, or delete by filter"}
+	cmd.AddCommand(msgFindCmd(g), msgRemoveCmd(g), msgRemoveMatchingCmd(g))
 	return cmd
 }
 

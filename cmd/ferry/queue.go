@@ -13,7 +13,7 @@ import (
 func queueCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "queue", Short: "Create, change, list, inspect and delete queues"}
 	cmd.AddCommand(queueCreateCmd(g, false), queueCreateCmd(g, true), queueListCmd(g), queueStatsCmd(g), queueRemoveCmd(g),
-		queueSettingsCmd(g), queuePauseCmd(g, true), queuePauseCmd(g, false))
+		queueSettingsCmd(g), queuePauseCmd(g, true), queuePauseCmd(g, false), purgeCmd(g))
 	return cmd
 }
 
@@ -219,10 +219,23 @@ func queueRemoveCmd(g *globals) *cobra.Command {
 
 func purgeCmd(g *globals) *cobra.Command {
 	var confirm confirmer
+	var leased bool
 	cmd := &cobra.Command{
-		Use: "purge QUEUE", Short: "Delete every ready and delayed message (leased ones stay; asks first)", Args: cobra.ExactArgs(1),
+		Use:   "purge QUEUE",
+		Short: "Delete every ready and delayed message (leased ones stay unless --include-leased; asks first)",
+		Long: `Delete every ready and delayed message of the queue; dead letters stay.
+Leased messages stay too (their consumers may still ack them), unless
+--include-leased: then they are deleted as well, and a consumer holding one
+gets "message not found" for its ack, extend, nack or reject (as SQS's
+PurgeQueue does to messages in flight).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := confirm.confirm(fmt.Sprintf("delete every ready and delayed message of queue %s", args[0])); err != nil {
+			what := "every ready and delayed message"
+			var opts []client.PurgeOption
+			if leased {
+				what, opts = "every message, leased ones included,", append(opts, client.IncludeLeased())
+			}
+			if err := confirm.confirm(fmt.Sprintf("delete %s of queue %s", what, args[0])); err != nil {
 				return err
 			}
 			c, ctx, done, err := g.connect(cmd)
@@ -230,7 +243,7 @@ func purgeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			n, err := c.Purge(ctx, args[0])
+			n, err := c.Purge(ctx, args[0], opts...)
 			if err != nil {
 				return explain(ctx, c, args[0], err)
 			}
@@ -242,6 +255,7 @@ func purgeCmd(g *globals) *cobra.Command {
 		},
 	}
 	confirm.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&leased, "include-leased", false, "delete leased messages too (their acks then fail with message not found)")
 	return cmd
 }
 

@@ -108,68 +108,82 @@ func printSettled(g *globals, verb string, rs []client.Receipt, errs []error) er
 	return err
 }
 
-// peekedJSON is the --json form of a peeked message.
-type peekedJSON struct {
-	Partition  int               `json:"partition"`
-	Seq        uint64            `json:"seq"`
-	ID         string            `json:"id"`
-	Group      string            `json:"group,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Body       string            `json:"body"`
-	EnqueuedAt string            `json:"enqueued_at"`
-	Age        string            `json:"age"`
-	Attempts   uint32            `json:"attempts"`
-	Blocked    bool              `json:"blocked"`
-	Priority   int               `json:"priority"`
-}
-
 func peekCmd(g *globals) *cobra.Command {
 	var maxCount int
+	var ff filterFlags
 	cmd := &cobra.Command{
 		Use:   "peek QUEUE",
-		Short: "Show ready messages without leasing them",
-		Long: "Shows up to --max ready messages, oldest first per partition, with their bodies. Nothing is\n" +
-			"leased or changed: a following recv gets them as if peek had not run. BLOCKED marks a group\n" +
-			"message waiting behind an earlier one of its group; PRIO is the message's priority (a recv\n" +
-			"takes the highest first).",
+		Short: "Show messages without leasing them (ready ones by default; --state leased,delayed or all)",
+		Long: "Shows up to --max messages, oldest first per partition, with their bodies. Nothing is\n" +
+			"leased or changed: a following recv gets them as if peek had not run. --state picks the states\n" +
+			"shown (ready by default; leased, delayed, or all); --group, --header key=value and --older-than\n" +
+			"narrow the list. A leased message shows its holder and lease deadline, a delayed one when it\n" +
+			"becomes visible. BLOCKED marks a group message waiting behind an earlier one of its group; PRIO\n" +
+			"is the message's priority (a recv takes the highest first).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if maxCount < 1 || maxCount > client.MaxPeek {
 				return fmt.Errorf("--max %d: want 1..%d", maxCount, client.MaxPeek)
+			}
+			f, err := ff.filter()
+			if err != nil {
+				return err
 			}
 			c, ctx, done, err := g.connect(cmd)
 			if err != nil {
 				return err
 			}
 			defer done()
-			ms, err := c.Queue(args[0]).Peek(ctx, client.PeekOptions{Max: maxCount})
+			ms, err := c.Queue(args[0]).Peek(ctx, client.PeekOptions{Max: maxCount, MessageFilter: f})
 			if err != nil {
 				return explain(ctx, c, args[0], err)
 			}
 			if g.json {
-				list := make([]peekedJSON, len(ms))
+				now := time.Now()
+				list := make([]jsonview.PeekedMessage, len(ms))
 				for i, m := range ms {
-					list[i] = peekedJSON{m.Partition, m.Seq, m.ID, m.Group, m.Headers, string(m.Body), jsonview.Time(m.EnqueuedAt),
-						age(m.EnqueuedAt), m.Attempts, m.Blocked, int(m.Priority)}
+					list[i] = jsonview.PeekedMessageOf(m, now)
 				}
 				return printJSON(list)
 			}
-			if len(ms) == 0 {
-				fmt.Println("no ready messages")
-				return nil
-			}
-			var rows [][]string
-			for _, m := range ms {
-				rows = append(rows, []string{strconv.Itoa(m.Partition), strconv.FormatUint(m.Seq, 10), m.ID, m.Group,
-					strconv.Itoa(int(m.Priority)), strconv.FormatUint(uint64(m.Attempts), 10), age(m.EnqueuedAt),
-					map[bool]string{true: "yes", false: ""}[m.Blocked], string(m.Body)})
-			}
-			table([]string{"PARTITION", "SEQ", "ID", "GROUP", "PRIO", "ATTEMPTS", "AGE", "BLOCKED", "BODY"}, rows)
+			printPeeked(ms, len(f.States) > 0)
 			return nil
 		},
 	}
 	cmd.Flags().IntVarP(&maxCount, "max", "n", 10, fmt.Sprintf("most messages to show (1..%d)", client.MaxPeek))
+	ff.bind(cmd.Flags(), nil)
 	return cmd
+}
+
+// printPeeked prints peeked messages as a table; withState adds the
+// STATE and DETAIL columns.
+func printPeeked(ms []client.PeekedMessage, withState bool) {
+	if len(ms) == 0 {
+		fmt.Println("no matching messages")
+		return
+	}
+	head := []string{"PARTITION", "SEQ", "ID", "GROUP", "PRIO", "ATTEMPTS", "AGE", "BLOCKED"}
+	if withState {
+		head = append(head, "STATE", "DETAIL")
+	}
+	var rows [][]string
+	for _, m := range ms {
+		row := []string{strconv.Itoa(m.Partition), strconv.FormatUint(m.Seq, 10), m.ID, m.Group,
+			strconv.Itoa(int(m.Priority)), strconv.FormatUint(uint64(m.Attempts), 10), age(m.EnqueuedAt),
+			map[bool]string{true: "yes", false: ""}[m.Blocked]}
+		if withState {
+			detail := ""
+			switch m.State {
+			case client.StateLeased:
+				detail = fmt.Sprintf("held by %s until %s", m.Consumer, stamp(m.VisibleAt.UnixNano()))
+			case client.StateDelayed:
+				detail = "visible at " + stamp(m.VisibleAt.UnixNano())
+			}
+			row = append(row, m.State, detail)
+		}
+		rows = append(rows, append(row, string(m.Body)))
+	}
+	table(append(head, "BODY"), rows)
 }
 
 // age is how long ago t was, rounded for reading ("1.5s").

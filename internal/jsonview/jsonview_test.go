@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -217,5 +218,25 @@ func TestQueueConfig_JSONUnchanged(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"retention":"soon"}`), &back); err == nil {
 		t.Fatal("a bad duration was accepted")
+	}
+}
+
+// A peeked message renders its state, holder and deadline; a body that
+// is not UTF-8 comes as body_base64; a bulk delete's result lists an
+// empty sample as [] rather than null.
+func TestPeekedMessageAndMatched(t *testing.T) {
+	at := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	m := PeekedMessageOf(client.PeekedMessage{ID: "a", Body: []byte{0xff}, EnqueuedAt: at, State: "leased",
+		VisibleAt: at.Add(time.Minute), Consumer: "w1"}, at.Add(1500*time.Millisecond))
+	b, _ := json.Marshal(m)
+	for _, want := range []string{`"state":"leased"`, `"consumer":"w1"`, `"visible_at":"2026-12-06T05:01:00Z"`, `"body":""`,
+		`"body_base64":"/w=="`, `"age":"1.5s"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("peeked message %s lacks %s", b, want)
+		}
+	}
+	b, _ = json.Marshal(MessagesMatchedOf(client.DeleteMatchingResult{Matched: 2}, true))
+	if string(b) != `{"dry_run":true,"matched":2,"deleted":0,"sample":[]}` {
+		t.Errorf("matched %s", b)
 	}
 }

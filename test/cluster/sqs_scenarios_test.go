@@ -320,7 +320,7 @@ func sqsPurgeAndAttributes(t *testing.T, c *sqsCluster) {
 	if _, err := c.clients[0].SendMessage(sqsCtx(t), &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("later"), DelaySeconds: 600}); err != nil {
 		t.Fatal(err)
 	}
-	c.receive(t, 1, url, awssqs.ReceiveMessageInput{WaitTimeSeconds: 5})
+	held := c.receive(t, 1, url, awssqs.ReceiveMessageInput{WaitTimeSeconds: 5})
 	out, err := c.clients[2].GetQueueAttributes(sqsCtx(t), &awssqs.GetQueueAttributesInput{QueueUrl: &url, AttributeNames: []types.QueueAttributeName{"All"}})
 	if err != nil {
 		t.Fatal(err)
@@ -351,8 +351,21 @@ func sqsPurgeAndAttributes(t *testing.T, c *sqsCluster) {
 	if _, err := c.clients[1].PurgeQueue(sqsCtx(t), &awssqs.PurgeQueueInput{QueueUrl: &url}); err != nil {
 		t.Fatal(err)
 	}
-	if n := sqsAttr(t, c, 0, url, "ApproximateNumberOfMessages"); n != "0" {
-		t.Fatalf("after purge: %s messages", n)
+	// As in SQS, a purge deletes the messages in flight too: their
+	// visibility can no longer be changed, and deleting them is a no-op.
+	for _, name := range []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"} {
+		if n := sqsAttr(t, c, 0, url, name); n != "0" {
+			t.Fatalf("after purge: %s = %s", name, n)
+		}
+	}
+	if len(held) != 1 {
+		t.Fatalf("received %d messages before the purge", len(held))
+	}
+	_, err = c.clients[1].ChangeMessageVisibility(sqsCtx(t), &awssqs.ChangeMessageVisibilityInput{QueueUrl: &url,
+		ReceiptHandle: held[0].ReceiptHandle, VisibilityTimeout: 60})
+	wantSQSError(t, err, "MessageNotInflight")
+	if _, err := c.clients[1].DeleteMessage(sqsCtx(t), &awssqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: held[0].ReceiptHandle}); err != nil {
+		t.Fatalf("delete of a purged message: %v", err)
 	}
 	_, err = c.clients[0].SetQueueAttributes(sqsCtx(t), &awssqs.SetQueueAttributesInput{QueueUrl: &url, Attributes: map[string]string{"VisibilityTimeout": "99999"}})
 	wantSQSError(t, err, "InvalidAttributeValue")
