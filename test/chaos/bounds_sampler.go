@@ -31,16 +31,20 @@ type boundsSampler struct {
 	mu      sync.Mutex
 	samples int
 	over    []string
+	rate    rateCheck
 }
 
 // run samples until ctx is done.
 func (s *boundsSampler) run(ctx context.Context, admin *client.Client) {
 	for ctx.Err() == nil {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		start := now()
 		st, err := admin.QueueStats(qctx, boundedQueue)
+		end := now()
 		cancel()
 		if err == nil {
 			s.check(st)
+			s.checkRate(st, start, end)
 		}
 		sleep(ctx, boundsSampleEvery)
 	}
@@ -64,9 +68,28 @@ func (s *boundsSampler) check(st client.Stats) {
 	}
 }
 
+// checkRate adds a read made between start and end to the rate check.
+func (s *boundsSampler) checkRate(st client.Stats, start, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.rate.add(st, start, end) {
+		if len(s.rate.over) < dipsListed {
+			s.rate.over = append(s.rate.over, b)
+		}
+	}
+}
+
 // result returns the samples taken and the breaches noted.
 func (s *boundsSampler) result() (int, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.samples, append([]string(nil), s.over...)
+}
+
+// rateResult returns the windows checked against the delivery rate
+// bound and the breaches noted.
+func (s *boundsSampler) rateResult() (int, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rate.checks, append([]string(nil), s.rate.over...)
 }

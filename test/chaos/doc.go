@@ -128,9 +128,26 @@
 // At the end the harness heals everything, stops the producers, has the
 // consumers ack everything until every queue is empty, lists the dead
 // letters, and polls GET /v1/replicas on every node until the replicas of
-// each partition report the same digest at the same applied index. Check
-// then judges the history (see its violation kinds); the run fails on any
-// violation or on a node exiting by itself. Duplicates with their causes,
+// each partition report the same digest at the same applied index; a
+// partition whose replicas are apart at a moment (its leader still
+// proposes ticks, so the entry in flight always separates them) is
+// compared at one index instead: every node is asked for its replica's
+// digest right after it applies the entry after the most advanced one
+// (GET /v1/replicas/{group}/digest?at=N). When replicas stay apart, or the
+// queues do not drain, or the cluster does not recover from a fault, every
+// node's raft state (GET /v1/debug/raft: peer liveness, each group's
+// stats, each leader's view of its servers, each replica's tick state) and
+// goroutines are saved beside its log. Check then judges the history (see
+// its violation kinds); the run fails on any violation or on a node
+// exiting by itself.
+//
+// The jobs queue runs with max_in_flight 40 and max_delivery_rate 150/s:
+// a sampler reads its partitions' stats every 250 ms and fails the run if
+// one holds more leases than its share of the in-flight bound, or leased
+// more over a window of 30 s or more than its share of the rate allows
+// (plus the burst and a leader clock step's worth). 40% of the messages
+// carry a priority; a delivery or dead letter with another priority than
+// the one sent fails the run, and the group-order rule holds with them. Duplicates with their causes,
 // unconfirmed sends and what became of them, availability gaps and
 // latencies are reported, not judged.
 //

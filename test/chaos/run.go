@@ -149,6 +149,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r.o.Logf("max_in_flight %d of %s sampled %d times, %d partitions seen over their share", boundedMaxInFlight,
 		boundedQueue, boundSamples, len(over))
+	rateWindows, overRate := bounds.rateResult()
+	for _, d := range overRate {
+		rep.addViolation(Violation{Kind: VOverMaxDeliveryRate, Detail: d})
+	}
+	r.o.Logf("max_delivery_rate %d/s of %s checked over %d windows of %v or more, %d over their share", boundedMaxDeliveryRate,
+		boundedQueue, rateWindows, rateWindowMin, len(overRate))
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
 	}

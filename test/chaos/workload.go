@@ -94,7 +94,7 @@ func CreateQueues(ctx context.Context, admin *client.Client, nodes int) (map[Par
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			settings := queueSettings(q.partitions)
 			if q.name == boundedQueue {
-				settings = append(settings, client.MaxInFlight(boundedMaxInFlight))
+				settings = append(settings, client.MaxInFlight(boundedMaxInFlight), client.MaxDeliveryRate(boundedMaxDeliveryRate))
 			}
 			err := admin.CreateQueue(cctx, q.name, settings...)
 			cancel()
