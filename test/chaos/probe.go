@@ -35,11 +35,16 @@ type PartRef struct {
 func (p PartRef) String() string { return fmt.Sprintf("%s/%d", p.Queue, p.Partition) }
 
 func (c *Cluster) getJSON(ctx context.Context, url string, v any) error {
+	return getJSONWith(ctx, c.httpc, url, v)
+}
+
+// getJSONWith is getJSON through hc.
+func getJSONWith(ctx context.Context, hc *http.Client, url string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := c.httpc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -287,27 +292,32 @@ func missing(want []string, have []nodeReplica) []string {
 }
 
 // digestAtWait is how long a replica is given to apply the entry its
-// digest is asked at.
-const digestAtWait = 10 * time.Second
+// digest is asked at: its leader tells it the commit index within a
+// second (raft's commit timeout) when nothing else does.
+const digestAtWait = 3 * time.Second
 
-// agreeAtIndex compares the replicas of one group at one raft index just
-// ahead of the most advanced of them (each node computes its replica's
-// digest when it applies that entry): cv.Agreed says whether every
-// replica reached it with the same digest, and cv.Replicas shows each
-// replica's state there (or why it has none: it never applied the entry
-// within digestAtWait, or had gone past it, then the next round asks
-// again).
+// agreeAtIndex compares the replicas of one group at one raft index: the
+// most advanced replica's applied index (each node computes its replica's
+// digest when it has applied that entry, at once for one that has). A
+// group that keeps applying entries (ticks) is always apart by the entry
+// in flight at any one moment, never at one index. cv.Agreed says whether
+// every replica answered with the same digest, and cv.Replicas shows each
+// replica's state there, or why it has none: it did not apply the entry
+// within digestAtWait, or had gone past it by the time it was asked (then
+// the next round asks again).
 func (c *Cluster) agreeAtIndex(ctx context.Context, reps []nodeReplica, cv *Convergence) {
 	at := uint64(0)
 	for _, r := range reps {
-		at = max(at, r.AppliedIndex+1)
+		at = max(at, r.AppliedIndex)
 	}
+	hc := *c.httpc
+	hc.Timeout = digestAtWait + 2*time.Second
 	states := make([]string, len(reps))
 	var wg sync.WaitGroup
 	for i, r := range reps {
 		n := c.ByID(r.node)
 		if n == nil {
-			states[i] = r.node + "@" + "gone"
+			states[i] = r.node + "@gone:none"
 			continue
 		}
 		wg.Go(func() {
@@ -315,7 +325,7 @@ func (c *Cluster) agreeAtIndex(ctx context.Context, reps []nodeReplica, cv *Conv
 				Digest string `json:"digest"`
 			}
 			url := c.url(n, fmt.Sprintf("/v1/replicas/%s/digest?at=%d&wait=%s", r.Group, at, digestAtWait))
-			if err := c.getJSON(ctx, url, &d); err != nil {
+			if err := getJSONWith(ctx, &hc, url, &d); err != nil {
 				states[i] = fmt.Sprintf("%s@%d:none (%v)", r.node, at, err)
 				return
 			}
@@ -326,9 +336,11 @@ func (c *Cluster) agreeAtIndex(ctx context.Context, reps []nodeReplica, cv *Conv
 	sort.Strings(states)
 	cv.Replicas, cv.AppliedIndex = states, at
 	digests := map[string]bool{}
+	none := false
 	for _, st := range states {
 		_, d, _ := strings.Cut(st, ":")
 		digests[d] = true
+		none = none || strings.HasPrefix(d, "none")
 	}
-	cv.Agreed = len(digests) == 1 && !strings.Contains(states[0], ":none")
+	cv.Agreed = len(digests) == 1 && !none
 }
