@@ -38,12 +38,17 @@ type boundsSampler struct {
 func (s *boundsSampler) run(ctx context.Context, admin *client.Client) {
 	for ctx.Err() == nil {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		start := now()
 		st, err := admin.QueueStats(qctx, boundedQueue)
-		end := now()
 		cancel()
 		if err == nil {
 			s.check(st)
+		}
+		qctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		start := now()
+		st, err = admin.QueueStats(qctx, rateQueue)
+		end := now()
+		cancel()
+		if err == nil {
 			s.checkRate(st, start, end)
 		}
 		sleep(ctx, boundsSampleEvery)

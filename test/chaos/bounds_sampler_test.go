@@ -50,7 +50,7 @@ func TestRateCheck_HoldsEachPartitionToItsShare(t *testing.T) {
 		t.Fatalf("%d windows checked, breaches %v: want partition 1 over its share", r.checks, breaches)
 	}
 	for _, b := range breaches {
-		if !strings.Contains(b, "chaos-jobs/1:") {
+		if !strings.Contains(b, rateQueue+"/1:") {
 			t.Fatalf("breach %q: only partition 1 leased over its share", b)
 		}
 	}

@@ -141,11 +141,12 @@
 // its violation kinds); the run fails on any violation or on a node
 // exiting by itself.
 //
-// The jobs queue runs with max_in_flight 40 and max_delivery_rate 150/s:
-// a sampler reads its partitions' stats every 250 ms and fails the run if
-// one holds more leases than its share of the in-flight bound, or leased
-// more over a window of 30 s or more than its share of the rate allows
-// (plus the burst and a leader clock step's worth). 40% of the messages
+// The jobs queue runs with max_in_flight 40 and the mixed queue with
+// max_delivery_rate 40/s: a sampler reads their partitions' stats every
+// 250 ms and fails the run if one holds more leases than its share of the
+// in-flight bound, or leased more over a window of 30 s or more than its
+// share of the rate allows (plus the burst and a leader clock step's
+// worth). 40% of the messages
 // carry a priority; a delivery or dead letter with another priority than
 // the one sent fails the run, and the group-order rule holds with them. Duplicates with their causes,
 // unconfirmed sends and what became of them, availability gaps and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -293,8 +294,9 @@ func missing(want []string, have []nodeReplica) []string {
 
 // digestAtWait is how long a replica is given to apply the entry its
 // digest is asked at: its leader tells it the commit index within a
-// second (raft's commit timeout) when nothing else does.
-const digestAtWait = 3 * time.Second
+// second (raft's commit timeout) when nothing else does, and a ticking
+// leader makes an entry a second.
+const digestAtWait = 5 * time.Second
 
 // agreeAtIndex compares the replicas of one group at one raft index: the
 // most advanced replica's applied index (each node computes its replica's
@@ -310,6 +312,22 @@ func (c *Cluster) agreeAtIndex(ctx context.Context, reps []nodeReplica, cv *Conv
 	for _, r := range reps {
 		at = max(at, r.AppliedIndex)
 	}
+	c.digestsAt(ctx, reps, at, cv)
+	if !cv.Agreed && slices.ContainsFunc(cv.Replicas, func(s string) bool { return strings.Contains(s, "409") }) {
+		// A replica went past the index before it was asked (the
+		// reading of every replica's state takes a while on a large
+		// partition): ask again a little ahead, which every replica of
+		// a group that keeps ticking reaches within a few seconds.
+		c.digestsAt(ctx, reps, at+digestAheadEntries, cv)
+	}
+}
+
+// digestAheadEntries is how far past the most advanced replica the second
+// try of agreeAtIndex asks.
+const digestAheadEntries = 2
+
+// digestsAt asks every replica for its digest at index at and fills cv.
+func (c *Cluster) digestsAt(ctx context.Context, reps []nodeReplica, at uint64, cv *Convergence) {
 	hc := *c.httpc
 	hc.Timeout = digestAtWait + 2*time.Second
 	states := make([]string, len(reps))

@@ -154,7 +154,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.addViolation(Violation{Kind: VOverMaxDeliveryRate, Detail: d})
 	}
 	r.o.Logf("max_delivery_rate %d/s of %s checked over %d windows of %v or more, %d over their share", boundedMaxDeliveryRate,
-		boundedQueue, rateWindows, rateWindowMin, len(overRate))
+		rateQueue, rateWindows, rateWindowMin, len(overRate))
 	for _, cr := range r.c.Crashes() {
 		r.note("NODE CRASH: %s", cr)
 	}

@@ -93,8 +93,11 @@ func CreateQueues(ctx context.Context, admin *client.Client, nodes int) (map[Par
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			settings := queueSettings(q.partitions)
-			if q.name == boundedQueue {
-				settings = append(settings, client.MaxInFlight(boundedMaxInFlight), client.MaxDeliveryRate(boundedMaxDeliveryRate))
+			switch q.name {
+			case boundedQueue:
+				settings = append(settings, client.MaxInFlight(boundedMaxInFlight))
+			case rateQueue:
+				settings = append(settings, client.MaxDeliveryRate(boundedMaxDeliveryRate))
 			}
 			err := admin.CreateQueue(cctx, q.name, settings...)
 			cancel()
