@@ -253,31 +253,11 @@ func TestFSM_PropertyFairnessBound(t *testing.T) {
 		watched := map[string]*watch{}
 		var leased []Receipt
 		now, n := t0, 0
-		groups := []string{"", "", "", "g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8"}
 		for range rapid.IntRange(1, 300).Draw(rt, "steps") {
 			now += int64(time.Millisecond)
-			var c Command
-			switch rapid.IntRange(0, 5).Draw(rt, "op") {
-			case 0, 1:
-				n++
-				c = Command{Type: CmdSend, Send: &SendCmd{Messages: []NewMessage{{ID: fmt.Sprintf("m%d", n),
-					Group:    rapid.SampledFrom(groups).Draw(rt, "group"),
-					Priority: rapid.SampledFrom([]uint8{0, 0, 0, 5}).Draw(rt, "prio")}}}}
-			case 2:
-				if len(leased) == 0 {
-					continue
-				}
-				i := rapid.IntRange(0, len(leased)-1).Draw(rt, "settle")
-				r := leased[i]
-				leased = slices.Delete(leased, i, i+1)
-				if rapid.Bool().Draw(rt, "nack") {
-					c = Command{Type: CmdNack, Nack: &NackCmd{Items: []NackItem{{Receipt: r, ExplicitDelay: true}}}}
-				} else {
-					c = Command{Type: CmdAck, Ack: &AckCmd{Receipts: []Receipt{r}}}
-				}
-			default:
-				c = Command{Type: CmdReceive, Receive: &ReceiveCmd{Consumer: "c", Max: rapid.IntRange(1, 4).Draw(rt, "max"),
-					Visibility: time.Hour}}
+			c, ok := genFairCommand(rt, &n, &leased)
+			if !ok {
+				continue
 			}
 			c.At = now
 			res := f.ApplyCommand(c)
@@ -310,4 +290,31 @@ func TestFSM_PropertyFairnessBound(t *testing.T) {
 			}
 		}
 	})
+}
+
+// genFairCommand draws a send (to one of a few groups, or none; some
+// urgent), an ack or nack of a lease out (taken off leased), or a
+// receive; false when it drew a settle with nothing leased.
+func genFairCommand(rt *rapid.T, n *int, leased *[]Receipt) (Command, bool) {
+	groups := []string{"", "", "", "g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8"}
+	switch rapid.IntRange(0, 5).Draw(rt, "op") {
+	case 0, 1:
+		*n++
+		return Command{Type: CmdSend, Send: &SendCmd{Messages: []NewMessage{{ID: fmt.Sprintf("m%d", *n),
+			Group:    rapid.SampledFrom(groups).Draw(rt, "group"),
+			Priority: rapid.SampledFrom([]uint8{0, 0, 0, 5}).Draw(rt, "prio")}}}}, true
+	case 2:
+		if len(*leased) == 0 {
+			return Command{}, false
+		}
+		i := rapid.IntRange(0, len(*leased)-1).Draw(rt, "settle")
+		r := (*leased)[i]
+		*leased = slices.Delete(*leased, i, i+1)
+		if rapid.Bool().Draw(rt, "nack") {
+			return Command{Type: CmdNack, Nack: &NackCmd{Items: []NackItem{{Receipt: r, ExplicitDelay: true}}}}, true
+		}
+		return Command{Type: CmdAck, Ack: &AckCmd{Receipts: []Receipt{r}}}, true
+	}
+	return Command{Type: CmdReceive, Receive: &ReceiveCmd{Consumer: "c", Max: rapid.IntRange(1, 4).Draw(rt, "max"),
+		Visibility: time.Hour}}, true
 }
