@@ -147,6 +147,19 @@ func MaxDeliveryRate(perSecond int64) QueueSetting {
 	return QueueSetting{wire.FieldMaxDeliveryRate, wire.QueueConfig{MaxDeliveryRate: perSecond}}
 }
 
+// FairGroups turns fair delivery across groups on or off (default off).
+// On, each partition's receives take eligible messages in turn from each
+// group and from the ungrouped messages (one lane together), within a
+// priority level, so that a group with many messages, or a flood of
+// ungrouped ones, cannot delay a group with few.
+func FairGroups(on bool) QueueSetting {
+	var v int64
+	if on {
+		v = 1
+	}
+	return QueueSetting{wire.FieldFairGroups, wire.QueueConfig{FairGroups: v}}
+}
+
 // SettingsOf names every setting of cfg that may change after creation
 // (all but Partitions and Replicas), so that a config read back with
 // ListQueues can be edited and passed to UpdateQueue as it is.

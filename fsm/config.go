@@ -132,6 +132,11 @@ type QueueConfig struct {
 	// bounds every partition together: each partition runs with its share
 	// (see PartitionShare).
 	MaxDeliveryRate int64 `msgpack:"max_delivery_rate,omitempty"`
+	// FairGroups, when 1, makes a receive take eligible messages in turn
+	// from lanes, within a priority level: each group is a lane and the
+	// ungrouped messages form one, served in the order the lanes last got
+	// a delivery (see fair.go). 0, the default, takes the oldest first.
+	FairGroups int64 `msgpack:"fair_groups,omitempty"`
 }
 
 // settingsTable lists the settings in QueueConfig's field order. Adding a
@@ -169,6 +174,8 @@ var settingsTable = []Setting{
 		Help: "most messages of the queue leased at once, all consumers together (each partition holds its share); receives beyond it wait"},
 	{Name: "max_delivery_rate", Kind: KindCount, Max: MaxDeliveryRateLimit, Zero: "no limit",
 		Help: "most deliveries per second of the queue, all consumers together (each partition holds its share, bursting up to a second's worth); receives beyond it wait"},
+	{Name: "fair_groups", Kind: KindSwitch, Max: 1, Zero: "off",
+		Help: "1: a receive takes eligible messages in turn from each group and from the ungrouped ones, within a priority level, so a large group or a flood of ungrouped messages cannot delay a small group"},
 }
 
 // PartitionShare returns the config partition index of a queue of

@@ -29,6 +29,7 @@ func (f *FSM) Digest() [32]byte {
 	if f.guard != 0 {
 		d.Ints(-1, int64(f.guard)) // only when moved: older states digest as before
 	}
+	f.digestLanes(&d)
 	c := f.counters
 	d.Ints(int64(c.Sent), int64(c.Duplicates), int64(c.Leased), int64(c.Acked), int64(c.Nacked),
 		int64(c.Rejected), int64(c.Expired), int64(c.DeadLettered), int64(c.Redriven),

@@ -37,6 +37,11 @@ type FSM struct {
 	high       int                                  // eligible messages of a priority above 0
 	guard      uint8                                // the starvation guard's count (priority.go)
 	levelNodes *btree.FreeListG[*message]           // the free list the level trees share; not state
+	lanes      *btree.BTreeG[*message]              // eligible group heads while delivery is fair (fair.go)
+	laneCount  [PriorityMax + 1]int                 // lanes' entries by priority
+	laneClock  uint64                               // the last lane stamp handed out
+	plainTick  uint64                               // the ungrouped lane's stamp
+	lanePivot  message                              // a search key into lanes; not state
 	timers     *btree.BTreeG[*message]              // delayed and in-flight messages by (visibleAt, seq)
 	groups     map[string]*group                    // groups with unfinished messages
 	dedup      dedupTable                           // ids inside the dedup window -> seq, in acceptance order
@@ -100,6 +105,8 @@ func (f *FSM) reset() {
 	f.freshFrom = 0
 	f.returned = btree.NewG(btreeDegree, bySeq)
 	f.levels, f.high, f.guard = [PriorityMax]*btree.BTreeG[*message]{}, 0, 0
+	f.lanes, f.laneCount, f.laneClock, f.plainTick = nil, [PriorityMax + 1]int{}, 0, 0
+	f.lanePivot = message{group: &group{}}
 	f.timers = btree.NewG(btreeDegree, byTime)
 	f.groups = make(map[string]*group)
 	f.dedup = newDedupTable()
@@ -182,7 +189,11 @@ func (f *FSM) apply(c Command, index uint64) Result {
 	case CmdSetConfig:
 		r.Err = c.SetConfig.Validate()
 		if r.Err == nil {
+			wasFair := f.fair()
 			f.cfg = *c.SetConfig
+			if f.fair() != wasFair {
+				f.rebuildLanes()
+			}
 			f.trimDead() // a lowered cap holds from now on
 		}
 	}

@@ -93,6 +93,9 @@ func (f *FSM) checkInvariants() error {
 	if f.guard >= GuardEvery {
 		return fmt.Errorf("fsm invariant: starvation guard at %d", f.guard)
 	}
+	if err := f.checkLanes(); err != nil {
+		return err
+	}
 	if err := f.checkGroups(); err != nil {
 		return err
 	}
@@ -146,6 +149,42 @@ func (f *FSM) checkBodyKeys() error {
 		if f.anyBySeq(seq) == nil || f.keys.owner(key) != seq || key == seq {
 			return fmt.Errorf("fsm invariant: body key %d of seq %d names no held message or is not its own inverse", key, seq)
 		}
+	}
+	return nil
+}
+
+// checkLanes verifies that while delivery is fair the lanes hold exactly
+// the eligible group heads, none found by the fresh cursor, and no stamp
+// is ahead of the lane clock.
+func (f *FSM) checkLanes() error {
+	var count [PriorityMax + 1]int
+	for _, g := range f.groups {
+		if g.served > f.laneClock {
+			return fmt.Errorf("fsm invariant: group %q stamped %d after the lane clock %d", g.name, g.served, f.laneClock)
+		}
+		h := g.first()
+		if !f.fair() || h.eligible == notEligible {
+			continue
+		}
+		if h.eligible != eligibleTree {
+			return fmt.Errorf("fsm invariant: head seq %d of group %q found by the fresh cursor while fair", h.seq, g.name)
+		}
+		if _, ok := f.lanes.Get(h); !ok {
+			return fmt.Errorf("fsm invariant: head seq %d of group %q not in the lanes", h.seq, g.name)
+		}
+		count[h.priority()]++
+	}
+	n := 0
+	if f.lanes != nil {
+		n = f.lanes.Len()
+	}
+	total := 0
+	for _, c := range count {
+		total += c
+	}
+	if count != f.laneCount || n != total || f.plainTick > f.laneClock {
+		return fmt.Errorf("fsm invariant: lanes %v (%d entries), recounted %v; ungrouped stamp %d, clock %d",
+			f.laneCount, n, count, f.plainTick, f.laneClock)
 	}
 	return nil
 }

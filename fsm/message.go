@@ -257,6 +257,9 @@ type group struct {
 	name    string
 	members []*message
 	head    int // index of the first member in members
+	// served is the group's lane stamp (fair.go): when it last got a
+	// delivery, or was created, while delivery was fair.
+	served uint64
 }
 
 func (g *group) first() *message {

@@ -21,6 +21,10 @@ type model struct {
 	pause    PauseState
 	rateTAT  int64 // the delivery rate schedule, as rate.go keeps it
 	guard    int   // leases of the top priority in a row while a lower one waited
+	// Fair delivery (fair.go): the lane clock, the ungrouped lane's stamp
+	// and each group's, stamped at its creation and deliveries while fair.
+	laneClock, plainTick uint64
+	served               map[string]uint64
 }
 
 type modelMsg struct {
@@ -224,6 +228,7 @@ func (md *model) send(nm NewMessage) SendOutcome {
 	}
 	md.lastSeq++
 	m.seq = md.lastSeq
+	md.joinGroup(m.group)
 	md.msgs = append(md.msgs, m)
 	md.retry(m, md.clock+int64(nm.Delay))
 	if md.cfg.DedupWindow > 0 {
@@ -309,16 +314,82 @@ func (md *model) nextEligible() *modelMsg {
 			break
 		}
 	}
+	if md.cfg.FairGroups != 0 {
+		top = md.fairPick(top.priority)
+	}
 	switch {
 	case low == nil:
 		md.guard = 0
 	case md.guard == GuardEvery-1:
 		md.guard = 0
+		md.stamp(low)
 		return low
 	default:
 		md.guard++
 	}
+	md.stamp(top)
 	return top
+}
+
+// joinGroup stamps a group about to be created while delivery is fair;
+// one created while it is not starts unstamped.
+func (md *model) joinGroup(group string) {
+	if group == "" || md.groupHead(group) != nil {
+		return
+	}
+	if md.cfg.FairGroups == 0 {
+		delete(md.served, group)
+		return
+	}
+	md.laneClock++
+	if md.served == nil {
+		md.served = map[string]uint64{}
+	}
+	md.served[group] = md.laneClock
+}
+
+// stamp records a delivery from m's lane, while delivery is fair.
+func (md *model) stamp(m *modelMsg) {
+	if md.cfg.FairGroups == 0 {
+		return
+	}
+	md.laneClock++
+	if m.group == "" {
+		md.plainTick = md.laneClock
+		return
+	}
+	if md.served == nil {
+		md.served = map[string]uint64{}
+	}
+	md.served[m.group] = md.laneClock
+}
+
+// fairPick is fair delivery stated plainly: of the eligible messages of
+// priority p, the one whose lane has the least stamp, the ungrouped lane
+// first on a tie, then the oldest.
+func (md *model) fairPick(p uint8) *modelMsg {
+	var best *modelMsg
+	key := func(m *modelMsg) (uint64, int) {
+		if m.group == "" {
+			return md.plainTick, 0
+		}
+		return md.served[m.group], 1
+	}
+	for _, m := range md.msgs {
+		if !md.eligible(m) || m.priority != p {
+			continue
+		}
+		if best == nil {
+			best = m
+			continue
+		}
+		ms, mg := key(m)
+		bs, bg := key(best)
+		if ms < bs || ms == bs && mg < bg {
+			best = m
+		}
+	}
+	return best
 }
 
 // leased implements the fencing rule for extend, nack and reject.
@@ -430,6 +501,7 @@ func (md *model) redrive(d DeadFilter) int {
 		m := &modelMsg{seq: md.lastSeq, id: old.id, group: old.group, headers: old.headers, body: old.body,
 			enq: md.clock, state: stateReady, visibleAt: md.clock, consumer: old.consumer, history: old.history + 1,
 			priority: old.priority}
+		md.joinGroup(m.group)
 		md.msgs = append(md.msgs, m)
 		for i := range md.dedup {
 			if md.dedup[i].id == old.id && md.dedup[i].seq == old.seq {

@@ -61,6 +61,7 @@ func (f *FSM) indexEligible(m *message) {
 	if p > 0 {
 		f.high++
 	}
+	f.addLane(m)
 }
 
 // pick is the message a receive takes next, with what the starvation guard
@@ -77,7 +78,7 @@ type pick struct {
 // is eligible) without taking it.
 func (f *FSM) nextEligible() pick {
 	if f.high == 0 {
-		return pick{m: f.oldestEligible()}
+		return pick{m: f.fairPick(0, f.oldestEligible())}
 	}
 	top := uint8(PriorityMax)
 	for f.levels[top-1] == nil || f.levels[top-1].Len() == 0 {
@@ -95,7 +96,7 @@ func (f *FSM) nextEligible() pick {
 		return pick{m: low, lower: true, guarded: true}
 	}
 	m, _ := f.levels[top-1].Min()
-	return pick{m: m, lower: low != nil}
+	return pick{m: f.fairPick(top, m), lower: low != nil}
 }
 
 // takeEligible takes k.m (from nextEligible) off the eligible indexes and
@@ -112,6 +113,7 @@ func (f *FSM) takeEligible(k pick) {
 		f.freshFrom = m.seq + 1 // m is the fresh cursor's front
 	}
 	f.dropEligible(m)
+	f.served(m)
 }
 
 // oldestAnyEligible returns the oldest eligible message of any priority.

@@ -33,6 +33,7 @@ func genConfig(t *rapid.T) QueueConfig {
 		DedupMaxIDs:       rapid.SampledFrom([]int64{0, 0, 3}).Draw(t, "dedupMaxIDs"),
 		MaxInFlight:       rapid.SampledFrom([]int64{0, 0, 1, 2}).Draw(t, "maxInFlight"),
 		MaxDeliveryRate:   rapid.SampledFrom([]int64{0, 0, 1, 3}).Draw(t, "maxDeliveryRate"),
+		FairGroups:        rapid.SampledFrom([]int64{0, 1}).Draw(t, "fairGroups"),
 	}
 }
 
@@ -335,6 +336,14 @@ func compareState(t *rapid.T, f *FSM, md *model) {
 	}
 	if int(f.guard) != md.guard {
 		t.Fatalf("starvation guard: fsm %d, model %d", f.guard, md.guard)
+	}
+	if f.laneClock != md.laneClock || f.plainTick != md.plainTick {
+		t.Fatalf("lane clock and ungrouped stamp: fsm %d %d, model %d %d", f.laneClock, f.plainTick, md.laneClock, md.plainTick)
+	}
+	for name, g := range f.groups {
+		if g.served != md.served[name] {
+			t.Fatalf("group %s stamped %d, model %d", name, g.served, md.served[name])
+		}
 	}
 	st := f.Stats()
 	r, e, d, i, dd, b := modelStats(md)

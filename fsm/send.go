@@ -160,6 +160,7 @@ func (f *FSM) joinGroup(name string, m *message) *group {
 	if g == nil {
 		g = &group{name: name}
 		f.groups[name] = g
+		f.stampNew(g)
 	}
 	g.push(m)
 	return g

@@ -19,6 +19,8 @@ const (
 	KindBytes SettingKind = 2
 	// KindDuration is a time.Duration in nanoseconds.
 	KindDuration SettingKind = 3
+	// KindSwitch is 0 (off) or 1 (on).
+	KindSwitch SettingKind = 4
 )
 
 // String names the kind.
@@ -30,6 +32,8 @@ func (k SettingKind) String() string {
 		return "bytes"
 	case KindDuration:
 		return "duration"
+	case KindSwitch:
+		return "switch"
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }

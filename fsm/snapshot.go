@@ -218,6 +218,11 @@ type snapHeader struct {
 	RateTAT int64 `msgpack:"rate_tat,omitempty"`
 	// Guard is the starvation guard's count (priority.go), absent when 0.
 	Guard uint8 `msgpack:"prio_guard,omitempty"`
+	// LaneClock, PlainTick and Lanes are the fair delivery stamps
+	// (fair.go), absent when delivery was never fair.
+	LaneClock uint64     `msgpack:"lane_clock,omitempty"`
+	PlainTick uint64     `msgpack:"lane_plain,omitempty"`
+	Lanes     []snapLane `msgpack:"lanes,omitempty"`
 }
 
 // snapMessage is one message record as Restore and WriteFullSnapshot see
@@ -285,6 +290,7 @@ func (f *FSM) Snapshot() *Snapshot {
 	}
 	s.header.RateTAT = f.rateTAT
 	s.header.Guard = f.guard
+	s.header.LaneClock, s.header.PlainTick, s.header.Lanes = f.laneClock, f.plainTick, f.freezeLanes()
 	f.eachMessage(s.freeze)
 	s.dedup = f.freezeDedup()
 	s.header.Messages, s.header.Dedup = len(s.messages), s.dedup.ring.n
@@ -441,6 +447,9 @@ func (f *FSM) restore(r io.Reader) error {
 		if err := f.restoreMessage(&sm, h.Form); err != nil {
 			return fmt.Errorf("%w: message %d of %d: %w", ErrSnapshotFormat, i, h.Messages, err)
 		}
+	}
+	if err := f.restoreLanes(&h); err != nil {
+		return err
 	}
 	for i := range h.Dedup {
 		var d snapDedup

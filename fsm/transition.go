@@ -38,6 +38,7 @@ func (f *FSM) dropEligible(m *message) {
 	case eligibleTree:
 		p := m.priority()
 		f.mustDelete(f.levelTree(p).Delete(m))
+		f.dropLane(m)
 		if p > 0 {
 			f.high--
 		}
@@ -66,7 +67,7 @@ func (f *FSM) schedule(m *message, visibleAt int64, fresh bool) {
 		return // waits behind an earlier message of its group
 	}
 	f.gauges.eligible++
-	if fresh && m.priority() == 0 {
+	if fresh && m.priority() == 0 && (m.group == nil || !f.fair()) {
 		m.eligible = eligibleFIFO
 		return
 	}

@@ -19,6 +19,10 @@ const (
 	attrRedrivePolicy          = "RedrivePolicy"
 	attrFifoQueue              = "FifoQueue"
 	attrContentBasedDedup      = "ContentBasedDeduplication"
+	// attrFairGroups is Ferry's own attribute: the queue's fair_groups
+	// setting, "true" or "false". On a standard queue it also makes
+	// MessageGroupId the message's group.
+	attrFairGroups = "FairGroups"
 )
 
 // Defaults and ranges of the SQS queue attributes, in seconds or bytes.
@@ -82,6 +86,9 @@ func (v queueView) maxMessageSize() int {
 
 func (v queueView) contentDedup() bool { return v.meta.Attrs[attrContentBasedDedup] == "true" }
 
+// fairGroups says whether the queue delivers fairly across groups.
+func (v queueView) fairGroups() bool { return v.cfg.FairGroups != 0 }
+
 // redrive returns the queue's RedrivePolicy as SQS reports it: the stored
 // one, or for a queue with a receive limit and no record, one that names
 // the queue itself (Ferry keeps dead letters inside the queue).
@@ -108,6 +115,7 @@ func (v queueView) attributes(arn string) map[string]string {
 		"CreatedTimestamp":         strconv.FormatInt(v.meta.Created, 10),
 		"LastModifiedTimestamp":    strconv.FormatInt(v.meta.Modified, 10),
 		"SqsManagedSseEnabled":     "false",
+		attrFairGroups:             strconv.FormatBool(v.fairGroups()),
 	}
 	for k, val := range v.meta.Attrs {
 		if k != attrRedrivePolicy && k != attrContentBasedDedup {
@@ -194,6 +202,11 @@ func (ch *attrChange) add(k, val string, fifo, create bool) error {
 		if val != "true" && val != "false" {
 			return fail(ErrInvalidAttributeValue, "FifoQueue must be true or false")
 		}
+	case attrFairGroups:
+		if val != "true" && val != "false" {
+			return fail(ErrInvalidAttributeValue, "FairGroups must be true or false")
+		}
+		ch.settings = append(ch.settings, client.FairGroups(val == "true"))
 	case attrContentBasedDedup:
 		if !fifo {
 			return fail(ErrInvalidAttributeName, "ContentBasedDeduplication applies to FIFO queues only")

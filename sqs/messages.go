@@ -197,9 +197,23 @@ func (v queueView) message(e *sendEntry) (client.Message, int, error) {
 		m.Delay = time.Duration(*e.DelaySeconds) * time.Second
 	}
 	if !v.fifo() {
-		return m, size, nil
+		return v.standardGroup(e, m, size)
 	}
 	return v.fifoMessage(e, m, size)
+}
+
+// standardGroup gives a message of a standard queue its MessageGroupId as
+// its group when the queue delivers fairly across groups (FairGroups);
+// otherwise a standard queue ignores MessageGroupId, as it always did.
+func (v queueView) standardGroup(e *sendEntry, m client.Message, size int) (client.Message, int, error) {
+	if e.MessageGroupID == "" || !v.fairGroups() {
+		return m, size, nil
+	}
+	if len(e.MessageGroupID) > dedupIDBytesMax {
+		return m, 0, fail(ErrInvalidParameterValue, "MessageGroupId takes at most %d characters", dedupIDBytesMax)
+	}
+	m.Group = e.MessageGroupID
+	return m, size, nil
 }
 
 func (v queueView) fifoMessage(e *sendEntry, m client.Message, size int) (client.Message, int, error) {

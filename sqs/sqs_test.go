@@ -203,6 +203,9 @@ func TestParseAttributes(t *testing.T) {
 	if err != nil || len(ch.settings) != 2 || ch.stored["DelaySeconds"] != "5" {
 		t.Fatalf("%+v %v", ch, err)
 	}
+	if ch, err := parseAttributes("q", map[string]string{"FairGroups": "true"}, false); err != nil || len(ch.settings) != 1 || len(ch.stored) != 0 {
+		t.Fatalf("FairGroups: %+v %v", ch, err)
+	}
 	for name, attrs := range map[string]map[string]string{
 		"delay too long":     {"DelaySeconds": "901"},
 		"retention too low":  {"MessageRetentionPeriod": "59"},
@@ -211,6 +214,7 @@ func TestParseAttributes(t *testing.T) {
 		"size too big":       {"MaximumMessageSize": "262145"},
 		"unknown attribute":  {"Colour": "blue"},
 		"fifo without .fifo": {"FifoQueue": "true"},
+		"fair groups yes":    {"FairGroups": "yes"},
 	} {
 		if _, err := parseAttributes("q", attrs, true); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -14,8 +14,8 @@ import (
 //
 // A value means itself everywhere: for the settings that may be unlimited
 // or off (MaxReceives, DedupWindow, MaxDepth, MaxBytes, Retention, MaxDead,
-// MaxDeadBytes, DeadRetention, DedupMaxIDs, MaxInFlight, MaxDeliveryRate)
-// 0 means
+// MaxDeadBytes, DeadRetention, DedupMaxIDs, MaxInFlight, MaxDeliveryRate,
+// FairGroups) 0 means
 // "no limit" / "off"; there is no other marker for it. "Use the default"
 // is not a value: it is a field left out of a request's Set. This package
 // applies no defaults and checks no ranges; the server does both. The
@@ -89,6 +89,10 @@ type QueueConfig struct {
 	// second). A receive past the bound waits (long poll) or comes back
 	// empty.
 	MaxDeliveryRate int64 `msgpack:"max_delivery_rate,omitempty"`
+	// FairGroups is 1 when a receive takes eligible messages in turn from
+	// each group and from the ungrouped messages (one lane), within a
+	// priority level, instead of the oldest first; default 0, off.
+	FairGroups int64 `msgpack:"fair_groups,omitempty"`
 }
 
 // ConfigFields is a set of QueueConfig fields. It says which fields of a
@@ -134,9 +138,11 @@ const (
 	FieldMaxInFlight ConfigFields = 1 << 15
 	// FieldMaxDeliveryRate names QueueConfig.MaxDeliveryRate.
 	FieldMaxDeliveryRate ConfigFields = 1 << 16
+	// FieldFairGroups names QueueConfig.FairGroups.
+	FieldFairGroups ConfigFields = 1 << 17
 
 	// AllConfigFields names every field.
-	AllConfigFields ConfigFields = 1<<17 - 1
+	AllConfigFields ConfigFields = 1<<18 - 1
 )
 
 // configFields describes QueueConfig's fields in order: field i is named

@@ -49,8 +49,8 @@ func TestWire_ConfigFieldsString(t *testing.T) {
 		FieldMaxReceives | FieldRetention: "max_receives|retention",
 		AllConfigFields: "partitions|replicas|visibility_timeout|max_receives|backoff_base|" +
 			"backoff_max|dedup_window|max_message_bytes|max_depth|max_bytes|retention|" +
-			"max_dead|max_dead_bytes|dead_retention|dedup_max_ids|max_in_flight|max_delivery_rate",
-		1<<17 | 1<<31: "bit(17)|bit(31)",
+			"max_dead|max_dead_bytes|dead_retention|dedup_max_ids|max_in_flight|max_delivery_rate|fair_groups",
+		1<<18 | 1<<31: "bit(18)|bit(31)",
 	}
 	for f, want := range cases {
 		if got := f.String(); got != want {

@@ -48,7 +48,7 @@ func TestQueueConfig_EncodingsUnchanged(t *testing.T) {
 // are part of the protocol.
 func TestConfigFields_BitsAndNamesPinned(t *testing.T) {
 	const want = "partitions|replicas|visibility_timeout|max_receives|backoff_base|backoff_max|dedup_window|" +
-		"max_message_bytes|max_depth|max_bytes|retention|max_dead|max_dead_bytes|dead_retention|dedup_max_ids|max_in_flight|max_delivery_rate"
+		"max_message_bytes|max_depth|max_bytes|retention|max_dead|max_dead_bytes|dead_retention|dedup_max_ids|max_in_flight|max_delivery_rate|fair_groups"
 	if got := AllConfigFields.String(); got != want {
 		t.Fatalf("fields %s, want %s", got, want)
 	}
@@ -71,7 +71,7 @@ func TestConfigFields_BitsAndNamesPinned(t *testing.T) {
 // left out of them.
 func TestConfigFields_ApplyGetSetCoverEveryField(t *testing.T) {
 	src := fullConfig()
-	src.MaxInFlight, src.MaxDeliveryRate = 64, 500 // set after the pinned encodings were recorded
+	src.MaxInFlight, src.MaxDeliveryRate, src.FairGroups = 64, 500, 1 // set after the pinned encodings were recorded
 	for _, f := range ConfigFieldList() {
 		var dst QueueConfig
 		f.Field.Apply(&dst, src)

@@ -24,7 +24,7 @@ func sampleConfig() QueueConfig {
 		DedupWindow: 5 * time.Minute, MaxMessageBytes: 1 << 20,
 		MaxDepth: 1_000_000, MaxBytes: 1 << 40, Retention: 72 * time.Hour,
 		MaxDead: 500, MaxDeadBytes: 1 << 20, DeadRetention: 24 * time.Hour, DedupMaxIDs: 1000, MaxInFlight: 64,
-		MaxDeliveryRate: 500,
+		MaxDeliveryRate: 500, FairGroups: 1,
 	}
 }
 

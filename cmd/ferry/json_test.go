@@ -165,7 +165,7 @@ func TestCLI_JSONMatchesHTTP(t *testing.T) {
 		"backoff_base": "1s", "backoff_max": "5m0s", "dedup_window": "0s", "max_message_bytes": float64(1 << 20),
 		"max_depth": 0.0, "max_bytes": 0.0, "retention": "1h30m0s",
 		"max_dead": 500.0, "max_dead_bytes": float64(1 << 30), "dead_retention": "24h0m0s", "dedup_max_ids": 0.0,
-		"max_in_flight": 0.0, "max_delivery_rate": 0.0}
+		"max_in_flight": 0.0, "max_delivery_rate": 0.0, "fair_groups": 0.0}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("CLI config %v, want %v", cfg, want)
 	}

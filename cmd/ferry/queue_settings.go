@@ -27,7 +27,8 @@ type configFlags struct {
 	values               []*settingFlag
 }
 
-// settingFlag is the flag of one setting: a duration or an integer.
+// settingFlag is the flag of one setting: a duration, an integer, or a
+// switch (given alone it means on; --name=false turns it off).
 type settingFlag struct {
 	s fsm.Setting
 	v int64
@@ -36,14 +37,26 @@ type settingFlag struct {
 // String writes the value as the setting reads; 0 as "0", which the help
 // leaves out as no default.
 func (f *settingFlag) String() string {
+	if f.s.Kind == fsm.KindSwitch {
+		return strconv.FormatBool(f.v != 0)
+	}
 	if f.v == 0 {
 		return "0"
 	}
 	return f.s.Format(f.v)
 }
 
-// Set parses a duration ("30s") or an integer, by the setting's kind.
+// Set parses a duration ("30s"), an integer, or a switch (true, false, 1
+// or 0), by the setting's kind.
 func (f *settingFlag) Set(text string) error {
+	if f.s.Kind == fsm.KindSwitch {
+		on, err := strconv.ParseBool(text)
+		f.v = 0
+		if on {
+			f.v = 1
+		}
+		return err
+	}
 	if f.s.Kind == fsm.KindDuration {
 		d, err := time.ParseDuration(text)
 		f.v = int64(d)
@@ -58,6 +71,9 @@ func (f *settingFlag) Set(text string) error {
 func (f *settingFlag) Type() string {
 	if f.s.Kind == fsm.KindDuration {
 		return "duration"
+	}
+	if f.s.Kind == fsm.KindSwitch {
+		return "bool"
 	}
 	return "int"
 }
@@ -89,6 +105,9 @@ func (f *configFlags) bind(fs *pflag.FlagSet, update bool) {
 			v.v = s.Default
 		}
 		fs.Var(v, flagName(s), flagHelp(s))
+		if s.Kind == fsm.KindSwitch {
+			fs.Lookup(flagName(s)).NoOptDefVal = "true" // --fair-groups alone turns it on
+		}
 		f.values = append(f.values, v)
 	}
 	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {

@@ -43,7 +43,7 @@ func TestCLI_QueueSettingsFromTheCluster(t *testing.T) {
 		if s.Name == "backoff_max" {
 			v = s.Max // above backoff_base's new value
 		}
-		args = append(args, "--"+flagName(s), s.Format(v))
+		args = append(args, "--"+flagName(s)+"="+s.Format(v))
 		want[s.Name] = v
 	}
 	created := cliJSON(t, addr, args...).(map[string]any)
@@ -64,3 +64,24 @@ func TestCLI_QueueSettingsFromTheCluster(t *testing.T) {
 
 // durationString is how the JSON views write a duration of n nanoseconds.
 func durationString(n int64) string { return time.Duration(n).String() }
+
+// TestCLI_FairGroupsSwitch: --fair-groups alone turns fair delivery on at
+// a create; --fair-groups=false turns it off at an update.
+func TestCLI_FairGroupsSwitch(t *testing.T) {
+	nd := startNode(t)
+	addr := nd.ClientAddr()
+	created := cliJSON(t, addr, "queue", "create", "tenants", "--fair-groups").(map[string]any)
+	if got := created["config"].(map[string]any)["fair_groups"]; got != 1.0 {
+		t.Fatalf("created with fair_groups %v", got)
+	}
+	if out, err := runCLI(addr, "queue", "update", "tenants", "--fair-groups=false"); err != nil {
+		t.Fatalf("update: %v\n%s", err, out)
+	}
+	q := byKey(t, cliJSON(t, addr, "queue", "ls"), "name", "tenants")
+	if got := q["config"].(map[string]any)["fair_groups"]; got != 0.0 {
+		t.Fatalf("updated to fair_groups %v", got)
+	}
+	if out, err := runCLI(addr, "queue", "update", "tenants", "--fair-groups=maybe"); err == nil {
+		t.Fatalf("--fair-groups=maybe accepted:\n%s", out)
+	}
+}

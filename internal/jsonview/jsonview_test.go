@@ -114,7 +114,7 @@ func TestJSONView_QueueConfigValues(t *testing.T) {
 		"backoff_base": "1s", "backoff_max": "5m0s", "dedup_window": "0s", "max_message_bytes": float64(1 << 20),
 		"max_depth": 0.0, "max_bytes": float64(1 << 30), "retention": "1h30m0s",
 		"max_dead": 500.0, "max_dead_bytes": 0.0, "dead_retention": "24h0m0s", "dedup_max_ids": 0.0,
-		"max_in_flight": 0.0, "max_delivery_rate": 0.0,
+		"max_in_flight": 0.0, "max_delivery_rate": 0.0, "fair_groups": 0.0,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("config has keys %v, want %v", got, want)
@@ -201,9 +201,9 @@ func TestJSONView_DurationRejectsNumbers(t *testing.T) {
 
 // TestQueueConfig_JSONUnchanged pins the JSON of a config, recorded before
 // the view was derived from the wire's fields; settings added since are
-// appended (max_in_flight, max_delivery_rate).
+// appended (max_in_flight, max_delivery_rate, fair_groups).
 func TestQueueConfig_JSONUnchanged(t *testing.T) {
-	const recorded = `{"partitions":2,"replicas":3,"visibility_timeout":"45s","max_receives":7,"backoff_base":"2s","backoff_max":"1h0m0s","dedup_window":"1m0s","max_message_bytes":4096,"max_depth":100,"max_bytes":1048576,"retention":"1h30m0s","max_dead":50,"max_dead_bytes":33554432,"dead_retention":"48h0m0s","dedup_max_ids":5000,"max_in_flight":0,"max_delivery_rate":0}`
+	const recorded = `{"partitions":2,"replicas":3,"visibility_timeout":"45s","max_receives":7,"backoff_base":"2s","backoff_max":"1h0m0s","dedup_window":"1m0s","max_message_bytes":4096,"max_depth":100,"max_bytes":1048576,"retention":"1h30m0s","max_dead":50,"max_dead_bytes":33554432,"dead_retention":"48h0m0s","dedup_max_ids":5000,"max_in_flight":0,"max_delivery_rate":0,"fair_groups":0}`
 	w := wire.QueueConfig{Partitions: 2, Replicas: 3, VisibilityTimeout: 45 * time.Second, MaxReceives: 7,
 		BackoffBase: 2 * time.Second, BackoffMax: time.Hour, DedupWindow: time.Minute, MaxMessageBytes: 4096,
 		MaxDepth: 100, MaxBytes: 1 << 20, Retention: 90 * time.Minute, MaxDead: 50, MaxDeadBytes: 1 << 25,

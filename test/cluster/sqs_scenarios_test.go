@@ -496,3 +496,49 @@ func sqsFerryInterop(t *testing.T, c *sqsCluster) {
 		t.Fatal(err)
 	}
 }
+
+// sqsFairGroups: a standard queue created with FairGroups=true keeps
+// MessageGroupId as the group and serves the groups in turn: three
+// tenants' messages sent after 30 ungrouped ones all come in the first
+// receive. Without it, a standard queue ignores MessageGroupId.
+func sqsFairGroups(t *testing.T, c *sqsCluster) {
+	url := c.createQueue(t, 0, "tenants", map[string]string{"FairGroups": "true"})
+	if got := sqsAttr(t, c, 1, url, "FairGroups"); got != "true" {
+		t.Fatalf("FairGroups attribute %q", got)
+	}
+	plain := c.createQueue(t, 0, "untenanted", nil)
+	for _, u := range []string{url, plain} {
+		for i := range 30 {
+			if _, err := c.clients[0].SendMessage(sqsCtx(t), &awssqs.SendMessageInput{QueueUrl: aws.String(u),
+				MessageBody: aws.String("bulk-" + strconv.Itoa(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tenant := range []string{"t1", "t2", "t3"} {
+			if _, err := c.clients[1].SendMessage(sqsCtx(t), &awssqs.SendMessageInput{QueueUrl: aws.String(u),
+				MessageBody: aws.String(tenant), MessageGroupId: aws.String(tenant)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	in := awssqs.ReceiveMessageInput{MaxNumberOfMessages: 10, WaitTimeSeconds: 5,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{"MessageGroupId"}}
+	tenants := map[string]string{}
+	for _, m := range c.receive(t, 2, url, in) {
+		if g := m.Attributes["MessageGroupId"]; g != "" {
+			tenants[g] = *m.Body
+		}
+	}
+	if len(tenants) != 3 || tenants["t2"] != "t2" {
+		t.Fatalf("fair queue's first receive had tenants %v", tenants)
+	}
+	for _, m := range c.receive(t, 2, plain, in) {
+		if g := m.Attributes["MessageGroupId"]; g != "" || !strings.HasPrefix(*m.Body, "bulk-") {
+			t.Fatalf("a standard queue without FairGroups delivered %q of group %q first", *m.Body, g)
+		}
+	}
+	if _, err := c.clients[0].SetQueueAttributes(sqsCtx(t), &awssqs.SetQueueAttributesInput{QueueUrl: aws.String(url),
+		Attributes: map[string]string{"FairGroups": "maybe"}}); err == nil {
+		t.Fatal("FairGroups=maybe accepted")
+	}
+}

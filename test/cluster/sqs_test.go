@@ -119,6 +119,7 @@ func TestSQSWithSDK(t *testing.T) {
 	t.Run("Errors", func(t *testing.T) { sqsErrors(t, c) })
 	t.Run("BadInput", func(t *testing.T) { sqsBadInput(t, c) })
 	t.Run("FerryInterop", func(t *testing.T) { sqsFerryInterop(t, c) })
+	t.Run("FairGroups", func(t *testing.T) { sqsFairGroups(t, c) })
 }
 
 func sqsMaxRequest() int { return sqs.MaxRequestBytes }

@@ -35,6 +35,7 @@ CONFIG_FIELDS = (
     "backoff_base", "backoff_max", "dedup_window", "max_message_bytes",
     "max_depth", "max_bytes", "retention", "max_dead", "max_dead_bytes",
     "dead_retention", "dedup_max_ids", "max_in_flight", "max_delivery_rate",
+    "fair_groups",
 )
 
 
