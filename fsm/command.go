@@ -35,6 +35,13 @@ const (
 	// CmdDeleteMessage deletes one message by seq and id (see
 	// DeleteMessageCmd).
 	CmdDeleteMessage
+	// CmdSetSchedule creates or replaces a recurring schedule (see
+	// ScheduleSpec).
+	CmdSetSchedule
+	// CmdDeleteSchedule deletes a schedule by name (see DeleteScheduleCmd).
+	CmdDeleteSchedule
+	// CmdFireSchedule fires one tick of a schedule (see FireScheduleCmd).
+	CmdFireSchedule
 	cmdTypeEnd // one past the last valid type
 )
 
@@ -45,6 +52,7 @@ var commandNames = [...]string{
 	CmdClockResync: "clock-resync",
 	CmdReceiveAck:  "receive-ack", CmdPause: "pause",
 	CmdDeleteMessage: "delete-message",
+	CmdSetSchedule:   "set-schedule", CmdDeleteSchedule: "delete-schedule", CmdFireSchedule: "fire-schedule",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -72,7 +80,10 @@ type Command struct {
 	SetConfig  *QueueConfig
 	ReceiveAck *ReceiveAckCmd
 	Pause      *PauseCmd
-	Delete     *DeleteMessageCmd // CmdDeleteMessage
+	Delete     *DeleteMessageCmd  // CmdDeleteMessage
+	Schedule   *ScheduleSpec      // CmdSetSchedule
+	Unschedule *DeleteScheduleCmd // CmdDeleteSchedule
+	Fire       *FireScheduleCmd   // CmdFireSchedule
 }
 
 // NewMessage is one message of a send.
@@ -255,6 +266,12 @@ func (c Command) payload() (any, error) {
 		p, ok = c.Pause, c.Pause != nil
 	case CmdDeleteMessage:
 		p, ok = c.Delete, c.Delete != nil
+	case CmdSetSchedule:
+		p, ok = c.Schedule, c.Schedule != nil
+	case CmdDeleteSchedule:
+		p, ok = c.Unschedule, c.Unschedule != nil
+	case CmdFireSchedule:
+		p, ok = c.Fire, c.Fire != nil
 	case CmdTick, CmdPurge, CmdClockResync:
 		return nil, nil
 	default:
@@ -349,6 +366,15 @@ func decodeCommand(data []byte) (Command, error) {
 	case CmdDeleteMessage:
 		c.Delete = new(DeleteMessageCmd)
 		target = c.Delete
+	case CmdSetSchedule:
+		c.Schedule = new(ScheduleSpec)
+		target = c.Schedule
+	case CmdDeleteSchedule:
+		c.Unschedule = new(DeleteScheduleCmd)
+		target = c.Unschedule
+	case CmdFireSchedule:
+		c.Fire = new(FireScheduleCmd)
+		target = c.Fire
 	case CmdTick, CmdPurge, CmdClockResync:
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)

@@ -21,6 +21,8 @@ type model struct {
 	pause    PauseState
 	rateTAT  int64 // the delivery rate schedule, as rate.go keeps it
 	guard    int   // leases of the top priority in a row while a lower one waited
+	// schedules by name (schedule_model_test.go)
+	schedules map[string]*modelSchedule
 }
 
 type modelMsg struct {

@@ -218,6 +218,9 @@ type snapHeader struct {
 	RateTAT int64 `msgpack:"rate_tat,omitempty"`
 	// Guard is the starvation guard's count (priority.go), absent when 0.
 	Guard uint8 `msgpack:"prio_guard,omitempty"`
+	// Schedules are the recurring schedules by name, absent when there are
+	// none (and in snapshots written before schedules existed).
+	Schedules []ScheduleInfo `msgpack:"schedules,omitempty"`
 }
 
 // snapMessage is one message record as Restore and WriteFullSnapshot see
@@ -285,6 +288,9 @@ func (f *FSM) Snapshot() *Snapshot {
 	}
 	s.header.RateTAT = f.rateTAT
 	s.header.Guard = f.guard
+	if len(f.schedules) > 0 {
+		s.header.Schedules = f.Schedules()
+	}
 	f.eachMessage(s.freeze)
 	s.dedup = f.freezeDedup()
 	s.header.Messages, s.header.Dedup = len(s.messages), s.dedup.ring.n
@@ -423,6 +429,9 @@ func (f *FSM) restore(r io.Reader) error {
 		return fmt.Errorf("%w: starvation guard at %d (below %d)", ErrSnapshotFormat, h.Guard, GuardEvery)
 	}
 	f.guard = h.Guard
+	if err := f.restoreSchedules(h.Schedules); err != nil {
+		return fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+	}
 	rd := snapReader{dec: dec, form: h.Form, legacy: legacy}
 	var prev uint64
 	for i := range h.Messages {

@@ -68,7 +68,8 @@ func (f *FSM) applyRetention() {
 
 // NextDeadline returns the earliest time at which a Tick would change
 // something (a delayed message becomes ready, a lease expires, a dedup entry,
-// a message or a dead letter ages out), and false when nothing is pending.
+// a message or a dead letter ages out, a schedule's tick is due: then the
+// leader proposes CmdFireSchedule, see DueSchedules), and false when nothing is pending.
 func (f *FSM) NextDeadline() (int64, bool) {
 	var next int64
 	found := false
@@ -79,6 +80,9 @@ func (f *FSM) NextDeadline() (int64, bool) {
 	}
 	if m, ok := f.timers.Min(); ok {
 		consider(m.visibleAt)
+	}
+	if t, ok := f.nextScheduleTick(); ok {
+		consider(t)
 	}
 	if f.marks.len() > 0 {
 		consider(f.marks.front().at + int64(f.cfg.DedupWindow))
