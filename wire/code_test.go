@@ -74,6 +74,7 @@ func TestWire_OpNumbersAndNames(t *testing.T) {
 		{OpListNodes, 20, "list-nodes"}, {OpDrainNode, 21, "drain-node"}, {OpRebalance, 22, "rebalance"}, {OpSafeToStop, 23, "safe-to-stop"},
 		{OpQueueSettings, 24, "queue-settings"}, {OpPause, 25, "pause"},
 		{OpFindMessage, 26, "find-message"}, {OpDeleteMessage, 27, "delete-message"},
+		{OpSetSchedule, 28, "set-schedule"}, {OpListSchedules, 29, "list-schedules"}, {OpDeleteSchedule, 30, "delete-schedule"},
 	}
 	if len(pinned) != int(opEnd-1) {
 		t.Fatalf("%d ops pinned, %d defined", len(pinned), opEnd-1)

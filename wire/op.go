@@ -72,6 +72,14 @@ const (
 	// OpDeleteMessage deletes one message by seq and id (its partition's
 	// leader).
 	OpDeleteMessage Op = 27
+	// OpSetSchedule creates or replaces a recurring schedule (the leader
+	// of the partition its name hashes to).
+	OpSetSchedule Op = 28
+	// OpListSchedules lists the schedules of one partition (its leader).
+	OpListSchedules Op = 29
+	// OpDeleteSchedule deletes a schedule by name (the leader of the
+	// partition its name hashes to).
+	OpDeleteSchedule Op = 30
 )
 
 // opEnd is one past the last known op: the length of the op table.
@@ -87,33 +95,36 @@ type opKind struct {
 // opKinds is the table of ops: a new op is its constant above and one
 // entry here (and its body types).
 var opKinds = [...]opKind{
-	OpMetadata:      {"metadata", func() any { return new(MetadataRequest) }, func() any { return new(MetadataResponse) }},
-	OpCreateQueue:   {"create-queue", func() any { return new(CreateQueueRequest) }, func() any { return new(CreateQueueResponse) }},
-	OpUpdateQueue:   {"update-queue", func() any { return new(UpdateQueueRequest) }, func() any { return new(UpdateQueueResponse) }},
-	OpDeleteQueue:   {"delete-queue", func() any { return new(DeleteQueueRequest) }, func() any { return new(DeleteQueueResponse) }},
-	OpListQueues:    {"list-queues", func() any { return new(ListQueuesRequest) }, func() any { return new(ListQueuesResponse) }},
-	OpQueueStats:    {"queue-stats", func() any { return new(QueueStatsRequest) }, func() any { return new(QueueStatsResponse) }},
-	OpSend:          {"send", func() any { return new(SendRequest) }, func() any { return new(SendResponse) }},
-	OpReceive:       {"receive", func() any { return new(ReceiveRequest) }, func() any { return new(ReceiveResponse) }},
-	OpAck:           {"ack", func() any { return new(AckRequest) }, func() any { return new(AckResponse) }},
-	OpExtend:        {"extend", func() any { return new(ExtendRequest) }, func() any { return new(ExtendResponse) }},
-	OpNack:          {"nack", func() any { return new(NackRequest) }, func() any { return new(NackResponse) }},
-	OpReject:        {"reject", func() any { return new(RejectRequest) }, func() any { return new(RejectResponse) }},
-	OpDeadList:      {"dead-list", func() any { return new(DeadListRequest) }, func() any { return new(DeadListResponse) }},
-	OpDeadPeek:      {"dead-peek", func() any { return new(DeadPeekRequest) }, func() any { return new(DeadPeekResponse) }},
-	OpDeadRedrive:   {"dead-redrive", func() any { return new(DeadRedriveRequest) }, func() any { return new(DeadRedriveResponse) }},
-	OpDeadDelete:    {"dead-delete", func() any { return new(DeadDeleteRequest) }, func() any { return new(DeadDeleteResponse) }},
-	OpPurge:         {"purge", func() any { return new(PurgeRequest) }, func() any { return new(PurgeResponse) }},
-	OpPeek:          {"peek", func() any { return new(PeekRequest) }, func() any { return new(PeekResponse) }},
-	OpRemoveNode:    {"remove-node", func() any { return new(RemoveNodeRequest) }, func() any { return new(RemoveNodeResponse) }},
-	OpListNodes:     {"list-nodes", func() any { return new(ListNodesRequest) }, func() any { return new(ListNodesResponse) }},
-	OpDrainNode:     {"drain-node", func() any { return new(DrainNodeRequest) }, func() any { return new(DrainNodeResponse) }},
-	OpRebalance:     {"rebalance", func() any { return new(RebalanceRequest) }, func() any { return new(RebalanceResponse) }},
-	OpSafeToStop:    {"safe-to-stop", func() any { return new(SafeToStopRequest) }, func() any { return new(SafeToStopResponse) }},
-	OpQueueSettings: {"queue-settings", func() any { return new(QueueSettingsRequest) }, func() any { return new(QueueSettingsResponse) }},
-	OpPause:         {"pause", func() any { return new(PauseRequest) }, func() any { return new(PauseResponse) }},
-	OpFindMessage:   {"find-message", func() any { return new(FindMessageRequest) }, func() any { return new(FindMessageResponse) }},
-	OpDeleteMessage: {"delete-message", func() any { return new(DeleteMessageRequest) }, func() any { return new(DeleteMessageResponse) }},
+	OpMetadata:       {"metadata", func() any { return new(MetadataRequest) }, func() any { return new(MetadataResponse) }},
+	OpCreateQueue:    {"create-queue", func() any { return new(CreateQueueRequest) }, func() any { return new(CreateQueueResponse) }},
+	OpUpdateQueue:    {"update-queue", func() any { return new(UpdateQueueRequest) }, func() any { return new(UpdateQueueResponse) }},
+	OpDeleteQueue:    {"delete-queue", func() any { return new(DeleteQueueRequest) }, func() any { return new(DeleteQueueResponse) }},
+	OpListQueues:     {"list-queues", func() any { return new(ListQueuesRequest) }, func() any { return new(ListQueuesResponse) }},
+	OpQueueStats:     {"queue-stats", func() any { return new(QueueStatsRequest) }, func() any { return new(QueueStatsResponse) }},
+	OpSend:           {"send", func() any { return new(SendRequest) }, func() any { return new(SendResponse) }},
+	OpReceive:        {"receive", func() any { return new(ReceiveRequest) }, func() any { return new(ReceiveResponse) }},
+	OpAck:            {"ack", func() any { return new(AckRequest) }, func() any { return new(AckResponse) }},
+	OpExtend:         {"extend", func() any { return new(ExtendRequest) }, func() any { return new(ExtendResponse) }},
+	OpNack:           {"nack", func() any { return new(NackRequest) }, func() any { return new(NackResponse) }},
+	OpReject:         {"reject", func() any { return new(RejectRequest) }, func() any { return new(RejectResponse) }},
+	OpDeadList:       {"dead-list", func() any { return new(DeadListRequest) }, func() any { return new(DeadListResponse) }},
+	OpDeadPeek:       {"dead-peek", func() any { return new(DeadPeekRequest) }, func() any { return new(DeadPeekResponse) }},
+	OpDeadRedrive:    {"dead-redrive", func() any { return new(DeadRedriveRequest) }, func() any { return new(DeadRedriveResponse) }},
+	OpDeadDelete:     {"dead-delete", func() any { return new(DeadDeleteRequest) }, func() any { return new(DeadDeleteResponse) }},
+	OpPurge:          {"purge", func() any { return new(PurgeRequest) }, func() any { return new(PurgeResponse) }},
+	OpPeek:           {"peek", func() any { return new(PeekRequest) }, func() any { return new(PeekResponse) }},
+	OpRemoveNode:     {"remove-node", func() any { return new(RemoveNodeRequest) }, func() any { return new(RemoveNodeResponse) }},
+	OpListNodes:      {"list-nodes", func() any { return new(ListNodesRequest) }, func() any { return new(ListNodesResponse) }},
+	OpDrainNode:      {"drain-node", func() any { return new(DrainNodeRequest) }, func() any { return new(DrainNodeResponse) }},
+	OpRebalance:      {"rebalance", func() any { return new(RebalanceRequest) }, func() any { return new(RebalanceResponse) }},
+	OpSafeToStop:     {"safe-to-stop", func() any { return new(SafeToStopRequest) }, func() any { return new(SafeToStopResponse) }},
+	OpQueueSettings:  {"queue-settings", func() any { return new(QueueSettingsRequest) }, func() any { return new(QueueSettingsResponse) }},
+	OpPause:          {"pause", func() any { return new(PauseRequest) }, func() any { return new(PauseResponse) }},
+	OpFindMessage:    {"find-message", func() any { return new(FindMessageRequest) }, func() any { return new(FindMessageResponse) }},
+	OpDeleteMessage:  {"delete-message", func() any { return new(DeleteMessageRequest) }, func() any { return new(DeleteMessageResponse) }},
+	OpSetSchedule:    {"set-schedule", func() any { return new(SetScheduleRequest) }, func() any { return new(SetScheduleResponse) }},
+	OpListSchedules:  {"list-schedules", func() any { return new(ListSchedulesRequest) }, func() any { return new(ListSchedulesResponse) }},
+	OpDeleteSchedule: {"delete-schedule", func() any { return new(DeleteScheduleRequest) }, func() any { return new(DeleteScheduleResponse) }},
 }
 
 // String returns the op's name, or "op(N)" for a number this version does

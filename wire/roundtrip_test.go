@@ -132,6 +132,15 @@ func samples() []sample {
 				{Partition: 1, Seq: 9, ID: "m7", State: "dead", Attempts: 1, Dead: func() *DeadLetter { d := sampleLetter(false); return &d }()}}}},
 		{OpDeleteMessage, &DeleteMessageRequest{Queue: "orders", Partition: 1, Seq: 7, ID: "m7", Undelivered: true},
 			&DeleteMessageResponse{Deleted: 1}},
+		{OpSetSchedule, &SetScheduleRequest{Queue: "orders", Partition: 1, Schedule: Schedule{Name: "nightly", Cron: "0 3 * * *",
+			Group: "g", Headers: map[string]string{"k": "v"}, Body: []byte("b"), Priority: 4}},
+			&SetScheduleResponse{Schedule: ScheduleStatus{Schedule: Schedule{Name: "nightly", Cron: "0 3 * * *"}, Partition: 1,
+				Next: 1_700_010_800_000_000_000, Created: 1_700_000_000_000_000_000}}},
+		{OpListSchedules, &ListSchedulesRequest{Queue: "orders", Partition: 1},
+			&ListSchedulesResponse{Schedules: []ScheduleStatus{{Schedule: Schedule{Name: "beat", Every: time.Second}, Partition: 1,
+				Next: 1_700_000_010_000_000_000, Created: 1_700_000_000_000_000_000, LastTick: 1_700_000_009_000_000_000, Fired: 9,
+				Refused: 1, Skipped: 1}}}},
+		{OpDeleteSchedule, &DeleteScheduleRequest{Queue: "orders", Partition: 1, Name: "beat"}, &DeleteScheduleResponse{Deleted: 1}},
 	}
 }
 
