@@ -49,6 +49,7 @@ type Queues interface {
 	FindMessage(ctx context.Context, queue, id string) ([]client.MessageInfo, error)
 	DeleteMessage(ctx context.Context, queue, id string) (int, error)
 	CancelMessage(ctx context.Context, queue, id string) (int, error)
+	ListSchedules(ctx context.Context, queue string) ([]client.ScheduleStatus, error)
 }
 
 // Cluster is what the dashboard needs of the serving node.

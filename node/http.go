@@ -90,6 +90,7 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("POST /v1/queues/{name}/resume", n.handlePauseJSON(false))
 	mux.HandleFunc("GET /v1/queues/{name}/messages/{id}", n.handleFindMessageJSON)
 	mux.HandleFunc("DELETE /v1/queues/{name}/messages/{id}", n.handleDeleteMessageJSON)
+	mux.HandleFunc("GET /v1/queues/{name}/schedules", n.handleSchedulesJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
 	n.dash.Register(mux)
 	if clock.Adjustable {
