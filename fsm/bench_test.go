@@ -3,8 +3,8 @@ package fsm
 import (
 	"fmt"
 	"runtime"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/ferrymq/ferry/wal"
 )
