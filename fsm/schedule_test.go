@@ -248,28 +248,7 @@ func TestSchedule_PropertyOneMessagePerTickAcrossLeaders(t *testing.T) {
 			now += int64(rapid.SampledFrom([]time.Duration{0, 300 * time.Millisecond, time.Second, 4 * time.Second}).Draw(rt, "dt"))
 			switch rapid.IntRange(0, 4).Draw(rt, "what") {
 			case 0: // a new leader: a replica restored from a snapshot, or one that replays the log
-				var g *FSM
-				if rapid.Bool().Draw(rt, "fromSnapshot") {
-					snap := f.Snapshot()
-					var buf bytes.Buffer
-					if err := snap.Persist(&buf); err != nil {
-						rt.Fatal(err)
-					}
-					snap.Release()
-					g, _ = New(cfg, NewMemBodyStore())
-					if err := g.Restore(&buf); err != nil {
-						rt.Fatal(err)
-					}
-				} else {
-					g, _ = New(cfg, NewMemBodyStore())
-					for _, c := range log {
-						g.ApplyCommand(c)
-					}
-				}
-				if g.Digest() != f.Digest() {
-					rt.Fatal("new leader's state differs")
-				}
-				f = g
+				f = newLeaderReplica(rt, f, cfg, log, rapid.Bool().Draw(rt, "fromSnapshot"))
 			case 1: // a stale or repeated proposal
 				if len(proposed) > 0 {
 					c := proposed[rapid.IntRange(0, len(proposed)-1).Draw(rt, "old")]
@@ -301,6 +280,31 @@ func TestSchedule_PropertyOneMessagePerTickAcrossLeaders(t *testing.T) {
 			rt.Fatalf("messages %v, want one per tick %v", ids, want)
 		}
 	})
+}
+
+// newLeaderReplica returns a replica of f, restored from its snapshot or
+// replaying its log, checked to hold the same state.
+func newLeaderReplica(rt *rapid.T, f *FSM, cfg QueueConfig, log []Command, fromSnapshot bool) *FSM {
+	g, _ := New(cfg, NewMemBodyStore())
+	if fromSnapshot {
+		snap := f.Snapshot()
+		var buf bytes.Buffer
+		if err := snap.Persist(&buf); err != nil {
+			rt.Fatal(err)
+		}
+		snap.Release()
+		if err := g.Restore(&buf); err != nil {
+			rt.Fatal(err)
+		}
+	} else {
+		for _, c := range log {
+			g.ApplyCommand(c)
+		}
+	}
+	if g.Digest() != f.Digest() {
+		rt.Fatal("new leader's state differs")
+	}
+	return g
 }
 
 func FuzzCronParse(f *testing.F) {

@@ -74,24 +74,8 @@ func TestCluster_ScheduleEverySecondAcrossFailovers(t *testing.T) {
 		t.Fatalf("DeleteSchedule: %v %v", ok, err)
 	}
 	got := drain(t, c, cl, "ticks", 0)
-	ticks := map[int64]bool{}
-	for id := range got {
-		sec, err := strconv.ParseInt(strings.TrimPrefix(id, "beat@"), 10, 64)
-		if err != nil || !strings.HasPrefix(id, "beat@") {
-			t.Fatalf("unexpected message %q", id)
-		}
-		ticks[sec] = true
-	}
 	firstTick, lastTick := created.Next/int64(time.Second), last.LastTick/int64(time.Second)
-	for s := firstTick; s <= lastTick; s++ {
-		if !ticks[s] {
-			t.Errorf("tick %d sent no message", s)
-		}
-		delete(ticks, s)
-	}
-	if len(ticks) > 0 {
-		t.Errorf("%d messages outside the ticks %d..%d", len(ticks), firstTick, lastTick)
-	}
+	checkOneMessagePerTick(t, got, "beat", firstTick, lastTick)
 	want := lastTick - firstTick + 1
 	t.Logf("run %v: %d ticks, %d messages, fired %d, refused %d, skipped %d, duplicates %d", run, want, len(got),
 		last.Fired, last.Refused, last.Skipped, stats(t, cl, "ticks").Counters.Duplicates)
@@ -100,6 +84,30 @@ func TestCluster_ScheduleEverySecondAcrossFailovers(t *testing.T) {
 	}
 	if behind := start.Add(run).Unix() - lastTick; behind > 5 {
 		t.Fatalf("the last tick fired is %ds before the end of the run", behind)
+	}
+}
+
+// checkOneMessagePerTick checks that the messages received (by id) are
+// exactly one per tick of schedule name from firstTick to lastTick (Unix
+// seconds).
+func checkOneMessagePerTick(t *testing.T, got map[string]uint64, name string, firstTick, lastTick int64) {
+	t.Helper()
+	ticks := map[int64]bool{}
+	for id := range got {
+		sec, err := strconv.ParseInt(strings.TrimPrefix(id, name+"@"), 10, 64)
+		if err != nil || !strings.HasPrefix(id, name+"@") {
+			t.Fatalf("unexpected message %q", id)
+		}
+		ticks[sec] = true
+	}
+	for s := firstTick; s <= lastTick; s++ {
+		if !ticks[s] {
+			t.Errorf("tick %d sent no message", s)
+		}
+		delete(ticks, s)
+	}
+	if len(ticks) > 0 {
+		t.Errorf("%d messages outside the ticks %d..%d", len(ticks), firstTick, lastTick)
 	}
 }
 
