@@ -8,7 +8,9 @@
 # its RSS with the queue empty. Then it kills the partition's leader with
 # kill -9, waits for a new leader, restarts the killed node, restarts all
 # three, and checks the delayed count each time; RSS is printed again
-# after the restart.
+# after the restart. Meanwhile a schedule every second runs on a second
+# queue, whose leader is killed with kill -9 too: at the end its messages
+# must be exactly one per tick, none twice.
 #
 #   scripts/scheduled-rss.sh
 #   COUNT=100000 scripts/scheduled-rss.sh
@@ -62,9 +64,9 @@ wait_delayed() { # wait_delayed LABEL
   done
   echo "$1: $(delayed 2>/dev/null || echo '?') delayed, want $COUNT"; exit 1
 }
-leader_pid() { # the pid of the node leading later/0
+leader_pid() { # leader_pid QUEUE: the pid and number of the node leading QUEUE/0
   local id
-  id=$("${ferry[@]}" queue stats later --json | awk -F'"' '/"leader"/ {print $4; exit}')
+  id=$("${ferry[@]}" queue stats "$1" --json | awk -F'"' '/"leader"/ {print $4; exit}')
   echo "${pids[$((${id#node} - 1))]}" "${id#node}"
 }
 
@@ -73,6 +75,9 @@ wait_cluster
 "${ferry[@]}" queue create later --partitions 1 >/dev/null
 sleep 2
 rss_all "empty queue"
+"${ferry[@]}" queue create ticks --partitions 1 >/dev/null
+next=$("${ferry[@]}" schedule add ticks beat --every 1s --body tick --json | awk -F'"' '/"next"/ {print $4; exit}')
+first_tick=$(date -d "$next" +%s)
 slice=$((COUNT / 10))
 start=$(date +%s)
 for k in $(seq 0 9); do
@@ -82,12 +87,18 @@ echo "sent $COUNT delayed messages in $(( $(date +%s) - start )) s"
 wait_delayed "after the sends"
 sleep 5
 rss_all "$COUNT scheduled"
-read -r pid n < <(leader_pid)
-kill -9 "$pid"
-echo "killed node$n (leader of later/0) with kill -9"
-wait_delayed "after the kill"
-start_node "$n"
-wait_cluster
+kill_leader() { # kill_leader QUEUE: kill -9 of QUEUE/0's leader, restarted once another leads
+  local pid n
+  read -r pid n < <(leader_pid "$1")
+  kill -9 "$pid"
+  echo "killed node$n (leader of $1/0) with kill -9"
+  wait_delayed "after the kill"
+  start_node "$n"
+  wait_cluster
+  sleep 5
+}
+kill_leader later
+kill_leader ticks
 for i in 0 1 2; do kill -TERM "${pids[$i]}"; done
 wait 2>/dev/null || true
 for i in 1 2 3; do start_node "$i"; done
@@ -95,3 +106,16 @@ wait_cluster
 wait_delayed "after restarting every node"
 sleep 5
 rss_all "after the restart"
+sleep 3
+fired=$("${ferry[@]}" schedule ls ticks --json | awk -F': ' '/"fired"/ {gsub(/[ ,]/, "", $2); print $2; exit}')
+"${ferry[@]}" schedule rm ticks beat >/dev/null
+: >"$dir/ticks"
+while out=$("${ferry[@]}" recv ticks --max 1000 --wait 1s --ack --json) && grep -q '"id"' <<<"$out"; do
+  grep -o '"id": "beat@[0-9]*"' <<<"$out" | grep -o '[0-9]*' >>"$dir/ticks"
+done
+# One tick may fire between the listing and the removal: fired is a floor.
+sort -n "$dir/ticks" | awk -v fired="$fired" -v want_first="$first_tick" '
+  NR == 1 { first = $1 } { if (seen[$1]++) dup++; last = $1; n++ }
+  END { printf "schedule every 1s: %d messages for the %d ticks from its first (%d, want %d) to its last, %d twice (fired %d before the removal)\n",
+          n, last - first + 1, first, want_first, dup, fired
+        if (first != want_first || n != last - first + 1 || n < fired || dup) exit 1 }'
