@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/ferrytest"
 	"github.com/ferrymq/ferry/internal/testwait"
+	"github.com/ferrymq/ferry/wire"
 )
 
 // scheduleRun is how long TestCluster_ScheduleEverySecondAcrossFailovers
@@ -163,4 +166,42 @@ func TestCluster_ScheduledAYearAheadSurviveFailoverAndRestart(t *testing.T) {
 	}
 	testwait.Until(t, waitLong, "a leader after the restart", func() bool { return len(c.waitLeaders("later", 1)) == 1 })
 	check("after a restart of every node")
+}
+
+// A schedule lives in its messages' partition: its group's, or its
+// name's; changing its group moves it, and the name stays unique in the
+// queue.
+func TestCluster_ScheduleLivesWithItsGroup(t *testing.T) {
+	fc := ferrytest.Start(t, ferrytest.Options{Nodes: 3})
+	fc.CreateQueue("fan", client.Partitions(4))
+	ctx := opContext(t)
+	admin := fc.Client()
+	groups := []string{"g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"}
+	var a, b string // two groups of different partitions
+	for _, g := range groups[1:] {
+		if wire.PartitionFor(g, 4) != wire.PartitionFor(groups[0], 4) {
+			a, b = groups[0], g
+			break
+		}
+	}
+	s, err := admin.CreateSchedule(ctx, "fan", client.Schedule{Name: "sync", Every: time.Hour, Group: a})
+	if err != nil || s.Partition != wire.PartitionFor(a, 4) {
+		t.Fatalf("CreateSchedule in group %s: partition %d, %v", a, s.Partition, err)
+	}
+	if s, err = admin.CreateSchedule(ctx, "fan", client.Schedule{Name: "sync", Every: time.Hour, Group: b}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := admin.ListSchedules(ctx, "fan")
+	if err != nil || len(list) != 1 || list[0].Partition != wire.PartitionFor(b, 4) || list[0].Group != b {
+		t.Fatalf("after moving to group %s: %+v, %v", b, list, err)
+	}
+	if _, err := admin.CreateSchedule(ctx, "fan", client.Schedule{Name: "sync", Every: 1500 * time.Millisecond}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("an interval of 1.5s: %v, want ErrInvalidArgument", err)
+	}
+	if ok, err := admin.DeleteSchedule(ctx, "fan", "sync"); err != nil || !ok {
+		t.Fatalf("DeleteSchedule: %v %v", ok, err)
+	}
+	if ok, err := admin.DeleteSchedule(ctx, "fan", "sync"); err != nil || ok {
+		t.Fatalf("DeleteSchedule again: %v %v", ok, err)
+	}
 }
