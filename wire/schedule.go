@@ -4,8 +4,8 @@ import "time"
 
 // Schedule is a recurring schedule of a queue: each tick sends one message
 // made of Group, Headers, Body and Priority, with the id
-// "<Name>@<tick in Unix seconds>". A schedule lives in the partition
-// PartitionFor(Name, partitions) gives, which refuses it elsewhere.
+// "<Name>@<tick in Unix seconds>". A schedule lives in the partition its
+// messages belong to, SchedulePartition, which refuses it elsewhere.
 type Schedule struct {
 	// Name is unique within the queue: 1..128 bytes of letters, digits,
 	// '.', '_' and '-'.
@@ -21,6 +21,16 @@ type Schedule struct {
 	Headers  map[string]string `msgpack:"headers,omitempty"`
 	Body     []byte            `msgpack:"body,omitempty"`
 	Priority Priority          `msgpack:"priority,omitempty"`
+}
+
+// SchedulePartition is the partition of a schedule: the one its group
+// maps to (PartitionFor), so that its messages keep their group's order;
+// the one its name maps to when it has no group.
+func SchedulePartition(s *Schedule, partitions int) int {
+	if s.Group != "" {
+		return PartitionFor(s.Group, partitions)
+	}
+	return PartitionFor(s.Name, partitions)
 }
 
 // ScheduleStatus is a schedule with its state: the next tick, when it was
@@ -40,7 +50,10 @@ type ScheduleStatus struct {
 }
 
 // SetScheduleRequest creates a schedule, or replaces the one of the same
-// name; served by the leader of partition PartitionFor(Schedule.Name).
+// name; served by the leader of partition SchedulePartition. A name is
+// unique within a partition; clients keep it unique within the queue by
+// deleting it from the other partitions once the set succeeded (a schedule
+// whose group changed moves to another partition).
 // A replacement keeping Every and Cron keeps the next tick; one changing
 // them starts at the first new tick after now.
 type SetScheduleRequest struct {
@@ -67,8 +80,8 @@ type ListSchedulesResponse struct {
 	Schedules []ScheduleStatus `msgpack:"schedules,omitempty"`
 }
 
-// DeleteScheduleRequest deletes a schedule by name; served by the leader
-// of partition PartitionFor(Name). Deleting a schedule that does not exist
+// DeleteScheduleRequest deletes a schedule by name from one partition;
+// served by its leader (clients ask every partition). Deleting a schedule that does not exist
 // is no error (Deleted is 0).
 type DeleteScheduleRequest struct {
 	Queue     string `msgpack:"queue"`

@@ -10,7 +10,7 @@ import (
 // interval, and a cron expression), listing and deleting them.
 func scheduleVectors() []vector {
 	return []vector{
-		mustRequest("request-set-schedule", "Every 30 seconds, send a heartbeat message of group hb to orders; the name hashes to partition 0 of 1.",
+		mustRequest("request-set-schedule", "Every 30 seconds, send a heartbeat message of group hb to partition 0 of orders (the partition of group hb).",
 			24, wire.OpSetSchedule, &wire.SetScheduleRequest{Queue: "orders", Schedule: wire.Schedule{Name: "heartbeat",
 				Every: 30 * time.Second, Group: "hb", Body: []byte(`{"ping":true}`)}}),
 		mustRequest("request-set-schedule-cron", "At 09:00 UTC on weekdays, a priority-5 report message.",
