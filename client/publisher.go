@@ -155,8 +155,8 @@ func (q *Queue) Publisher(opts PublisherOptions) (*Publisher, error) {
 // bounds are full, until room frees up or ctx is done. Invalid messages
 // and a closed publisher or client are refused at once.
 func (p *Publisher) Publish(ctx context.Context, m Message) (*PublishFuture, error) {
-	if m.Delay < 0 {
-		return nil, invalidArg("negative delay %v", m.Delay)
+	if _, err := m.delayOf(0, time.Now()); err != nil {
+		return nil, err
 	}
 	if m.Priority > MaxPriority {
 		return nil, invalidPriority("", m.Priority)

@@ -43,8 +43,15 @@ type Message struct {
 	Headers map[string]string
 	// Body is the payload.
 	Body []byte
-	// Delay keeps the message invisible this long after it is accepted.
+	// Delay keeps the message invisible this long after it is accepted,
+	// up to MaxDelay.
 	Delay time.Duration
+	// DeliverAt, when set, keeps the message invisible until that time
+	// instead (at most MaxDelay ahead; a time already past delivers at
+	// once). The client turns it into a delay when it sends, by its own
+	// clock, so the partition's clock and the client's may differ by
+	// their skew. Set at most one of Delay and DeliverAt.
+	DeliverAt time.Time
 	// Priority is 0 (the default) to MaxPriority, the most urgent: a
 	// receive takes the highest priority ready first, oldest first within
 	// a priority, while a guard keeps lower priorities moving (see
@@ -52,6 +59,26 @@ type Message struct {
 	// send order whatever their priorities. Out of range, the whole call
 	// fails with ErrInvalidPriority.
 	Priority Priority
+}
+
+// MaxDelay is the longest a message may be delayed (Delay, DeliverAt):
+// 366 days.
+const MaxDelay = 366 * 24 * time.Hour
+
+// delayOf returns the delay of m, message i of a call: Delay, or the time
+// until DeliverAt from now.
+func (m *Message) delayOf(i int, now time.Time) (time.Duration, error) {
+	d := m.Delay
+	if !m.DeliverAt.IsZero() {
+		if m.Delay != 0 {
+			return 0, invalidArg("message %d: both a delay (%v) and a delivery time (%v)", i, m.Delay, m.DeliverAt)
+		}
+		d = max(m.DeliverAt.Sub(now), 0)
+	}
+	if d < 0 || d > MaxDelay {
+		return 0, invalidArg("message %d: delay %v (want 0..%v)", i, d, MaxDelay)
+	}
+	return d, nil
 }
 
 // Priority is a message's priority, 0 (the default) to MaxPriority.
@@ -142,9 +169,11 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 		return nil, ErrClosed
 	}
 	wms := make([]wire.Message, len(msgs))
+	now := time.Now()
 	for i, m := range msgs {
-		if m.Delay < 0 {
-			return nil, invalidArg("message %d: negative delay %v", i, m.Delay)
+		delay, err := m.delayOf(i, now)
+		if err != nil {
+			return nil, err
 		}
 		if m.Priority > MaxPriority {
 			return nil, invalidPriority(fmt.Sprintf("message %d: ", i), m.Priority)
@@ -153,7 +182,7 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 		if id == "" {
 			id = newID()
 		}
-		wms[i] = wire.Message{ID: id, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: m.Delay,
+		wms[i] = wire.Message{ID: id, Group: m.Group, Headers: m.Headers, Body: m.Body, Delay: delay,
 			Priority: m.Priority}
 	}
 	n, err := q.c.partitions(ctx, q.name)

@@ -51,6 +51,7 @@ type Queues interface {
 	CancelMessage(ctx context.Context, queue, id string) (int, error)
 	PeekMessages(ctx context.Context, queue string, opts client.PeekOptions) ([]client.PeekedMessage, error)
 	DeleteMatching(ctx context.Context, queue string, f client.MessageFilter, dryRun bool) (client.DeleteMatchingResult, error)
+	ListSchedules(ctx context.Context, queue string) ([]client.ScheduleStatus, error)
 }
 
 // Cluster is what the dashboard needs of the serving node.

@@ -39,6 +39,13 @@ func (f *fakeQueues) DeleteMessage(_ context.Context, q, id string) (int, error)
 	return f.deleteMessages(q, id, false)
 }
 
+func (f *fakeQueues) ListSchedules(_ context.Context, q string) ([]client.ScheduleStatus, error) {
+	if q != "jobs" {
+		return nil, client.ErrQueueNotFound
+	}
+	return nil, nil
+}
+
 func (f *fakeQueues) CancelMessage(_ context.Context, q, id string) (int, error) {
 	return f.deleteMessages(q, id, true)
 }

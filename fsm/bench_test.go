@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/ferrymq/ferry/wal"
 )
@@ -116,4 +117,49 @@ func heapInUse() uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// BenchmarkFSM_MemoryPerScheduledMessage schedules 1,000,000 messages of
+// 100 bytes on one partition, each delayed by up to a year (spread
+// evenly), with bodies in a real WAL, and reports the heap the FSM holds
+// per message: the index entry of a delayed message, its id and its place
+// in the timer tree. "dedup" keeps every id in the dedup window (all sent
+// within it, the worst case); "nodedup" runs with deduplication off.
+func BenchmarkFSM_MemoryPerScheduledMessage(b *testing.B) {
+	for _, dedup := range []bool{true, false} {
+		name := "dedup"
+		if !dedup {
+			name = "nodedup"
+		}
+		b.Run(name, func(b *testing.B) {
+			const count, batch = 1_000_000, 500
+			body := make([]byte, 100)
+			cfg := DefaultQueueConfig()
+			if !dedup {
+				cfg.DedupWindow = 0
+			}
+			step := int64(SendDelayMax) / count
+			for range b.N {
+				f, err := New(cfg, WALBodyStore{benchWAL(b)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				before := heapInUse()
+				msgs := make([]NewMessage, batch)
+				for done := 0; done < count; done += batch {
+					for i := range msgs {
+						k := int64((done + i) * 7919 % count) // delays in no particular order
+						msgs[i] = NewMessage{ID: benchID(done + i), Body: body, Delay: time.Duration(k*step + 1)}
+					}
+					f.ApplyCommand(Command{Type: CmdSend, At: t0, Send: &SendCmd{Messages: msgs}})
+				}
+				after := heapInUse()
+				if st := f.Stats(); st.Delayed != count {
+					b.Fatalf("%d delayed", st.Delayed)
+				}
+				b.ReportMetric(float64(after-before)/count, "B/msg")
+				runtime.KeepAlive(f)
+			}
+		})
+	}
 }

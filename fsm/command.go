@@ -41,6 +41,13 @@ const (
 	// CmdDeleteMessages deletes a batch of messages by seq and id, within
 	// a set of states (see DeleteMessagesCmd).
 	CmdDeleteMessages
+	// CmdSetSchedule creates or replaces a recurring schedule (see
+	// ScheduleSpec).
+	CmdSetSchedule
+	// CmdDeleteSchedule deletes a schedule by name (see DeleteScheduleCmd).
+	CmdDeleteSchedule
+	// CmdFireSchedule fires one tick of a schedule (see FireScheduleCmd).
+	CmdFireSchedule
 	cmdTypeEnd // one past the last valid type
 )
 
@@ -52,6 +59,7 @@ var commandNames = [...]string{
 	CmdReceiveAck:  "receive-ack", CmdPause: "pause",
 	CmdDeleteMessage: "delete-message",
 	CmdPurgeAll:      "purge-all", CmdDeleteMessages: "delete-messages",
+	CmdSetSchedule: "set-schedule", CmdDeleteSchedule: "delete-schedule", CmdFireSchedule: "fire-schedule",
 }
 
 // String returns the command's name, or "command(N)" for an unknown value.
@@ -81,6 +89,9 @@ type Command struct {
 	Pause      *PauseCmd
 	Delete     *DeleteMessageCmd  // CmdDeleteMessage
 	DeleteMany *DeleteMessagesCmd // CmdDeleteMessages
+	Schedule   *ScheduleSpec      // CmdSetSchedule
+	Unschedule *DeleteScheduleCmd // CmdDeleteSchedule
+	Fire       *FireScheduleCmd   // CmdFireSchedule
 }
 
 // NewMessage is one message of a send.
@@ -265,6 +276,12 @@ func (c Command) payload() (any, error) {
 		p, ok = c.Delete, c.Delete != nil
 	case CmdDeleteMessages:
 		p, ok = c.DeleteMany, c.DeleteMany != nil
+	case CmdSetSchedule:
+		p, ok = c.Schedule, c.Schedule != nil
+	case CmdDeleteSchedule:
+		p, ok = c.Unschedule, c.Unschedule != nil
+	case CmdFireSchedule:
+		p, ok = c.Fire, c.Fire != nil
 	case CmdTick, CmdPurge, CmdClockResync, CmdPurgeAll:
 		return nil, nil
 	default:
@@ -362,6 +379,15 @@ func decodeCommand(data []byte) (Command, error) {
 	case CmdDeleteMessages:
 		c.DeleteMany = new(DeleteMessagesCmd)
 		target = c.DeleteMany
+	case CmdSetSchedule:
+		c.Schedule = new(ScheduleSpec)
+		target = c.Schedule
+	case CmdDeleteSchedule:
+		c.Unschedule = new(DeleteScheduleCmd)
+		target = c.Unschedule
+	case CmdFireSchedule:
+		c.Fire = new(FireScheduleCmd)
+		target = c.Fire
 	case CmdTick, CmdPurge, CmdClockResync, CmdPurgeAll:
 	default:
 		return Command{}, fmt.Errorf("decode command: unknown type %d", h.Type)

@@ -12,8 +12,13 @@ import (
 const (
 	// VisibilityTimeoutMax is the longest lease a receive or extend may ask for.
 	VisibilityTimeoutMax = 12 * time.Hour
-	// DelayMax is the longest delay a send or nack may ask for.
+	// DelayMax is the longest delay a nack may ask for.
 	DelayMax = 12 * time.Hour
+	// SendDelayMax is the longest delay a send may ask for: a message may
+	// be scheduled up to a leap year ahead. A delayed message costs the
+	// partition's memory the same small, fixed index entry as any queued
+	// one; its headers and body stay in the log or the body store.
+	SendDelayMax = 366 * 24 * time.Hour
 	// BackoffMaxLimit is the largest BackoffMax a queue may configure.
 	BackoffMaxLimit = 12 * time.Hour
 	// DedupWindowMax is the longest deduplication window.

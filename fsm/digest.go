@@ -26,6 +26,9 @@ func (f *FSM) Digest() [32]byte {
 		d.Ints(1, p.At)
 		d.Str(p.By)
 	}
+	if len(f.schedules) > 0 {
+		f.digestSchedules(&d) // only when some exist: older states digest as before
+	}
 	if f.guard != 0 {
 		d.Ints(-1, int64(f.guard)) // only when moved: older states digest as before
 	}

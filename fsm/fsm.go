@@ -50,6 +50,12 @@ type FSM struct {
 	counters   Counters
 	gauges     gauges
 	keys       bodyKeys // redriven messages whose body is stored under an older seq
+	// schedules are the partition's recurring schedules by name, also
+	// ordered by (next tick, name) in scheduleTimes; scheduleBytes sums
+	// their templates' sizes.
+	schedules     map[string]*schedule
+	scheduleTimes *btree.BTreeG[*schedule]
+	scheduleBytes int
 	// skipBodies leaves deliveries without headers and bodies: a replica
 	// that is not the leader answers no client, so reading them is waste.
 	skipBodies bool
@@ -115,6 +121,13 @@ func (f *FSM) reset() {
 	f.counters = Counters{}
 	f.gauges = gauges{}
 	f.keys.reset()
+	f.schedules, f.scheduleBytes = make(map[string]*schedule), 0
+	f.scheduleTimes = btree.NewG(8, func(a, b *schedule) bool {
+		if a.info.Next != b.info.Next {
+			return a.info.Next < b.info.Next
+		}
+		return a.info.Name < b.info.Name
+	})
 }
 
 // Apply decodes one log entry and applies it. Accepted messages' payloads
@@ -186,6 +199,13 @@ func (f *FSM) apply(c Command, index uint64) Result {
 		if r.Err == nil {
 			r.Count = 1
 		}
+	case CmdSetSchedule:
+		r.Err = f.applySetSchedule(c.Schedule)
+	case CmdDeleteSchedule:
+		r.Count, r.Err = f.applyDeleteSchedule(c.Unschedule)
+	case CmdFireSchedule:
+		r.Sent, r.Err = f.applyFireSchedule(c.Fire)
+		r.Count = len(r.Sent)
 	case CmdSetConfig:
 		r.Err = c.SetConfig.Validate()
 		if r.Err == nil {

@@ -25,6 +25,8 @@ type model struct {
 	// and each group's, stamped at its creation and deliveries while fair.
 	laneClock, plainTick uint64
 	served               map[string]uint64
+	// schedules by name (schedule_model_test.go)
+	schedules map[string]*modelSchedule
 }
 
 type modelMsg struct {

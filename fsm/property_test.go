@@ -91,7 +91,9 @@ func genFilter(t *rapid.T) *DeadFilter {
 
 // genCommand draws one command of any type (without its time).
 func genCommand(t *rapid.T, handed []Receipt) Command {
-	switch rapid.IntRange(0, 28).Draw(t, "op") {
+	switch rapid.IntRange(0, 31).Draw(t, "op") {
+	case 29, 30, 31:
+		return genScheduleCommand(t)
 	case 0, 1, 2, 3:
 		n := rapid.IntRange(1, 3).Draw(t, "n")
 		msgs := make([]NewMessage, n)
@@ -156,6 +158,9 @@ func genCommand(t *rapid.T, handed []Receipt) Command {
 func applyModel(md *model, c Command) Result {
 	expired := md.step(c.At)
 	r := Result{Type: c.Type}
+	if applyModelSchedule(md, c, &r) {
+		return r
+	}
 	switch c.Type {
 	case CmdSend:
 		for _, nm := range c.Send.Messages {
@@ -369,6 +374,7 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 		var handed []Receipt
 		var rated rateCheck
 		groupLast := map[string]uint64{} // the last seq delivered per group
+		ticks := map[string]bool{}       // ids of schedule ticks sent
 		steps := rapid.IntRange(1, 150).Draw(rt, "steps")
 		for range steps {
 			now += int64(rapid.SampledFrom([]time.Duration{0, 0, 100 * time.Millisecond, time.Second, 3 * time.Second, 10 * time.Second, -2 * time.Second}).Draw(rt, "dt"))
@@ -382,6 +388,13 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 			}
 			if c.Type == CmdDeleteMessages {
 				realIDs(rt, md, c.DeleteMany)
+			}
+			if c.Type == CmdFireSchedule {
+				next := int64(0)
+				if s := md.schedules[c.Fire.Name]; s != nil {
+					next = s.next
+				}
+				aimFire(rt, &c, next)
 			}
 			var before [32]byte
 			settleOnly := c.Type == CmdAck || c.Type == CmdExtend || c.Type == CmdNack || c.Type == CmdReject
@@ -422,8 +435,18 @@ func TestFSM_PropertyMatchesModel(t *testing.T) {
 				}
 			}
 			compareState(rt, f, md)
+			compareSchedules(rt, f, md)
 			checkModelRules(rt, md)
 			comparePeek(rt, f, md)
+			for _, o := range got.Sent {
+				if c.Type == CmdFireSchedule && o.Err == nil && !o.Duplicate {
+					id := ScheduleMessageID(c.Fire.Name, c.Fire.Tick)
+					if ticks[id] {
+						rt.Fatalf("tick %s sent twice", id)
+					}
+					ticks[id] = true
+				}
+			}
 		}
 	})
 }
@@ -452,6 +475,9 @@ func TestFSM_PropertyDeterministicAndSnapshotTransparent(t *testing.T) {
 			now += int64(rapid.SampledFrom([]time.Duration{0, time.Second, 5 * time.Second}).Draw(rt, "dt"))
 			cmd := genCommand(rt, handed)
 			cmd.At = now
+			if cmd.Type == CmdFireSchedule {
+				aimFire(rt, &cmd, fsmNext(a, cmd.Fire.Name))
+			}
 			data, err := EncodeCommand(cmd)
 			if err != nil {
 				rt.Fatal(err)

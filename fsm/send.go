@@ -56,8 +56,8 @@ func (f *FSM) validateNew(nm *NewMessage) error {
 		return fmt.Errorf("%w: message id must be 1..%d bytes of UTF-8", ErrInvalidArgument, IDBytesMax)
 	case len(nm.Group) > GroupBytesMax || !utf8.ValidString(nm.Group):
 		return fmt.Errorf("%w: group must be at most %d bytes of UTF-8", ErrInvalidArgument, GroupBytesMax)
-	case nm.Delay < 0 || nm.Delay > DelayMax:
-		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, nm.Delay, DelayMax)
+	case nm.Delay < 0 || nm.Delay > SendDelayMax:
+		return fmt.Errorf("%w: delay %v (want 0..%v)", ErrInvalidArgument, nm.Delay, SendDelayMax)
 	case nm.Priority > PriorityMax:
 		return ValidatePriority(int(nm.Priority))
 	}

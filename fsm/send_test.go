@@ -88,7 +88,7 @@ func TestFSM_SendRejectsBadMessagesAndChangesNothing(t *testing.T) {
 		{"headers", NewMessage{ID: "h", Headers: tooManyHeaders}, ErrInvalidArgument},
 		{"empty header key", NewMessage{ID: "k", Headers: map[string]string{"": "v"}}, ErrInvalidArgument},
 		{"negative delay", NewMessage{ID: "d", Delay: -1}, ErrInvalidArgument},
-		{"long delay", NewMessage{ID: "d", Delay: DelayMax + 1}, ErrInvalidArgument},
+		{"long delay", NewMessage{ID: "d", Delay: SendDelayMax + 1}, ErrInvalidArgument},
 		{"body too large", NewMessage{ID: "big", Body: make([]byte, 101)}, ErrMessageTooLarge},
 		{"headers count toward size", NewMessage{ID: "big", Body: make([]byte, 90), Headers: map[string]string{"key": "0123456789"}}, ErrMessageTooLarge},
 	}

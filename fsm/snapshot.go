@@ -223,6 +223,9 @@ type snapHeader struct {
 	LaneClock uint64     `msgpack:"lane_clock,omitempty"`
 	PlainTick uint64     `msgpack:"lane_plain,omitempty"`
 	Lanes     []snapLane `msgpack:"lanes,omitempty"`
+	// Schedules are the recurring schedules by name, absent when there are
+	// none (and in snapshots written before schedules existed).
+	Schedules []ScheduleInfo `msgpack:"schedules,omitempty"`
 }
 
 // snapMessage is one message record as Restore and WriteFullSnapshot see
@@ -291,6 +294,9 @@ func (f *FSM) Snapshot() *Snapshot {
 	s.header.RateTAT = f.rateTAT
 	s.header.Guard = f.guard
 	s.header.LaneClock, s.header.PlainTick, s.header.Lanes = f.laneClock, f.plainTick, f.freezeLanes()
+	if len(f.schedules) > 0 {
+		s.header.Schedules = f.Schedules()
+	}
 	f.eachMessage(s.freeze)
 	s.dedup = f.freezeDedup()
 	s.header.Messages, s.header.Dedup = len(s.messages), s.dedup.ring.n
@@ -429,6 +435,9 @@ func (f *FSM) restore(r io.Reader) error {
 		return fmt.Errorf("%w: starvation guard at %d (below %d)", ErrSnapshotFormat, h.Guard, GuardEvery)
 	}
 	f.guard = h.Guard
+	if err := f.restoreSchedules(h.Schedules); err != nil {
+		return fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+	}
 	rd := snapReader{dec: dec, form: h.Form, legacy: legacy}
 	var prev uint64
 	for i := range h.Messages {

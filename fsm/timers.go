@@ -70,9 +70,11 @@ func (f *FSM) applyRetention() {
 
 // NextDeadline returns the earliest time at which a Tick would change
 // something (a delayed message becomes ready, a lease expires, a dedup entry,
-// a message or a dead letter ages out), and false when nothing is pending.
-// Ageing out is rounded up to a grain (see lateExpiry), so that a Tick at
-// that time ages out everything due within the grain.
+// a message or a dead letter ages out, a schedule's tick is due: then the
+// leader proposes CmdFireSchedule, see DueSchedules), and false when
+// nothing is pending. Ageing out is rounded up to a grain (see
+// lateExpiry), so that a Tick at that time ages out everything due within
+// the grain.
 func (f *FSM) NextDeadline() (int64, bool) {
 	var next int64
 	found := false
@@ -83,6 +85,9 @@ func (f *FSM) NextDeadline() (int64, bool) {
 	}
 	if m, ok := f.timers.Min(); ok {
 		consider(m.visibleAt)
+	}
+	if t, ok := f.nextScheduleTick(); ok {
+		consider(t)
 	}
 	if f.marks.len() > 0 {
 		consider(lateExpiry(f.marks.front().at+int64(f.cfg.DedupWindow), int64(f.cfg.DedupWindow)))

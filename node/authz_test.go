@@ -21,8 +21,10 @@ func TestAuthz_EveryOpNeedsItsPermission(t *testing.T) {
 		wire.OpNack: auth.NeedReceive, wire.OpReject: auth.NeedReceive, wire.OpPeek: auth.NeedReceiveOrAdmin,
 		wire.OpDeadList: auth.NeedAdmin, wire.OpDeadPeek: auth.NeedAdmin, wire.OpDeadRedrive: auth.NeedAdmin,
 		wire.OpDeadDelete: auth.NeedAdmin, wire.OpPurge: auth.NeedAdmin, wire.OpPause: auth.NeedAdmin,
-		wire.OpFindMessage: auth.NeedReceiveOrAdmin, wire.OpDeleteMessage: auth.NeedAdmin, wire.OpDeleteMessages: auth.NeedAdmin, wire.OpRemoveNode: auth.NeedCluster,
-		wire.OpListNodes: auth.NeedCluster, wire.OpDrainNode: auth.NeedCluster, wire.OpRebalance: auth.NeedCluster,
+		wire.OpFindMessage: auth.NeedReceiveOrAdmin, wire.OpDeleteMessage: auth.NeedAdmin, wire.OpDeleteMessages: auth.NeedAdmin,
+		wire.OpSetSchedule: auth.NeedAdmin, wire.OpListSchedules: auth.NeedAdmin, wire.OpDeleteSchedule: auth.NeedAdmin,
+		wire.OpRemoveNode: auth.NeedCluster,
+		wire.OpListNodes:  auth.NeedCluster, wire.OpDrainNode: auth.NeedCluster, wire.OpRebalance: auth.NeedCluster,
 		wire.OpSafeToStop: auth.NeedCluster, wire.OpQueueSettings: auth.NeedNothing,
 	}
 	for op := wire.Op(1); op.Valid(); op++ {

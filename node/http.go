@@ -92,6 +92,7 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /v1/queues/{name}/messages", n.handlePeekJSON)
 	mux.HandleFunc("GET /v1/queues/{name}/messages/{id}", n.handleFindMessageJSON)
 	mux.HandleFunc("DELETE /v1/queues/{name}/messages/{id}", n.handleDeleteMessageJSON)
+	mux.HandleFunc("GET /v1/queues/{name}/schedules", n.handleSchedulesJSON)
 	mux.Handle("GET /metrics", n.metrics.handler())
 	n.dash.Register(mux)
 	if clock.Adjustable {

@@ -80,6 +80,24 @@ func (n *Node) handleDeleteMessageJSON(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, jsonview.MessagesDeleted{Deleted: deleted})
 }
 
+// handleSchedulesJSON serves GET /v1/queues/{name}/schedules: the queue's
+// recurring schedules by name, as `ferry schedule ls --json` gives them.
+func (n *Node) handleSchedulesJSON(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), messageActionTimeout)
+	defer cancel()
+	qs, err := n.dashSrc.Queues(ctx)
+	if err != nil {
+		http.Error(w, err.Error()+"\n", http.StatusServiceUnavailable)
+		return
+	}
+	list, err := qs.ListSchedules(ctx, r.PathValue("name"))
+	if err != nil {
+		http.Error(w, err.Error()+"\n", httpStatusOf(err))
+		return
+	}
+	writeJSON(w, jsonview.SchedulesOf(list))
+}
+
 // sameOrigin refuses (403) a browser request sent from another origin: a
 // state-changing request must come from a page this port served, or from
 // a client that sends no Origin (a script, curl).

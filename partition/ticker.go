@@ -150,15 +150,21 @@ func (p *Partition) tickFired() {
 	}
 }
 
-// tickIfDue proposes a Tick if the next deadline has passed. A tick the
+// tickIfDue proposes a Tick if the next deadline has passed, or the fires
+// of the schedule ticks due (schedules.go), which move the clock as a
+// tick does. A tick the
 // FSM refused (its result's error) failed too: retrying it at once would
 // spin.
 func (p *Partition) tickIfDue() error {
 	p.mu.Lock()
 	next, ok := p.fsm.NextDeadline()
 	p.mu.Unlock()
-	if !ok || next > p.now().UnixNano() {
+	now := p.now().UnixNano()
+	if !ok || next > now {
 		return nil
+	}
+	if fired, err := p.fireDueSchedules(now); fired || err != nil {
+		return err // the fires moved the clock; the timer comes back for the rest
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ApplyTimeout)
 	defer cancel()

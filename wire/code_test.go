@@ -75,6 +75,7 @@ func TestWire_OpNumbersAndNames(t *testing.T) {
 		{OpQueueSettings, 24, "queue-settings"}, {OpPause, 25, "pause"},
 		{OpFindMessage, 26, "find-message"}, {OpDeleteMessage, 27, "delete-message"},
 		{OpDeleteMessages, 28, "delete-messages"},
+		{OpSetSchedule, 29, "set-schedule"}, {OpListSchedules, 30, "list-schedules"}, {OpDeleteSchedule, 31, "delete-schedule"},
 	}
 	if len(pinned) != int(opEnd-1) {
 		t.Fatalf("%d ops pinned, %d defined", len(pinned), opEnd-1)

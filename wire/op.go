@@ -75,6 +75,14 @@ const (
 	// OpDeleteMessages deletes a batch of messages by seq and id within
 	// a set of states (its partition's leader): the step of a bulk delete.
 	OpDeleteMessages Op = 28
+	// OpSetSchedule creates or replaces a recurring schedule (the leader
+	// of the partition its name hashes to).
+	OpSetSchedule Op = 29
+	// OpListSchedules lists the schedules of one partition (its leader).
+	OpListSchedules Op = 30
+	// OpDeleteSchedule deletes a schedule by name (the leader of the
+	// partition its name hashes to).
+	OpDeleteSchedule Op = 31
 )
 
 // opEnd is one past the last known op: the length of the op table.
@@ -118,6 +126,9 @@ var opKinds = [...]opKind{
 	OpFindMessage:    {"find-message", func() any { return new(FindMessageRequest) }, func() any { return new(FindMessageResponse) }},
 	OpDeleteMessage:  {"delete-message", func() any { return new(DeleteMessageRequest) }, func() any { return new(DeleteMessageResponse) }},
 	OpDeleteMessages: {"delete-messages", func() any { return new(DeleteMessagesRequest) }, func() any { return new(DeleteMessagesResponse) }},
+	OpSetSchedule:    {"set-schedule", func() any { return new(SetScheduleRequest) }, func() any { return new(SetScheduleResponse) }},
+	OpListSchedules:  {"list-schedules", func() any { return new(ListSchedulesRequest) }, func() any { return new(ListSchedulesResponse) }},
+	OpDeleteSchedule: {"delete-schedule", func() any { return new(DeleteScheduleRequest) }, func() any { return new(DeleteScheduleResponse) }},
 }
 
 // String returns the op's name, or "op(N)" for a number this version does

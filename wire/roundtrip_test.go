@@ -136,6 +136,15 @@ func samples() []sample {
 			&DeleteMessageResponse{Deleted: 1}},
 		{OpDeleteMessages, &DeleteMessagesRequest{Queue: "orders", Partition: 1, Items: []MessageRef{{Seq: 7, ID: "m7"}, {Seq: 9, ID: "m9"}},
 			States: []string{StateReady, StateLeased}}, &DeleteMessagesResponse{Deleted: 2}},
+		{OpSetSchedule, &SetScheduleRequest{Queue: "orders", Partition: 1, Schedule: Schedule{Name: "nightly", Cron: "0 3 * * *",
+			Group: "g", Headers: map[string]string{"k": "v"}, Body: []byte("b"), Priority: 4}},
+			&SetScheduleResponse{Schedule: ScheduleStatus{Schedule: Schedule{Name: "nightly", Cron: "0 3 * * *"}, Partition: 1,
+				Next: 1_700_010_800_000_000_000, Created: 1_700_000_000_000_000_000}}},
+		{OpListSchedules, &ListSchedulesRequest{Queue: "orders", Partition: 1},
+			&ListSchedulesResponse{Schedules: []ScheduleStatus{{Schedule: Schedule{Name: "beat", Every: time.Second}, Partition: 1,
+				Next: 1_700_000_010_000_000_000, Created: 1_700_000_000_000_000_000, LastTick: 1_700_000_009_000_000_000, Fired: 9,
+				Refused: 1, Skipped: 1}}}},
+		{OpDeleteSchedule, &DeleteScheduleRequest{Queue: "orders", Partition: 1, Name: "beat"}, &DeleteScheduleResponse{Deleted: 1}},
 	}
 }
 

@@ -55,7 +55,7 @@ func failure(name, doc string, id uint64, op wire.Op, code wire.Code, msg, leade
 func allVectors() []vector {
 	var out []vector
 	for _, part := range [][]vector{handshakeVectors(), exampleVectors(), catalogVectors(), sendReceiveVectors(),
-		priorityVectors(), settleVectors(), deadVectors(), adminVectors(), errorVectors()} {
+		priorityVectors(), settleVectors(), deadVectors(), adminVectors(), scheduleVectors(), errorVectors()} {
 		out = append(out, part...)
 	}
 	return out

@@ -228,6 +228,8 @@ func TestCLI_AgainstARunningCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("ScheduledAndRecurring", func(t *testing.T) { testScheduleCLI(t, cl) })
+
 	t.Run("FindAndDeleteOneMessage", func(t *testing.T) {
 		cl.createQueue(t, "bad-batch")
 		for _, id := range []string{"good-1", "poison-7"} {

@@ -70,7 +70,7 @@ func newRoot() *cobra.Command {
 	g.token.register(root)
 	root.AddCommand(clusterCmd(g), queueCmd(g), sendCmd(g), recvCmd(g), peekCmd(g),
 		settleCmd(g, "ack"), settleCmd(g, "nack"), settleCmd(g, "extend"), dlqCmd(g), purgeCmd(g), benchCmd(g),
-		nodeCmd(g), topCmd(g), healthCmd(g), msgCmd(g))
+		nodeCmd(g), topCmd(g), healthCmd(g), msgCmd(g), scheduleCmd(g))
 	root.InitDefaultCompletionCmd()
 	requireKnownSubcommands(root)
 	return root

@@ -14,7 +14,7 @@ import (
 )
 
 func sendCmd(g *globals) *cobra.Command {
-	var group, id string
+	var group, id, at string
 	var delay time.Duration
 	var headers []string
 	var priority int
@@ -30,6 +30,10 @@ func sendCmd(g *globals) *cobra.Command {
 			if priority < 0 || priority > client.MaxPriority {
 				return fmt.Errorf("--priority %d: want 0..%d (%d the most urgent)", priority, client.MaxPriority, client.MaxPriority)
 			}
+			deliverAt, err := parseDeliverAt(at, delay)
+			if err != nil {
+				return err
+			}
 			bodies := args[1:]
 			if len(bodies) == 0 {
 				if bodies, err = readLines(); err != nil {
@@ -42,7 +46,7 @@ func sendCmd(g *globals) *cobra.Command {
 			msgs := make([]client.Message, len(bodies))
 			for i, b := range bodies {
 				msgs[i] = client.Message{ID: id, Group: group, Headers: hdrs, Body: []byte(b), Delay: delay,
-					Priority: client.Priority(priority)}
+					DeliverAt: deliverAt, Priority: client.Priority(priority)}
 			}
 			c, ctx, done, err := g.connect(cmd)
 			if err != nil {
@@ -55,11 +59,34 @@ func sendCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&group, "group", "", "message group (per-group order)")
 	cmd.Flags().StringVar(&id, "id", "", "message id (idempotency key); generated when empty")
-	cmd.Flags().DurationVar(&delay, "delay", 0, "keep the message invisible this long")
+	cmd.Flags().DurationVar(&delay, "delay", 0, "keep the message invisible this long (up to 8784h, 366 days)")
+	cmd.Flags().StringVar(&at, "at", "", "deliver at this time (RFC 3339, e.g. 2027-03-01T09:00:00Z; up to 366 days ahead)")
 	cmd.Flags().StringArrayVarP(&headers, "header", "H", nil, "header key=value (repeatable)")
 	cmd.Flags().IntVarP(&priority, "priority", "p", 0,
 		fmt.Sprintf("priority 0..%d: receives take the highest ready first (0, the default, the lowest)", client.MaxPriority))
 	return cmd
+}
+
+// parseDeliverAt reads --at: empty, or an RFC 3339 time at most
+// client.MaxDelay ahead; --delay and --at exclude each other.
+func parseDeliverAt(at string, delay time.Duration) (time.Time, error) {
+	if delay < 0 || delay > client.MaxDelay {
+		return time.Time{}, fmt.Errorf("--delay %v: want 0..%v", delay, client.MaxDelay)
+	}
+	if at == "" {
+		return time.Time{}, nil
+	}
+	if delay != 0 {
+		return time.Time{}, errors.New("give --delay or --at, not both")
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--at %q: want an RFC 3339 time such as 2027-03-01T09:00:00Z", at)
+	}
+	if time.Until(t) > client.MaxDelay {
+		return time.Time{}, fmt.Errorf("--at %s is more than %v ahead", at, client.MaxDelay)
+	}
+	return t, nil
 }
 
 // printSent shows the messages that were sent (only those: a failed
