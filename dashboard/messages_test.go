@@ -43,7 +43,36 @@ func (f *fakeQueues) ListSchedules(_ context.Context, q string) ([]client.Schedu
 	if q != "jobs" {
 		return nil, client.ErrQueueNotFound
 	}
-	return nil, nil
+	fakeMessages.mu.Lock()
+	defer fakeMessages.mu.Unlock()
+	return fakeSchedules[f], nil
+}
+
+// fakeSchedules holds the fake cluster's schedules.
+var fakeSchedules = map[*fakeQueues][]client.ScheduleStatus{}
+
+// The queue page lists the queue's recurring schedules with their next
+// and last ticks and counts, and says so when there are none.
+func TestDashboard_QueuePageListsSchedules(t *testing.T) {
+	srv, q := newTestServer(t)
+	hc := &http.Client{Jar: newJar(t)}
+	if _, body := get(t, hc, srv.URL+"/queues/jobs"); !strings.Contains(body, `id="no-schedules"`) {
+		t.Fatalf("queue page without schedules:\n%s", body)
+	}
+	next := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC).UnixNano()
+	fakeMessages.mu.Lock()
+	fakeSchedules[q] = []client.ScheduleStatus{
+		{Schedule: client.Schedule{Name: "nightly", Cron: "0 3 * * *", Priority: 4}, Next: next, Fired: 12, Skipped: 1},
+		{Schedule: client.Schedule{Name: "beat", Every: 30 * time.Second, Group: "g"}, Partition: 1, Next: next, LastTick: next - int64(30*time.Second), Fired: 99},
+	}
+	fakeMessages.mu.Unlock()
+	_, body := get(t, hc, srv.URL+"/queues/jobs")
+	for _, want := range []string{`id="schedules"`, "<td>nightly</td><td>0 3 * * *</td>", "<td>beat</td><td>30s</td>",
+		"2026-12-07 03:00:00Z", `<td class="num">99</td>`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("queue page lacks %q:\n%s", want, body)
+		}
+	}
 }
 
 func (f *fakeQueues) CancelMessage(_ context.Context, q, id string) (int, error) {

@@ -181,6 +181,10 @@ type queueData struct {
 	Row        queueRow
 	Depth      template.HTML
 	Rate       template.HTML
+	// Schedules are the queue's recurring schedules; ScheduleErr says why
+	// they could not be listed (the rest of the page still shows).
+	Schedules   []client.ScheduleStatus
+	ScheduleErr string
 }
 
 func (d *Dashboard) queuePage(ctx context.Context, r *http.Request, v *view) (string, error) {
@@ -206,6 +210,9 @@ func (d *Dashboard) queuePage(ctx context.Context, r *http.Request, v *view) (st
 	ss := d.samp.samples(name)
 	data.Row.Rates = ratesOf(ss)
 	data.Depth, data.Rate = depthChart(ss), rateChart(ss)
+	if data.Schedules, err = qs.ListSchedules(ctx, name); err != nil {
+		data.ScheduleErr = err.Error()
+	}
 	return "queue.html", nil
 }
 
