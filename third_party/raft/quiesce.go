@@ -202,6 +202,23 @@ func (r *Raft) heartbeatWait(s *followerReplication) (tick <-chan time.Time, los
 // to a killed node while the survivors were electing its groups.
 const lostPeerRetryScale = 20
 
+// failureBackoff is how long replication to s waits after s.failures
+// failed RPCs in a row: upstream's exponential backoff, which reaches
+// 10 s after about 20 s of failures. With a Liveness, a follower whose
+// node is up (it answers the transport, so the failures are its group's:
+// not opened yet after a restart, busy) is tried again at least every
+// HeartbeatTimeout instead: a node that restarts and opens its groups
+// after a few seconds of refusals would otherwise get no entry, and so
+// no commit index, for up to 10 s more per group. A lost node is waited
+// for on its liveness channel (replicateTo), not on this.
+func (r *Raft) failureBackoff(s *followerReplication) time.Duration {
+	wait := backoff(failureWait, s.failures, maxFailureScale)
+	if hb := r.config().HeartbeatTimeout; r.liveness != nil && wait > hb {
+		wait = hb
+	}
+	return wait
+}
+
 // rpcFailed logs a failed RPC to s: as an error, unless Liveness already
 // reports s's node lost (the node's loss is reported once, by the
 // transport and the membership; one line per group and retry would

@@ -227,7 +227,7 @@ START:
 		// A follower whose node is lost is tried again as soon as it is
 		// back, and meanwhile only as rarely as heartbeats try it (Ferry
 		// fork: quiesce.go).
-		wait := time.After(backoff(failureWait, s.failures, maxFailureScale))
+		wait := time.After(r.failureBackoff(s))
 		back := r.peerBack(s)
 		if back != nil {
 			wait = randomTimeout(lostPeerRetryScale * r.config().HeartbeatTimeout)
