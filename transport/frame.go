@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Classes of shared-transport connection. Each node dials one control
@@ -51,7 +52,42 @@ type frame struct {
 // beginFrame starts a frame in a fresh encoder: the length is filled in
 // by finishFrame once the payload has been appended.
 func beginFrame(kind byte, id uint64, group string, sizeHint int) *encoder {
-	e := &encoder{b: make([]byte, frameLenBytes, frameLenBytes+frameFixedBytes+len(group)+sizeHint)}
+	e := &encoder{b: make([]byte, 0, frameLenBytes+frameFixedBytes+len(group)+sizeHint)}
+	return e.begin(kind, id, group)
+}
+
+// Append frames are built in pooled buffers: the leader builds one per
+// follower for every batch of entries, and fresh buffers were a quarter of
+// the bytes a leader allocated under pipelined sends. A buffer is given
+// back once link.send returns (the bufio writer copies it or writes it
+// through, and keeps no reference); one above pooledFrameBytesMax is left
+// to the garbage collector, so the pool never pins large buffers.
+const pooledFrameBytesMax = 1 << 20
+
+var framePool = sync.Pool{New: func() any { return new(encoder) }}
+
+// beginPooledFrame is beginFrame in a pooled buffer; give the encoder
+// back with releaseFrame once the frame's bytes are no longer used.
+func beginPooledFrame(kind byte, id uint64, group string, sizeHint int) *encoder {
+	e := framePool.Get().(*encoder)
+	if need := frameLenBytes + frameFixedBytes + len(group) + sizeHint; cap(e.b) < need {
+		e.b = make([]byte, 0, need)
+	}
+	return e.begin(kind, id, group)
+}
+
+// releaseFrame gives a pooled frame's buffer back.
+func releaseFrame(e *encoder) {
+	if cap(e.b) > pooledFrameBytesMax {
+		return
+	}
+	e.b = e.b[:0]
+	framePool.Put(e)
+}
+
+// begin writes the frame's header into e's buffer, emptied first.
+func (e *encoder) begin(kind byte, id uint64, group string) *encoder {
+	e.b = append(e.b[:0], 0, 0, 0, 0) // the length, filled in by finishFrame
 	e.b = append(e.b, kind)
 	e.b = binary.BigEndian.AppendUint64(e.b, id)
 	e.b = append(e.b, byte(len(group)))

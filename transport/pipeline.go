@@ -84,9 +84,11 @@ func (pl *pipeline) send(args *raft.AppendEntriesRequest, resp *raft.AppendEntri
 	if err != nil {
 		return nil, err
 	}
-	e := beginFrame(kindAppend, id, pl.g.id, 64+appendSizeHint(args))
+	e := beginPooledFrame(kindAppend, id, pl.g.id, 64+appendSizeHint(args))
 	encodeAppendRequest(e, args)
-	if err := l.send(finishFrame(e)); err != nil {
+	err = l.send(finishFrame(e))
+	releaseFrame(e)
+	if err != nil {
 		l.finish(id, nil, err)
 	}
 	return &pipeFuture{start: time.Now(), req: args, resp: resp, c: c, ready: make(chan struct{})}, nil

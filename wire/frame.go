@@ -85,6 +85,14 @@ func decode(data []byte, v any) (err error) {
 		return malformed(parseSendRequest(data, env, false))
 	case *SendResponse:
 		return malformed(parseSendResponse(data, env))
+	case *ReceiveRequest:
+		return malformed(parseReceiveRequest(data, env))
+	case *ReceiveResponse:
+		return malformed(parseReceiveResponse(data, env))
+	case *AckRequest:
+		return malformed(parseAckRequest(data, env))
+	case *AckResponse:
+		return malformed(parseAckResponse(data, env))
 	}
 	d := decoderPool.Get().(*decoder)
 	d.src.Reset(data)
