@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Measures CPU per message: starts a three-node Ferry cluster on loopback
 # (TLS on client and server links, tokens, data in a temporary directory),
-# runs `ferry bench pub --sync -c 16` and `ferry bench pub -c 4 -w 64`
-# ROUNDS times (default 2) and prints, for each run, msgs/s, the p50, and
+# runs `ferry bench pub --sync -c 16`, `ferry bench pub -c 4 -w 64` and
+# `ferry bench consume -c 4 --batch 100` (its pipelined fill and its
+# drain, both counted per message) ROUNDS times (default 2) and prints, for each run, msgs/s, the p50, and
 # the CPU time (user + system, from /proc) each node and the bench client
 # spent per message. The partition leader is the node with the largest
 # figure. Throughput on a small shared machine moves a lot from minute to
 # minute; CPU per message moves much less, so compare builds with this,
 # alternating them (REPO=path runs another checkout's build). FERRYD_ARGS
-# adds ferryd flags. Linux only; not part of `make test`.
+# adds ferryd flags. PROFILE=dir also saves a 5 s CPU profile of every
+# node taken in the middle of each run (dir/<round>-<mode>-nodeN.pprof;
+# the nodes then run -pprof; SCALE, default 3 then, multiplies the
+# message counts). Linux only; not part of `make test`.
 set -euo pipefail
 cd "${REPO:-$(dirname "$0")/..}"
 make -s build >/dev/null
 rounds=${ROUNDS:-2}
+scale=${SCALE:-1} # multiplies the message counts (3 with PROFILE, so runs outlast the profile)
+[ -n "${PROFILE:-}" ] && scale=${SCALE:-3}
 work=$(mktemp -d /tmp/ferry-cpu.XXXXXX)
 pids=()
 stop_all() {
@@ -30,7 +36,7 @@ for i in 1 2 3; do
   ./bin/ferryd -id "node$i" -data-dir "$work/node$i" -ip 127.0.0.1 -port-offset $((offset + i - 1)) \
     -bootstrap-expect 3 -join "$seeds" -fast-gossip -gossip-keyring "$pki/gossip.key" \
     -tls-cert "$pki/node$i.pem" -tls-key "$pki/node$i-key.pem" -tls-ca "$pki/ca.pem" \
-    -tokens "$pki/tokens.json" ${FERRYD_ARGS:-} >"$work/node$i.log" 2>&1 &
+    -tokens "$pki/tokens.json" ${PROFILE:+-pprof} ${FERRYD_ARGS:-} >"$work/node$i.log" 2>&1 &
   pids+=($!)
 done
 for _ in $(seq 1 150); do
@@ -43,12 +49,26 @@ ticks=$(getconf CLK_TCK)
 TIMEFORMAT="%U %S" # the bench client's CPU seconds, from bash's time
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime
 
+# profile_nodes saves a 5 s CPU profile of each node, starting 1 s in.
+profile_nodes() {
+  mkdir -p "$PROFILE"
+  sleep 1
+  for i in 1 2 3; do
+    curl -sf --cacert "$pki/ca.pem" -H "Authorization: Bearer $(cat "$pki/bench.token")" -o "$PROFILE/${1// /_}-node$i.pprof" \
+      "https://127.0.0.1:$((7200 + offset + i))/debug/pprof/profile?seconds=5" &
+  done
+  wait
+}
+
 for round in $(seq 1 "$rounds"); do
-  for mode in "pub --sync -c 16 -n 16000" "pub -c 4 -w 64 -n 200000"; do
+  for mode in "pub --sync -c 16 -n $((16000 * scale))" "pub -c 4 -w 64 -n $((200000 * scale))" \
+    "consume -c 4 --batch 100 -n $((100000 * scale))"; do
     before=()
     for p in "${pids[@]}"; do before+=("$(cpu_ticks "$p")"); done
+    if [ -n "${PROFILE:-}" ]; then profile_nodes "$round-${mode%% -n*}" & fi
     # shellcheck disable=SC2086 # mode is split into arguments on purpose
     { time "${ferry[@]}" $mode >"$work/out.json"; } 2>"$work/client.time"
+    wait
     out=$(cat "$work/out.json")
     nodes=""
     n=$(jq .messages <<<"$out")
