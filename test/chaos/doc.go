@@ -62,7 +62,9 @@
 // gives the longest send stall it caused and, for moves, the time taken
 // and the snapshot bytes streamed. Faults
 // come one at a time; after each the harness waits until every partition
-// has a leader and every replica has caught up. While a clock fault runs a
+// has a leader and every replica has caught up and votes (a rebuilt
+// replica promoted, none abstaining), so that no fault strikes a group
+// still short of a voter from the last one. While a clock fault runs a
 // node ahead, the checker takes the servers' stamps (lease deadlines,
 // dead-lettering times) as early as the fault allows.
 //

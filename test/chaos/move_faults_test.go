@@ -58,3 +58,38 @@ func TestMajorityDip(t *testing.T) {
 		}
 	}
 }
+
+// A partition has recovered only when every placed replica votes: a
+// learner being rebuilt, or a replica abstaining, keeps it from surviving
+// one more node loss; a leaving replica outside the placement is not
+// judged, and the leader's voters win over a replica's own trailing view.
+func TestNotVoting(t *testing.T) {
+	p := PartRef{"orders", 0}
+	rep := func(node, suffrage string, abstaining bool, voters ...string) nodeReplica {
+		return nodeReplica{node, ReplicaStatus{Queue: "orders", Suffrage: suffrage, Abstaining: abstaining, Voters: voters}}
+	}
+	placed := []string{"n1", "n2", "n3"}
+	cases := []struct {
+		name    string
+		v       view
+		problem string // a part of the problem, "" when whole
+	}{
+		{"all voting", view{p: {rep("n1", "voter", false), rep("n2", "voter", false), rep("n3", "voter", false)}}, ""},
+		{"a rebuilt learner", view{p: {rep("n1", "voter", false), rep("n2", "voter", false), rep("n3", "nonvoter", false)}},
+			"n3 does not vote yet"},
+		{"an abstaining voter", view{p: {rep("n1", "voter", false), rep("n2", "voter", true), rep("n3", "voter", false)}},
+			"n2 abstains"},
+		{"a leaving learner outside the placement", view{p: {rep("n1", "voter", false), rep("n2", "voter", false),
+			rep("n3", "voter", false), rep("n4", "nonvoter", false)}}, ""},
+		{"promoted by the leader, own view trailing", view{p: {rep("n1", "voter", false, "n1", "n2", "n3"),
+			rep("n2", "voter", false), rep("n3", "nonvoter", false)}}, ""},
+		{"demoted by the leader", view{p: {rep("n1", "voter", false, "n1", "n2"),
+			rep("n2", "voter", false), rep("n3", "voter", false)}}, "n3 does not vote yet"},
+	}
+	for _, c := range cases {
+		got := c.v.notVoting(p, "n1", placed)
+		if (c.problem == "") != (got == "") || !strings.Contains(got, c.problem) {
+			t.Errorf("%s: got %q, want a problem containing %q", c.name, got, c.problem)
+		}
+	}
+}

@@ -163,7 +163,8 @@ func (c *Cluster) Ready(ctx context.Context) bool {
 }
 
 // WaitHealthy waits until every node is up and ready, every partition of
-// placement has all its replicas running under one agreed leader, and
+// placement has all its replicas running under one agreed leader, every
+// replica votes (notVoting), and
 // every replica has applied at least what its leader had applied when the
 // leaders were first agreed (it caught up). It returns the first problem
 // still present when ctx ends.
@@ -204,6 +205,9 @@ func (c *Cluster) health(ctx context.Context, placement map[PartRef][]string, ta
 				leaders[p] = r.AppliedIndex
 			}
 		}
+		if problem := v.notVoting(p, l, want); problem != "" {
+			return problem
+		}
 	}
 	if *target == nil {
 		*target = leaders
@@ -213,6 +217,38 @@ func (c *Cluster) health(ctx context.Context, placement map[PartRef][]string, ta
 			if r.AppliedIndex < idx {
 				return fmt.Sprintf("%s: %s applied %d of %d", p, r.node, r.AppliedIndex, idx)
 			}
+		}
+	}
+	return ""
+}
+
+// notVoting names a replica of p placed on one of placed that does not vote yet (a learner being
+// rebuilt or moved in, or a replica abstaining until it is recorded
+// caught up), and returns "" when every replica votes. Until then the
+// partition does not survive one more node loss, so the cluster has not
+// recovered: the next fault would strike two nodes of one group. The
+// leader's latest configuration wins over a replica's own, which may
+// trail it by the entries in flight.
+func (v view) notVoting(p PartRef, leader string, placed []string) string {
+	var voters []string
+	for _, r := range v[p] {
+		if r.node == leader {
+			voters = r.Voters
+		}
+	}
+	for _, r := range v[p] {
+		if !slices.Contains(placed, r.node) {
+			continue // leaving: no longer in the catalog's placement
+		}
+		votes := r.Suffrage == "voter"
+		if len(voters) > 0 {
+			votes = slices.Contains(voters, r.node)
+		}
+		switch {
+		case !votes:
+			return fmt.Sprintf("%s: %s does not vote yet (its suffrage %s, the leader's voters %v)", p, r.node, r.Suffrage, voters)
+		case r.Abstaining:
+			return fmt.Sprintf("%s: %s abstains from elections (not yet recorded caught up)", p, r.node)
 		}
 	}
 	return ""
