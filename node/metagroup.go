@@ -40,7 +40,8 @@ type metaGroup struct {
 	// version counts the catalog's changes (applies and restores),
 	// guarded by mu: a view read at one version is still current while it
 	// has not moved (catalogview.go). raft's applied index is no such
-	// key: it moves only after Apply returns.
+	// key: raft moves it when it hands entries to the state machine,
+	// which may apply them later.
 	version uint64
 	// queues caches catalog entries looked up since the last apply or
 	// restore, which empty it (guarded by mu): a lookup per request then
@@ -170,6 +171,15 @@ func (g *metaGroup) bootstrap(voters []raft.Server) error {
 }
 
 // isLeader reports whether this node's replica leads the meta group.
+// catalogVersion is the catalog's change count (applies and restores):
+// unlike raft's applied index, which raft moves once it has handed an
+// entry to the state machine, it moves only after the catalog changed.
+func (g *metaGroup) catalogVersion() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.version
+}
+
 func (g *metaGroup) isLeader() bool { return g.raft.State() == raft.Leader }
 
 // leaderID returns the meta leader's node id, or "".

@@ -103,8 +103,8 @@ func TestReplicas_PeriodicPassRunsOnlyWhenSomethingMoved(t *testing.T) {
 // started by leader changes (thousands during a failover) share one read,
 // and a catalog change is seen by the very next call (the version moves
 // with the apply, under the catalog's lock; raft's applied index moves
-// only after it, and a view keyed by it missed the change for up to a
-// reconcile interval).
+// when raft hands the entry over, not when the catalog changes, and a
+// view keyed by it missed the change for up to a reconcile interval).
 func TestReplicas_CatalogReadOncePerMetaIndex(t *testing.T) {
 	nodes := testNodes(t, 3)
 	leader := metaLeader(t, nodes)
@@ -183,5 +183,36 @@ func TestLeaderTable_BuiltNoMoreOftenThanItsCostAllows(t *testing.T) {
 	}
 	if !leaderTableAffordable(last, leaderTableStamp{at: at.Add(leaderAnnounceInterval)}, 0) {
 		t.Error("a table that cost nothing waits longer than the announce interval")
+	}
+}
+
+// A catalog change applied after a pass read the catalog asks for another
+// pass, even when raft's applied index had counted the entry before the
+// pass began (raft hands entries to the state machine and moves its
+// applied index at once; the catalog changes when the state machine gets
+// to them). Stamped with raft's index, such a pass looked current and a
+// replica kept its old assignment until the safety interval: a learner
+// recorded caught up went on abstaining, and its move waited 30 s.
+func TestReplicas_CatalogChangeAfterThePassReadItAsksForAnother(t *testing.T) {
+	nodes := testNodes(t, 3)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "idle", 1)
+	nd := nodes[0]
+	testwait.Until(t, 15*time.Second, "a settled pass with nothing left to do", func() bool {
+		nd.replicas.reconcile()
+		return !nd.replicas.passNeeded()
+	})
+	// As the state machine applying an entry raft already counted: the
+	// catalog moves, raft's applied index does not.
+	nd.replicas.afterCatalogRead = func() {
+		nd.meta.mu.Lock()
+		nd.meta.version++
+		nd.meta.queues = nil
+		nd.meta.mu.Unlock()
+	}
+	nd.replicas.reconcile()
+	nd.replicas.afterCatalogRead = nil
+	if !nd.replicas.passNeeded() {
+		t.Fatal("no pass asked for after a catalog change the pass did not read")
 	}
 }

@@ -11,10 +11,13 @@ import (
 const reconcileFullInterval = 30 * time.Second
 
 // reconcileStamp is what a reconcile pass depends on besides the clock:
-// the catalog (the meta group's applied index), the replicas' leaders
+// the catalog (its version: raft's applied index moves when an entry is
+// handed to the state machine, before the catalog changes, so a pass
+// stamped with it could read the catalog without the entry and still
+// look current until reconcileFullInterval), the replicas' leaders
 // (their change count) and the members gossip reports.
 type reconcileStamp struct {
-	metaApplied   uint64
+	catalog       uint64
 	leaderChanges uint64
 	memberChanges uint64
 }
@@ -34,7 +37,7 @@ type reconcilePass struct {
 // during the pass then moves the stamp past the one recorded.
 func (rs *replicaSet) passStamp() reconcileStamp {
 	return reconcileStamp{
-		metaApplied:   rs.n.meta.raft.AppliedIndex(),
+		catalog:       rs.n.meta.catalogVersion(),
 		leaderChanges: rs.leaderChanges.Load(),
 		memberChanges: rs.n.members.changes.Load(),
 	}

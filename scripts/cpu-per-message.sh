@@ -65,10 +65,14 @@ for round in $(seq 1 "$rounds"); do
     "consume -c 4 --batch 100 -n $((100000 * scale))"; do
     before=()
     for p in "${pids[@]}"; do before+=("$(cpu_ticks "$p")"); done
-    if [ -n "${PROFILE:-}" ]; then profile_nodes "$round-${mode%% -n*}" & fi
+    profiler=""
+    if [ -n "${PROFILE:-}" ]; then
+      profile_nodes "$round-${mode%% -n*}" &
+      profiler=$!
+    fi
     # shellcheck disable=SC2086 # mode is split into arguments on purpose
     { time "${ferry[@]}" $mode >"$work/out.json"; } 2>"$work/client.time"
-    wait
+    [ -z "$profiler" ] || wait "$profiler"
     out=$(cat "$work/out.json")
     nodes=""
     n=$(jq .messages <<<"$out")
