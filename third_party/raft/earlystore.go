@@ -64,3 +64,31 @@ func (r *Raft) replicateThenStore(stager LogStager, applyLogs []*logFuture, logs
 	}
 	r.leaderState.commitment.match(r.localID, last.Index)
 }
+
+// countKnownMatches gives the commitment, after a configuration change,
+// what each voter of configuration is known to hold. The commitment
+// starts a server that was not a voter at 0 and learns its match only
+// from its next acknowledged entries; with ReplicateBeforeStore the
+// followers get the configuration entry while the leader writes it, so a
+// learner being promoted can acknowledge the very entry that promotes it
+// before the commitment counts it. In an idle group no further entry
+// comes, the entry never commits, and every later configuration change
+// waits behind it. A follower's match is a fact about its log whatever
+// its suffrage was when it answered, so counting it is what the
+// commitment would have counted had the answer come a moment later.
+// A replicator raises the follower's match before it tells the
+// commitment, so an answer is counted here or by the commitment itself:
+// if the commitment ignored it (before setConfiguration), the raise came
+// before this read.
+func (r *Raft) countKnownMatches(configuration Configuration) {
+	for _, server := range configuration.Servers {
+		if server.Suffrage != Voter {
+			continue
+		}
+		if f := r.leaderState.replState[server.ID]; f != nil {
+			if m := f.match.Load(); m > 0 {
+				r.leaderState.commitment.match(server.ID, m)
+			}
+		}
+	}
+}

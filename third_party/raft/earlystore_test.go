@@ -168,3 +168,93 @@ func TestReplicateBeforeStore_NeedsAStager(t *testing.T) {
 		t.Fatal("NewRaft accepted ReplicateBeforeStore with a store that cannot stage")
 	}
 }
+
+// A learner promoted while the leader writes the promoting entry may
+// acknowledge that entry before the leader's commitment counts it as a
+// voter. With another voter lost, the entry still commits on that answer
+// without any later entry (an idle group gets none), and the next
+// configuration change goes through.
+func TestReplicateBeforeStore_PromotionCommitsInAnIdleGroup(t *testing.T) {
+	conf := inmemConfig(t)
+	conf.ReplicateBeforeStore = true
+	stores := make([]*stagingStore, 4)
+	c, err := makeCluster(t, &MakeClusterOpts{Peers: 4, Bootstrap: false, Conf: conf,
+		WrapLogs: func(i int, logs LogStore) LogStore {
+			stores[i] = &stagingStore{LogStore: logs}
+			return stores[i]
+		}})
+	if err != nil {
+		t.Fatalf("makeCluster: %v", err)
+	}
+	t.Cleanup(c.Close)
+	var voters Configuration
+	for _, r := range c.rafts[:3] {
+		voters.Servers = append(voters.Servers, Server{Suffrage: Voter, ID: r.localID, Address: r.localAddr})
+	}
+	if err := c.rafts[0].BootstrapCluster(voters).Error(); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	leader := c.Leader()
+	learner := c.rafts[3]
+	if err := leader.AddNonvoter(learner.localID, learner.localAddr, 0, time.Second).Error(); err != nil {
+		t.Fatalf("AddNonvoter: %v", err)
+	}
+	if err := leader.Apply([]byte("data"), time.Second).Error(); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	waitFor(t, 5*time.Second, "the learner to catch up", func() bool { return learner.LastIndex() == leader.LastIndex() })
+
+	// One voter is lost, so the promotion commits only with the other
+	// voter's and the learner's answers. The learner answers while the
+	// leader's write of the promotion is held; the other voter's write is
+	// held until the leader has the new configuration, so its answer
+	// comes after it.
+	li := c.IndexOf(leader)
+	lost := c.rafts[(li+1)%3]
+	fi := (li + 2) % 3
+	c.Disconnect(lost.localAddr)
+	leaderGate, followerGate := make(chan struct{}), make(chan struct{})
+	stores[li].set(leaderGate, nil)
+	stores[fi].set(followerGate, nil)
+	target := leader.LastIndex() + 1
+	promoted := leader.AddVoter(learner.localID, learner.localAddr, 0, 5*time.Second)
+	waitFor(t, 5*time.Second, "the learner's answer", func() bool {
+		p, err := leader.ReplicationProgress()
+		if err != nil {
+			return false
+		}
+		for _, s := range p.Servers {
+			if s.ID == learner.localID {
+				return s.Match >= target
+			}
+		}
+		return false
+	})
+	stores[li].set(nil, nil)
+	close(leaderGate)
+	waitFor(t, 5*time.Second, "the leader to hold the new configuration", func() bool {
+		for _, s := range leader.getLatestConfiguration().Servers {
+			if s.ID == learner.localID {
+				return s.Suffrage == Voter
+			}
+		}
+		return false
+	})
+	stores[fi].set(nil, nil)
+	close(followerGate)
+	done := make(chan error, 1)
+	go func() { done <- promoted.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("AddVoter: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the promotion did not commit within 5 s of every live voter holding it")
+	}
+	// Any later change needs the promotion committed first: the lost
+	// voter is removed, as a mover would.
+	if err := leader.RemoveServer(lost.localID, 0, 5*time.Second).Error(); err != nil {
+		t.Fatalf("RemoveServer after the promotion: %v", err)
+	}
+}

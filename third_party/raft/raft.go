@@ -1332,6 +1332,7 @@ func (r *Raft) appendConfigurationEntry(future *configurationChangeFuture) {
 	index := future.Index()
 	r.setLatestConfiguration(configuration, index)
 	r.leaderState.commitment.setConfiguration(configuration)
+	r.countKnownMatches(configuration) // Ferry fork: earlystore.go
 	r.startStopReplication()
 }
 

@@ -394,8 +394,8 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 	if resp.Success {
 		// Update the indexes
 		atomic.StoreUint64(&s.nextIndex, meta.Index+1)
+		s.raiseMatch(meta.Index) // Ferry fork: before the commitment (countKnownMatches)
 		s.commitment.match(peer.ID, meta.Index)
-		s.raiseMatch(meta.Index) // Ferry fork
 		s.answered()
 
 		// Clear any failures
@@ -715,8 +715,8 @@ func updateLastAppended(s *followerReplication, req *AppendEntriesRequest) {
 	if logs := req.Entries; len(logs) > 0 {
 		last := logs[len(logs)-1]
 		atomic.StoreUint64(&s.nextIndex, last.Index+1)
+		s.raiseMatch(last.Index) // Ferry fork: before the commitment (countKnownMatches)
 		s.commitment.match(s.peer.ID, last.Index)
-		s.raiseMatch(last.Index) // Ferry fork
 	}
 	// The follower now knows this commit index (Ferry fork).
 	for acked := s.q.ackedCommit.Load(); acked < req.LeaderCommitIndex; acked = s.q.ackedCommit.Load() {
