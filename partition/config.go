@@ -274,13 +274,14 @@ func (c Config) raftConfig(logger *slog.Logger) *raft.Config {
 	rc.BatchApplyCh = true
 	rc.NoLegacyTelemetry = true // per-peer series come labelled; the old per-name ones would be dropped
 	rc.NoLogAgeGauge = true     // not exported (node/raftmetrics.go): a goroutine and a timer per leader for nothing
-	// Off for now. On, the leader sends new entries while it writes them
-	// (boundedLogCache stages them), and a synchronous send's p50 fell
-	// from 1.35 to 1.07 ms; but with it on, the node package's move and
-	// rebuild tests (TestRemoveNode_..., TestShape_DeadNodeReplicasAreRebuilt)
-	// timed out in full-package runs, 141-150 s against 103 s with it off,
-	// though each passes alone. Turn it on again once that is understood.
-	rc.ReplicateBeforeStore = false
+	// The leader sends new entries while it writes them (boundedLogCache
+	// stages them), so a synchronous send waits for one fdatasync and a
+	// round trip instead of two fdatasyncs in a row (FORK.md). It was
+	// off while the node package's move tests stalled with it on: a
+	// learner answering its own promotion before the leader's write
+	// returned was not counted, and with another voter down the
+	// promotion never committed in an idle group (fixed in the fork).
+	rc.ReplicateBeforeStore = true
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval
