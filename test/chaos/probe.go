@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,10 +55,14 @@ func getJSONWith(ctx context.Context, hc *http.Client, url string, v any) error 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
+		text, _ := io.ReadAll(io.LimitReader(resp.Body, errorTextMax))
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, strings.TrimSpace(string(text)))
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
+
+// errorTextMax bounds the text of an error answer kept in an error.
+const errorTextMax = 512
 
 // Replicas returns a node's replica states.
 func (c *Cluster) Replicas(ctx context.Context, n *Node) ([]ReplicaStatus, error) {
@@ -348,25 +356,39 @@ func (c *Cluster) agreeAtIndex(ctx context.Context, reps []nodeReplica, cv *Conv
 	for _, r := range reps {
 		at = max(at, r.AppliedIndex)
 	}
-	c.digestsAt(ctx, reps, at, cv)
-	if !cv.Agreed && slices.ContainsFunc(cv.Replicas, func(s string) bool { return strings.Contains(s, "409") }) {
-		// A replica went past the index before it was asked (the
-		// reading of every replica's state takes a while on a large
-		// partition): ask again a little ahead, which every replica of
-		// a group that keeps ticking reaches within a few seconds.
-		c.digestsAt(ctx, reps, at+digestAheadEntries, cv)
+	for range digestTries {
+		passed := c.digestsAt(ctx, reps, at, cv)
+		if cv.Agreed || passed == 0 || ctx.Err() != nil {
+			return
+		}
+		// A replica went past the index before it was asked (reading
+		// every replica's state takes a while, and a group that keeps
+		// ticking moves on meanwhile): ask again a little past where it
+		// said it was a moment ago, which every replica reaches within a
+		// few seconds and none has passed yet.
+		at = passed + digestAheadEntries
 	}
 }
 
-// digestAheadEntries is how far past the most advanced replica the second
-// try of agreeAtIndex asks.
+// digestTries bounds the tries of agreeAtIndex, each at most digestAtWait.
+const digestTries = 4
+
+// digestAheadEntries is how far past the applied index a replica gave
+// when it answered 409 the next try of agreeAtIndex asks.
 const digestAheadEntries = 2
 
+// passedIndex reads the applied index from a 409 answer's text ("...
+// applied M"), or 0.
+var passedIndex = regexp.MustCompile(`applied (\d+)`)
+
 // digestsAt asks every replica for its digest at index at and fills cv.
-func (c *Cluster) digestsAt(ctx context.Context, reps []nodeReplica, at uint64, cv *Convergence) {
+// It returns the highest applied index given by a replica that had
+// passed at (409), or 0 when none had.
+func (c *Cluster) digestsAt(ctx context.Context, reps []nodeReplica, at uint64, cv *Convergence) uint64 {
 	hc := *c.httpc
 	hc.Timeout = digestAtWait + 2*time.Second
 	states := make([]string, len(reps))
+	var passed atomic.Uint64
 	var wg sync.WaitGroup
 	for i, r := range reps {
 		n := c.ByID(r.node)
@@ -381,6 +403,12 @@ func (c *Cluster) digestsAt(ctx context.Context, reps []nodeReplica, at uint64, 
 			url := c.url(n, fmt.Sprintf("/v1/replicas/%s/digest?at=%d&wait=%s", r.Group, at, digestAtWait))
 			if err := getJSONWith(ctx, &hc, url, &d); err != nil {
 				states[i] = fmt.Sprintf("%s@%d:none (%v)", r.node, at, err)
+				if m := passedIndex.FindStringSubmatch(err.Error()); m != nil {
+					if v, perr := strconv.ParseUint(m[1], 10, 64); perr == nil {
+						for cur := passed.Load(); v > cur && !passed.CompareAndSwap(cur, v); cur = passed.Load() {
+						}
+					}
+				}
 				return
 			}
 			states[i] = fmt.Sprintf("%s@%d:%.12s", r.node, at, d.Digest)
@@ -397,4 +425,5 @@ func (c *Cluster) digestsAt(ctx context.Context, reps []nodeReplica, at uint64, 
 		none = none || strings.HasPrefix(d, "none")
 	}
 	cv.Agreed = len(digests) == 1 && !none
+	return passed.Load()
 }
