@@ -19,15 +19,9 @@ const (
 	settleTimeout = 10 * time.Second
 	// maxReasonBytes bounds the reason sent for a handler's error.
 	maxReasonBytes = 1024
-	// DefaultPrefetchPerHandler is the default Prefetch per handler. On a
-	// three-node cluster with 4 clients x 8 handlers that return at once
-	// (ferry bench consume, 256-byte messages), prefetch 8 moved
-	// 9,300-11,200 msg/s, 16: 16,300, 32: 26,100-30,900, 64: 32,500-36,700,
-	// 128: 52,800; with handlers that take 2 ms, 16: 8,300, 32: 11,300,
-	// 64: 11,900, 128: 12,200 (32 handlers at 2 ms can do 16,000). Four
-	// per handler keeps slow handlers busy and fast ones near a batched
-	// receive of the same size, while a delivery waits for at most about
-	// four handler runs with its lease running.
+	// DefaultPrefetchPerHandler sets the most leases Consume holds with
+	// Prefetch 0 when there are so many handlers that it exceeds
+	// DefaultPrefetchMax (see consume_limit.go).
 	DefaultPrefetchPerHandler = 4
 )
 
@@ -37,14 +31,17 @@ type ConsumeOptions struct {
 	// Concurrency is how many handlers run at once; 0 means 1.
 	Concurrency int
 	// Prefetch bounds the leases held at once: being handled, received
-	// and waiting for a handler, or being asked for. 0 means
-	// DefaultPrefetchPerHandler times Concurrency. A Prefetch below
-	// Concurrency leaves handlers idle; one below the queue's partition
-	// count lets only that many partitions be polled at a time (the others
-	// wait up to Wait for their turn). A delivery may wait for a handler
-	// while about Prefetch/Concurrency others are handled before it, with
-	// its lease running: keep that many handler runs well inside the
-	// visibility (or lower Prefetch towards Concurrency).
+	// and waiting for a handler, or being asked for. 0 lets Consume choose
+	// from what it measures: up to DefaultPrefetchMax (or
+	// DefaultPrefetchPerHandler times Concurrency, if more) while handlers
+	// are fast, fewer when they are slow, so that a delivery waits for a
+	// handler for at most about a quarter of its lease, and never fewer
+	// than Concurrency. An explicit Prefetch is held as given: below
+	// Concurrency it leaves handlers idle; below the queue's partition
+	// count it lets only that many partitions be polled at a time (the
+	// others wait up to Wait for their turn); and a delivery may wait for
+	// a handler while about Prefetch/Concurrency others are handled before
+	// it, with its lease running.
 	Prefetch int
 	// Visibility is the lease length; 0 means the queue's
 	// visibility_timeout.
@@ -116,6 +113,7 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 	if handler == nil {
 		return invalidArg("nil handler")
 	}
+	auto := opts.Prefetch == 0
 	if err := opts.normalize(q.c); err != nil {
 		return err
 	}
@@ -130,9 +128,14 @@ func (q *Queue) Consume(ctx context.Context, handler func(context.Context, *Deli
 	defer s.finish()
 	slots := make(chan struct{}, opts.Prefetch) // one token per lease held or asked for
 	work := make(chan *Delivery, opts.Prefetch)
-	var workers, pollers sync.WaitGroup
 	acks := newAcker(s.work, s.recv, q, opts.Prefetch, func() { <-slots }, opts.report)
 	pace := &consumePace{concurrency: opts.Concurrency}
+	var workers, pollers sync.WaitGroup
+	if auto {
+		limit := newPrefetchLimit(slots, pace)
+		pollers.Add(1)
+		go func() { defer pollers.Done(); limit.run(s.recv.Done()) }()
+	}
 	for range opts.Concurrency {
 		workers.Add(1)
 		go func() {
@@ -172,7 +175,7 @@ func (o *ConsumeOptions) normalize(c *Client) error {
 		o.Concurrency = 1
 	}
 	if o.Prefetch == 0 {
-		o.Prefetch = DefaultPrefetchPerHandler * o.Concurrency
+		o.Prefetch = defaultPrefetch(o.Concurrency)
 	}
 	if o.Wait == 0 {
 		o.Wait = DefaultConsumeWait

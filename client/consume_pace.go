@@ -37,12 +37,16 @@ const (
 // consumePace measures the handlers of one Consume call.
 type consumePace struct {
 	concurrency int
-	handleNs    atomic.Int64 // running average of a handler's duration
+	handleNs    atomic.Int64   // running average of a handler's duration
+	limit       *prefetchLimit // nil when Prefetch was given
 }
 
 // handled records one handler's duration.
 func (p *consumePace) handled(d time.Duration) {
 	p.handleNs.Store(ewma(p.handleNs.Load(), int64(d)))
+	if p.limit != nil {
+		p.limit.update()
+	}
 }
 
 // shareTime estimates how long the handlers take to get through n
@@ -68,14 +72,14 @@ func (pp *partPoller) roundObserved(took time.Duration) {
 // handlersFast reports whether the handlers get through a share in less
 // than half a round.
 func (pp *partPoller) handlersFast() bool {
-	return pp.roundNs > 0 && 2*pp.pace.shareTime(pp.share) < time.Duration(pp.roundNs)
+	return pp.roundNs > 0 && 2*pp.pace.shareTime(pp.share()) < time.Duration(pp.roundNs)
 }
 
 // waitForFullShare reports whether a receive that could leave with have
 // (at least half a share) should wait for the rest, arming the wake-up
 // that bounds the wait.
 func (pp *partPoller) waitForFullShare(have int) bool {
-	if have >= pp.share || !pp.handlersFast() {
+	if have >= pp.share() || !pp.handlersFast() {
 		return false
 	}
 	now := time.Now()

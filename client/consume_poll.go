@@ -32,8 +32,7 @@ type partPoller struct {
 	g     *gather
 	pace  *consumePace
 
-	share  int        // the most leases one receive asks for
-	least  int        // the fewest a receive waits to ask for
+	parts  int        // the queue's partitions
 	riding func() int // acks waiting to ride on this partition's receives
 	rideUp <-chan struct{}
 
@@ -53,9 +52,8 @@ type partPoller struct {
 // acks waiting for a ride on p (see acker); their slots pass to it.
 func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, work chan<- *Delivery, opts ConsumeOptions,
 	acks *acker, pace *consumePace) error {
-	share := min(MaxReceive, (cap(slots)+n-1)/n)
 	pp := &partPoller{q: q, p: p, slots: slots, work: work, opts: opts, acks: acks, pace: pace,
-		g: newGather(q, q.giveBack), share: share, least: max(1, share/2)}
+		g: newGather(q, q.giveBack), parts: n}
 	pp.riding, pp.rideUp = acks.riding(p)
 	defer pp.g.close() // answers still on their way are given back
 	defer func() {
@@ -82,6 +80,19 @@ func (q *Queue) pollLoop(ctx context.Context, p, n int, slots chan struct{}, wor
 	}
 }
 
+// share is the most leases one receive asks for: the partition's share of
+// the prefetch (of its current limit, when Consume chose it).
+func (pp *partPoller) share() int {
+	prefetch := cap(pp.slots)
+	if pp.pace.limit != nil {
+		prefetch = pp.pace.limit.current()
+	}
+	return min(MaxReceive, (prefetch+pp.parts-1)/pp.parts)
+}
+
+// least is the fewest leases a receive waits to ask for: half a share.
+func (pp *partPoller) least() int { return max(1, pp.share()/2) }
+
 // depth is how many receives may be on their way at once.
 func (pp *partPoller) depth() int {
 	if pp.flowing {
@@ -96,14 +107,14 @@ func (pp *partPoller) canLaunch() bool {
 		return false
 	}
 	have := pp.held + pp.riding()
-	return have >= pp.least && !pp.waitForFullShare(have)
+	return have >= pp.least() && !pp.waitForFullShare(have)
 }
 
 // wait blocks until a slot frees, an ack comes to ride, an answer arrives
 // or ctx is done; it takes what came. A fatal answer is returned.
 func (pp *partPoller) wait(ctx context.Context) error {
 	var free chan struct{}
-	if pp.held < pp.share && pp.inflight < pp.depth() {
+	if pp.held < pp.share() && pp.inflight < pp.depth() {
 		free = pp.slots // only slots a receive could use now are taken
 	}
 	select {
@@ -125,7 +136,7 @@ func (pp *partPoller) wait(ctx context.Context) error {
 
 // takeFree takes the slots that are free at once, up to a share.
 func (pp *partPoller) takeFree() {
-	for pp.held < pp.share {
+	for share := pp.share(); pp.held < share; {
 		select {
 		case pp.slots <- struct{}{}:
 			pp.held++
@@ -209,6 +220,7 @@ func (pp *partPoller) answered(ctx context.Context, r pollResult) error {
 // came with.
 func (pp *partPoller) hand(ds []*Delivery, k int) {
 	pp.freeSlots(k - len(ds))
+	pp.pace.limit.received(ds)
 	for _, d := range ds {
 		pp.work <- d // never blocks: work holds as many as there are slots
 	}

@@ -255,3 +255,70 @@ func TestClient_ConsumeFatalErrors(t *testing.T) {
 		t.Fatalf("Consume with a nil handler: %v", err)
 	}
 }
+
+// TestClient_ConsumeAutoPrefetchFollowsTheHandlers checks the prefetch
+// Consume chooses when Prefetch is 0: fast handlers get many leases at
+// once (far more than four per handler), slow ones only as many as they
+// finish within a quarter of the lease, so that none waits its lease out.
+func TestClient_ConsumeAutoPrefetchFollowsTheHandlers(t *testing.T) {
+	t.Run("fast handlers", func(t *testing.T) {
+		fc := newFake(t, 1)
+		fc.addQueue("q", wire.QueueConfig{Partitions: 1})
+		q := dial(t, fc).Queue("q")
+		const total = 1500
+		for range total / 500 {
+			if _, err := q.SendBatch(testCtx(t, 5*time.Second), make([]client.Message, 500)); err != nil {
+				t.Fatalf("SendBatch: %v", err)
+			}
+		}
+		var handled atomic.Int32
+		stop := consume(t, q, func(context.Context, *client.Delivery) error {
+			handled.Add(1)
+			return nil
+		}, client.ConsumeOptions{Concurrency: 2, Wait: 50 * time.Millisecond})
+		testwait.Until(t, 20*time.Second, "every message handled", func() bool { return handled.Load() == total })
+		if err := stop(); err != nil {
+			t.Fatalf("Consume: %v", err)
+		}
+		if _, high := fc.leases(); high < client.DefaultPrefetchMax/2 || high > client.DefaultPrefetchMax {
+			t.Fatalf("%d leases held at once, want %d..%d", high, client.DefaultPrefetchMax/2, client.DefaultPrefetchMax)
+		}
+	})
+	t.Run("slow handlers", func(t *testing.T) {
+		fc := newFake(t, 1)
+		const vis, work = 2 * time.Second, 100 * time.Millisecond
+		fc.addQueue("q", wire.QueueConfig{Partitions: 1, VisibilityTimeout: vis})
+		q := dial(t, fc).Queue("q")
+		const total, concurrency = 30, 2
+		if _, err := q.SendBatch(testCtx(t, 5*time.Second), make([]client.Message, total)); err != nil {
+			t.Fatalf("SendBatch: %v", err)
+		}
+		var handled, expired atomic.Int32
+		stop := consume(t, q, func(ctx context.Context, _ *client.Delivery) error {
+			select { // the work the handler does
+			case <-time.After(work):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			handled.Add(1)
+			return nil
+		}, client.ConsumeOptions{Concurrency: concurrency, Wait: 50 * time.Millisecond,
+			OnSettle: func(o client.SettleOutcome) {
+				if o.Action == client.SettleExpired {
+					expired.Add(1)
+				}
+			}})
+		testwait.Until(t, 20*time.Second, "every message handled", func() bool { return handled.Load() == total })
+		if err := stop(); err != nil {
+			t.Fatalf("Consume: %v", err)
+		}
+		// A quarter of the lease holds 5 runs of each handler: 10 leases.
+		most := concurrency * int(vis/4/work)
+		if _, high := fc.leases(); high > most {
+			t.Fatalf("%d leases held at once, want at most %d", high, most)
+		}
+		if n := expired.Load(); n != 0 {
+			t.Fatalf("%d leases ran out waiting for a handler", n)
+		}
+	})
+}

@@ -216,7 +216,7 @@ func benchConsumeCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().IntVar(&batch, "batch", 100, "messages per receive (acked together)")
 	cmd.Flags().IntVar(&workers, "workers", 1, "receive loops per client")
 	cmd.Flags().IntVar(&handlers, "handlers", 0, "drain through Queue.Consume with this many handlers per client")
-	cmd.Flags().IntVar(&prefetch, "prefetch", 0, "Consume's prefetch per client (with --handlers; 0: Consume's default, 4 per handler)")
+	cmd.Flags().IntVar(&prefetch, "prefetch", 0, "Consume's prefetch per client (with --handlers; 0: chosen by Consume from its handlers' pace, up to client.DefaultPrefetchMax)")
 	cmd.Flags().DurationVar(&work, "work", 0, "time each handler spends on a message, as a service's handler would (with --handlers)")
 	return cmd
 }
@@ -353,7 +353,7 @@ func benchE2ECmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().IntVar(&rate, "rate", 1000, "messages per second offered, over all clients")
 	cmd.Flags().IntVarP(&inflight, "inflight", "w", 16, "sends in flight per client at most")
 	cmd.Flags().IntVar(&handlers, "handlers", 8, "Consume handlers per client")
-	cmd.Flags().IntVar(&prefetch, "prefetch", 0, "Consume's prefetch per client (0: Consume's default, 4 per handler)")
+	cmd.Flags().IntVar(&prefetch, "prefetch", 0, "Consume's prefetch per client (0: chosen by Consume from its handlers' pace, up to client.DefaultPrefetchMax)")
 	return cmd
 }
 

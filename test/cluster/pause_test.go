@@ -100,10 +100,11 @@ func TestCluster_PauseStopsAConsumeFleetAndResumeDeliversAll(t *testing.T) {
 		t.Fatalf("Pause: %+v, %v", p, err)
 	}
 	// Leases granted before the pause applied may still be answered; a
-	// fleet holds at most its prefetch (4 per handler) of them.
+	// fleet holds at most its prefetch (DefaultPrefetchMax per consumer,
+	// as its handlers are few) of them.
 	atPause := f.total.Load()
 	leased := waitLeasedSettles(t, ctx, admin)
-	if late := f.total.Load() - atPause; late > consumers*concurrency*client.DefaultPrefetchPerHandler {
+	if late := f.total.Load() - atPause; late > consumers*client.DefaultPrefetchMax {
 		t.Fatalf("%d deliveries handled after the pause returned, more than the fleet's prefetch", late)
 	}
 	checkNoLeasesFor(t, ctx, admin, leased, 1500*time.Millisecond)
