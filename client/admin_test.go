@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -186,6 +187,42 @@ func TestClient_DeadLetterPaging(t *testing.T) {
 		if k := len(r.body.(*wire.RejectRequest).Items); k > 1000 {
 			t.Fatalf("reject request of %d items", k)
 		}
+	}
+}
+
+// A dead-letter peek whose letters hold more than the server's answer
+// budget (wire.PeekBytesMax) comes back in pages the server ends by bytes;
+// the client follows them and returns every letter.
+func TestClient_PeekDeadLettersFollowsByteBoundedPages(t *testing.T) {
+	fc := newFake(t, 1)
+	fc.addQueue("q", wire.QueueConfig{MaxMessageBytes: 2 << 20})
+	c := dial(t, fc)
+	ctx := testCtx(t, 10*time.Second)
+	q := c.Queue("q")
+	const total, size = 6, 1 << 20 // 6 MiB of bodies: more than one answer
+	msgs := make([]client.Message, total)
+	for i := range msgs {
+		msgs[i].Body = bytes.Repeat([]byte{byte('a' + i)}, size)
+	}
+	if _, err := q.SendBatch(ctx, msgs); err != nil {
+		t.Fatalf("SendBatch: %v", err)
+	}
+	for _, err := range q.RejectBatch(ctx, receiveAll(t, q, total), "x") {
+		if err != nil {
+			t.Fatalf("RejectBatch: %v", err)
+		}
+	}
+	letters, err := c.PeekDeadLetters(ctx, "q", client.DeadFilter{})
+	if err != nil || len(letters) != total {
+		t.Fatalf("PeekDeadLetters: %v, %d letters", err, len(letters))
+	}
+	for i, l := range letters {
+		if len(l.Body) != size || l.Body[0] != byte('a'+i) {
+			t.Fatalf("letter %d: %d bytes starting %q", i, len(l.Body), l.Body[:1])
+		}
+	}
+	if n := len(fc.requests(wire.OpDeadPeek)); n < 2 {
+		t.Fatalf("%d dead-peek requests, want the pages the byte budget cut", n)
 	}
 }
 

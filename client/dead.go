@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -285,12 +286,16 @@ func (c *Client) listDead(ctx context.Context, queue string, f DeadFilter, op wi
 					return out, nil
 				}
 				wf.Limit = limit
-				letters, err := c.deadPage(ctx, queue, dp.p, op, wf)
+				letters, next, err := c.deadPage(ctx, queue, dp.p, op, wf)
 				if err != nil {
 					return out, err
 				}
 				for _, l := range letters {
 					out = append(out, deadLetterFromWire(l))
+				}
+				if next != 0 { // the answer's byte budget ended the page
+					wf.AfterSeq = next
+					continue
 				}
 				if len(letters) < limit {
 					break
@@ -317,17 +322,22 @@ func seqChunks(seqs []uint64) [][]uint64 {
 	return out
 }
 
-// deadPage fetches one page of a partition's dead letters.
-func (c *Client) deadPage(ctx context.Context, queue string, p int, op wire.Op, wf wire.DeadFilter) ([]wire.DeadLetter, error) {
+// deadPage fetches one page of a partition's dead letters, and for a peek
+// the AfterSeq to go on from when the server's byte budget ended the page
+// (0 otherwise).
+func (c *Client) deadPage(ctx context.Context, queue string, p int, op wire.Op, wf wire.DeadFilter) ([]wire.DeadLetter, uint64, error) {
 	rt := partRoute{c, queue, p}
 	if op == wire.OpDeadPeek {
 		var resp wire.DeadPeekResponse
 		err := c.call(ctx, rt, op, wire.DeadPeekRequest{Queue: queue, Partition: p, Filter: wf}, &resp)
-		return resp.Letters, err
+		if err == nil && resp.Next != 0 && (len(resp.Letters) == 0 || resp.Next <= wf.AfterSeq) {
+			return nil, 0, fmt.Errorf("%w: a dead-letter page goes on at %d, not after %d", ErrMalformed, resp.Next, wf.AfterSeq)
+		}
+		return resp.Letters, resp.Next, err
 	}
 	var resp wire.DeadListResponse
 	err := c.call(ctx, rt, wire.OpDeadList, wire.DeadListRequest{Queue: queue, Partition: p, Filter: wf}, &resp)
-	return resp.Letters, err
+	return resp.Letters, 0, err
 }
 
 // applyDead redrives or deletes the selected dead letters: by the named
@@ -394,7 +404,7 @@ func (c *Client) applyDeadListed(ctx context.Context, queue string, f DeadFilter
 		if wf.Limit <= 0 {
 			return total, nil
 		}
-		letters, err := c.deadPage(ctx, queue, p, wire.OpDeadList, wf)
+		letters, _, err := c.deadPage(ctx, queue, p, wire.OpDeadList, wf)
 		if err != nil {
 			return total, err
 		}

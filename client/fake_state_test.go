@@ -425,8 +425,12 @@ func (fc *fakeCluster) deadOpLocked(p *fakePart, index int, body any) (any, erro
 		letters, err := p.sm.ListDead(deadFilterOf(b.Filter))
 		return wire.DeadListResponse{Letters: lettersOf(index, letters)}, err
 	case *wire.DeadPeekRequest:
-		letters, err := p.sm.PeekDead(deadFilterOf(b.Filter))
-		return wire.DeadPeekResponse{Letters: lettersOf(index, letters)}, err
+		letters, more, err := p.sm.PeekDead(deadFilterOf(b.Filter), wire.PeekBytesMax)
+		resp := wire.DeadPeekResponse{Letters: lettersOf(index, letters)}
+		if more {
+			resp.Next = letters[len(letters)-1].Seq
+		}
+		return resp, err
 	case *wire.DeadRedriveRequest:
 		f := deadFilterOf(b.Filter)
 		res := fc.applyLocked(p, fsm.Command{Type: fsm.CmdRedrive, Redrive: &f})

@@ -118,24 +118,37 @@ func (f *FSM) ListDead(d DeadFilter) ([]DeadLetter, error) {
 	return out, nil
 }
 
-// PeekDead is ListDead with headers and bodies.
-func (f *FSM) PeekDead(d DeadFilter) ([]DeadLetter, error) {
+// PeekDead is ListDead with headers and bodies, within a byte budget:
+// once the letters taken hold maxBytes stored bytes, the next one that
+// would pass it ends the page and more is set (the caller resumes after
+// the last letter returned). The first letter is returned even when it
+// alone is bigger, so that paging always moves on. maxBytes 0 means no
+// byte bound.
+func (f *FSM) PeekDead(d DeadFilter, maxBytes int) (letters []DeadLetter, more bool, err error) {
 	if err := d.Validate(); err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if maxBytes < 0 {
+		return nil, false, fmt.Errorf("%w: dead peek byte budget %d is negative", ErrInvalidArgument, maxBytes)
 	}
 	ms := f.selectDead(d)
-	out := make([]DeadLetter, len(ms))
+	bytes := 0
 	for i, m := range ms {
-		out[i] = deadView(m)
+		if maxBytes > 0 && i > 0 && bytes+int(m.stored) > maxBytes {
+			return letters, true, nil
+		}
+		bytes += int(m.stored)
+		l := deadView(m)
 		_, payload, err := f.store.Read(m.pos)
 		if err != nil {
-			return nil, fmt.Errorf("read dead letter %d: %w", m.seq, err)
+			return nil, false, fmt.Errorf("read dead letter %d: %w", m.seq, err)
 		}
-		if out[i].Headers, out[i].Body, err = decodePayload(payload); err != nil {
-			return nil, fmt.Errorf("decode dead letter %d: %w", m.seq, err)
+		if l.Headers, l.Body, err = decodePayload(payload); err != nil {
+			return nil, false, fmt.Errorf("decode dead letter %d: %w", m.seq, err)
 		}
+		letters = append(letters, l)
 	}
-	return out, nil
+	return letters, false, nil
 }
 
 func deadView(m *message) DeadLetter {

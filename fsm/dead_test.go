@@ -76,7 +76,7 @@ func TestFSM_ListDeadFilters(t *testing.T) {
 		_, err := h.f.ListDead(bad)
 		wantErrIs(t, err, ErrInvalidArgument)
 	}
-	peek, err := h.f.PeekDead(DeadFilter{Group: "h"})
+	peek, _, err := h.f.PeekDead(DeadFilter{Group: "h"}, 0)
 	wantNoErr(t, err)
 	if len(peek) != 1 || string(peek[0].Body) != "body-x2" || peek[0].Group != "h" {
 		t.Fatalf("peek %+v", peek)
@@ -251,4 +251,42 @@ func TestFSM_DeadBySeqsHonoursEveryField(t *testing.T) {
 	if got := deadIDs(left); !slices.Equal(got, []string{"r1", "r3", "x2"}) {
 		t.Fatalf("left after redrive: %v", got)
 	}
+}
+
+// TestFSM_PeekDeadStopsAtItsByteBudget checks that a dead-letter peek
+// holds at most its byte budget of letters (the first one always), says
+// when the budget ended the page, and resumes after the last one.
+func TestFSM_PeekDeadStopsAtItsByteBudget(t *testing.T) {
+	h := deadSetup(t)
+	all, more, err := h.f.PeekDead(DeadFilter{}, 0)
+	wantNoErr(t, err)
+	if len(all) < 3 || more {
+		t.Fatalf("unbounded peek: %d letters, more %v", len(all), more)
+	}
+	budget := all[0].Bytes + all[1].Bytes
+	page, more, err := h.f.PeekDead(DeadFilter{}, budget)
+	wantNoErr(t, err)
+	if len(page) != 2 || !more || page[1].Seq != all[1].Seq {
+		t.Fatalf("peek within %d bytes: %d letters, more %v", budget, len(page), more)
+	}
+	var got []string
+	for f := (DeadFilter{}); ; {
+		page, more, err := h.f.PeekDead(f, budget)
+		wantNoErr(t, err)
+		got = append(got, deadIDs(page)...)
+		if !more {
+			break
+		}
+		f.AfterSeq = page[len(page)-1].Seq
+	}
+	if !slices.Equal(got, deadIDs(all)) {
+		t.Fatalf("paged by bytes: %v, want %v", got, deadIDs(all))
+	}
+	one, more, err := h.f.PeekDead(DeadFilter{}, 1)
+	wantNoErr(t, err)
+	if len(one) != 1 || !more || string(one[0].Body) != string(all[0].Body) {
+		t.Fatalf("a budget below one letter: %d letters, more %v; want the first alone", len(one), more)
+	}
+	_, _, err = h.f.PeekDead(DeadFilter{}, -1)
+	wantErrIs(t, err, ErrInvalidArgument)
 }

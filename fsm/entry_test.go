@@ -288,7 +288,7 @@ func busyEntryHarness(t *testing.T) *entryHarness {
 func allBodies(t testing.TB, f *FSM, at int64) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	dead, err := f.PeekDead(DeadFilter{})
+	dead, _, err := f.PeekDead(DeadFilter{}, 0)
 	wantNoErr(t, err)
 	for _, d := range dead {
 		out["dead:"+d.ID] = fmt.Sprint(d.Headers) + string(d.Body)

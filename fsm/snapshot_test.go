@@ -79,8 +79,8 @@ func TestFSM_SnapshotRestoreReproducesStateAndBehaviour(t *testing.T) {
 	if h.f.Digest() != h2.f.Digest() {
 		t.Fatal("digests diverged after restore")
 	}
-	da, _ := h.f.PeekDead(DeadFilter{})
-	db, _ := h2.f.PeekDead(DeadFilter{})
+	da, _, _ := h.f.PeekDead(DeadFilter{}, 0)
+	db, _, _ := h2.f.PeekDead(DeadFilter{}, 0)
 	if len(da) == 0 || len(da) != len(db) || !bytes.Equal(da[0].Body, db[0].Body) || len(db[0].History) != len(da[0].History) {
 		t.Fatalf("dead letters differ: %+v vs %+v", da, db)
 	}

@@ -9,19 +9,24 @@ import (
 )
 
 // handleDeadList reads dead letters from the partition leader's state,
-// once it holds every write confirmed before (ReadBarrier).
-func (n *Node) handleDeadList(ctx context.Context, queue string, index int, f wire.DeadFilter, bodies bool) (*wire.DeadListResponse, error) {
+// once it holds every write confirmed before (ReadBarrier). With bodies, the
+// answer holds about wire.PeekBytesMax at most, and Next says where the
+// listing goes on when that budget ended it.
+func (n *Node) handleDeadList(ctx context.Context, queue string, index int, f wire.DeadFilter, bodies bool) (*wire.DeadPeekResponse, error) {
 	p, _, err := n.leaderOf(ctx, queue, index)
 	if err != nil {
 		return nil, err
 	}
-	letters, err := p.LeaderDead(ctx, deadFilterOf(f), bodies)
+	letters, more, err := p.LeaderDead(ctx, deadFilterOf(f), bodies, wire.PeekBytesMax)
 	if err != nil {
 		return nil, err
 	}
-	out := &wire.DeadListResponse{Letters: make([]wire.DeadLetter, len(letters))}
+	out := &wire.DeadPeekResponse{Letters: make([]wire.DeadLetter, len(letters))}
 	for i, d := range letters {
 		out.Letters[i] = deadLetterOf(index, d)
+	}
+	if more {
+		out.Next = letters[len(letters)-1].Seq
 	}
 	return out, nil
 }

@@ -115,13 +115,16 @@ func metadataAction(r *wire.MetadataRequest) (string, wire.Op) {
 
 // serveDeadList lists dead letters without their bodies.
 func (n *Node) serveDeadList(ctx context.Context, r *wire.DeadListRequest) (*wire.DeadListResponse, error) {
-	return n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, false)
+	page, err := n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, false)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.DeadListResponse{Letters: page.Letters}, nil
 }
 
 // serveDeadPeek lists dead letters with their bodies.
 func (n *Node) serveDeadPeek(ctx context.Context, r *wire.DeadPeekRequest) (*wire.DeadPeekResponse, error) {
-	letters, err := n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, true)
-	return (*wire.DeadPeekResponse)(letters), err
+	return n.handleDeadList(ctx, r.Queue, r.Partition, r.Filter, true)
 }
 
 // serveDeadRedrive puts the dead letters a filter selects back in the queue.

@@ -185,7 +185,7 @@ func TestPartition_WipedReplicaIsRebuiltBySnapshot(t *testing.T) {
 	if st := c.reps[follower].Stats(); st.Ready != 200 {
 		t.Fatalf("rebuilt replica has %d ready", st.Ready)
 	}
-	dead, err := c.reps[follower].PeekDead(fsm.DeadFilter{})
+	dead, _, err := c.reps[follower].PeekDead(fsm.DeadFilter{}, 0)
 	if err != nil || len(dead) != 0 {
 		t.Fatalf("dead letters %v %v", dead, err)
 	}

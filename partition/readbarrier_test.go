@@ -63,7 +63,7 @@ func TestPartition_NewLeaderReadsWaitForConfirmedWrites(t *testing.T) {
 	if err != nil || len(res.Messages) != 3 {
 		t.Fatalf("peek on the new leader: %d messages, %v; want 3", len(res.Messages), err)
 	}
-	if dead, err := np.LeaderDead(ctxT(t), fsm.DeadFilter{}, true); err != nil || len(dead) != 0 {
+	if dead, _, err := np.LeaderDead(ctxT(t), fsm.DeadFilter{}, true, 0); err != nil || len(dead) != 0 {
 		t.Fatalf("dead letters on the new leader: %v, %v; want none", dead, err)
 	}
 	// A follower refuses to serve a leader read.
@@ -71,7 +71,7 @@ func TestPartition_NewLeaderReadsWaitForConfirmedWrites(t *testing.T) {
 	if _, err := c.reps[l].LeaderStats(ctxT(t)); !errors.As(err, &nle) || !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("leader stats on the old leader: %v, want a not-leader error", err)
 	}
-	if _, err := c.reps[l].LeaderDead(ctxT(t), fsm.DeadFilter{}, false); !errors.Is(err, ErrNotLeader) {
+	if _, _, err := c.reps[l].LeaderDead(ctxT(t), fsm.DeadFilter{}, false, 0); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("leader dead letters on the old leader: %v, want a not-leader error", err)
 	}
 }

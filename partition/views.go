@@ -92,17 +92,19 @@ func (p *Partition) LeaderStats(ctx context.Context) (fsm.Stats, error) {
 	return p.Stats(), nil
 }
 
-// LeaderDead lists dead letters from the leader, with their headers and
-// bodies when bodies is set, once its state holds every write confirmed to
-// a client before the call (ReadBarrier).
-func (p *Partition) LeaderDead(ctx context.Context, f fsm.DeadFilter, bodies bool) ([]fsm.DeadLetter, error) {
+// LeaderDead lists dead letters from the leader once its state holds
+// every write confirmed to a client before the call (ReadBarrier). With
+// bodies set it returns their headers and bodies within maxBytes, and more
+// reports that the budget ended the page (see fsm.FSM.PeekDead).
+func (p *Partition) LeaderDead(ctx context.Context, f fsm.DeadFilter, bodies bool, maxBytes int) (letters []fsm.DeadLetter, more bool, err error) {
 	if err := p.ReadBarrier(ctx); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if bodies {
-		return p.PeekDead(f)
+		return p.PeekDead(f, maxBytes)
 	}
-	return p.ListDead(f)
+	letters, err = p.ListDead(f)
+	return letters, false, err
 }
 
 // Digest returns the FSM's state digest and the raft index it was taken at,
@@ -120,11 +122,12 @@ func (p *Partition) ListDead(f fsm.DeadFilter) ([]fsm.DeadLetter, error) {
 	return p.fsm.ListDead(f)
 }
 
-// PeekDead lists dead letters with their headers and bodies.
-func (p *Partition) PeekDead(f fsm.DeadFilter) ([]fsm.DeadLetter, error) {
+// PeekDead lists dead letters with their headers and bodies, within
+// maxBytes (see fsm.FSM.PeekDead).
+func (p *Partition) PeekDead(f fsm.DeadFilter, maxBytes int) ([]fsm.DeadLetter, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.fsm.PeekDead(f)
+	return p.fsm.PeekDead(f, maxBytes)
 }
 
 // Peek returns the live messages f selects (ready ones by default) with

@@ -154,9 +154,15 @@ type DeadPeekRequest struct {
 	Filter    DeadFilter `msgpack:"filter"`
 }
 
-// DeadPeekResponse holds the selected dead letters with headers and bodies.
+// DeadPeekResponse holds the selected dead letters with headers and
+// bodies, at most about PeekBytesMax of them (the first letter is returned
+// even when it alone is bigger).
 type DeadPeekResponse struct {
 	Letters []DeadLetter `msgpack:"letters,omitempty"`
+	// Next, when not 0, says the byte budget ended the page before the
+	// filter's limit: the listing goes on with AfterSeq = Next (a page
+	// shorter than the limit is the last one only when Next is 0).
+	Next uint64 `msgpack:"next,omitempty"`
 }
 
 // DeadRedriveRequest moves the selected dead letters of one partition back

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -257,5 +258,34 @@ func testConsumeReject(t *testing.T, c *testCluster, cl *client.Client) {
 	l := onlyDead(t, cl, "handlers", client.DeadFilter{})
 	if l.ID != "bad" || l.Reason != client.DeadRejected || l.ReasonText != "unparseable" || l.LastConsumer != "handler-1" {
 		t.Fatalf("dead letter %+v", l)
+	}
+}
+
+// TestCluster_PeekDeadLettersLargerThanOneAnswer checks that dead letters
+// whose bodies add up to more than one answer may carry (wire's
+// PeekBytesMax, 4 MiB) are all peeked, in pages the leader ends by bytes.
+func TestCluster_PeekDeadLettersLargerThanOneAnswer(t *testing.T) {
+	c := startCluster(t, options{})
+	cl := c.dial("dead-peek")
+	c.createQueue(cl, "big", client.Partitions(1), client.MaxMessageBytes(2<<20))
+	q := cl.Queue("big")
+	const total, size = 6, 1 << 20
+	for i := range total {
+		mustSend(t, q, client.Message{ID: fmt.Sprintf("b%d", i), Body: bytes.Repeat([]byte{byte('a' + i)}, size)})
+	}
+	for range total {
+		d := receiveOne(t, q, client.ReceiveOptions{Wait: time.Second})
+		if err := d.Reject(opContext(t), "too big to handle"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	letters, err := cl.PeekDeadLetters(opContext(t), "big", client.DeadFilter{})
+	if err != nil || len(letters) != total {
+		t.Fatalf("PeekDeadLetters: %v, %d letters, want %d", err, len(letters), total)
+	}
+	for i, l := range letters {
+		if l.ID != fmt.Sprintf("b%d", i) || len(l.Body) != size || l.Body[size-1] != byte('a'+i) {
+			t.Fatalf("letter %d: %s with %d bytes", i, l.ID, len(l.Body))
+		}
 	}
 }
