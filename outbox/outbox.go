@@ -51,6 +51,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
@@ -121,6 +122,8 @@ func CreateTable(ctx context.Context, db Execer, d Dialect) error {
 	headers    TEXT NOT NULL DEFAULT '',
 	body       ` + bodyType + ` NOT NULL,
 	delay_ns   BIGINT NOT NULL DEFAULT 0,
+	priority   INTEGER NOT NULL DEFAULT 0,
+	deliver_at_ns BIGINT NOT NULL DEFAULT 0,
 	created_ns BIGINT NOT NULL,
 	sent_ns    BIGINT,
 	failed     TEXT
@@ -132,6 +135,28 @@ func CreateTable(ctx context.Context, db Execer, d Dialect) error {
 			return fmt.Errorf("outbox: create table: %w", err)
 		}
 	}
+	return addLaterColumns(ctx, db, d)
+}
+
+// laterColumns are the columns added after the table's first version,
+// with their definitions; CreateTable adds them to an older table.
+var laterColumns = [][2]string{
+	{"priority", "INTEGER NOT NULL DEFAULT 0"},
+	{"deliver_at_ns", "BIGINT NOT NULL DEFAULT 0"},
+}
+
+// addLaterColumns adds the laterColumns an older outbox table lacks.
+func addLaterColumns(ctx context.Context, db Execer, d Dialect) error {
+	for _, c := range laterColumns {
+		stmt := `ALTER TABLE ` + Table + ` ADD COLUMN IF NOT EXISTS ` + c[0] + ` ` + c[1]
+		if d == SQLite { // no IF NOT EXISTS: a duplicate column is the one error to ignore
+			stmt = `ALTER TABLE ` + Table + ` ADD COLUMN ` + c[0] + ` ` + c[1]
+		}
+		_, err := db.ExecContext(ctx, stmt)
+		if err != nil && !(d == SQLite && strings.Contains(err.Error(), "duplicate column")) {
+			return fmt.Errorf("outbox: add column %s: %w", c[0], err)
+		}
+	}
 	return nil
 }
 
@@ -139,13 +164,24 @@ func CreateTable(ctx context.Context, db Execer, d Dialect) error {
 // and returns the message id it will be published with: m.ID, or a fresh
 // random id when m.ID is empty. The row becomes visible to relays when tx
 // commits and disappears with it if tx rolls back. m.Delay counts from
-// publication, not from Enqueue.
+// publication, not from Enqueue; m.DeliverAt and m.Priority are published
+// as given.
 func Enqueue(ctx context.Context, tx Execer, queue string, m client.Message) (string, error) {
 	if queue == "" || len(queue) > MaxQueueNameBytes {
 		return "", fmt.Errorf("%w: queue name of %d bytes", ErrInvalidMessage, len(queue))
 	}
 	if m.Delay < 0 {
 		return "", fmt.Errorf("%w: negative delay %v", ErrInvalidMessage, m.Delay)
+	}
+	if m.Delay > 0 && !m.DeliverAt.IsZero() {
+		return "", fmt.Errorf("%w: both a delay (%v) and a delivery time (%v)", ErrInvalidMessage, m.Delay, m.DeliverAt)
+	}
+	if m.Priority > client.MaxPriority {
+		return "", fmt.Errorf("%w: priority %d above %d", ErrInvalidMessage, m.Priority, client.MaxPriority)
+	}
+	deliverAt := int64(0)
+	if !m.DeliverAt.IsZero() {
+		deliverAt = m.DeliverAt.UnixNano()
 	}
 	id := m.ID
 	if id == "" {
@@ -163,8 +199,9 @@ func Enqueue(ctx context.Context, tx Execer, queue string, m client.Message) (st
 	if body == nil {
 		body = []byte{}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+Table+` (queue, msg_id, grp, headers, body, delay_ns, created_ns)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`, queue, id, m.Group, headers, body, int64(m.Delay), time.Now().UnixNano())
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+Table+` (queue, msg_id, grp, headers, body, delay_ns, priority, deliver_at_ns, created_ns)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, queue, id, m.Group, headers, body, int64(m.Delay), int(m.Priority), deliverAt,
+		time.Now().UnixNano())
 	if err != nil {
 		return "", fmt.Errorf("outbox: enqueue: %w", err)
 	}

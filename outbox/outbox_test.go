@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -311,6 +312,79 @@ func TestOutbox_UnacceptableRowIsParkedOthersFlow(t *testing.T) {
 		exactlyOnce(t, map[string]int{"q-0": seen["q-0"], "q-1": seen["q-1"]}, "q", 2)
 		if len(seen) != 4 {
 			t.Fatalf("arrived %v", seen)
+		}
+	})
+}
+
+// TestOutbox_PriorityAndDeliveryTimeArrive checks that a row's priority and
+// delivery time are published as enqueued, and that an invalid priority or
+// both a delay and a delivery time are refused at Enqueue.
+func TestOutbox_PriorityAndDeliveryTimeArrive(t *testing.T) {
+	fc := ferrytest.Start(t, ferrytest.Options{})
+	q := fc.CreateQueue("prio")
+	eachDB(t, func(t *testing.T, tdb testDB) {
+		ctx := context.Background()
+		pre := t.Name()[strings.LastIndex(t.Name(), "/")+1:] + "-" // ids differ between databases
+		due := time.Now().Add(400 * time.Millisecond)
+		if _, err := Enqueue(ctx, tdb.db, "prio", client.Message{ID: pre + "later", Priority: 9, DeliverAt: due}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Enqueue(ctx, tdb.db, "prio", client.Message{ID: pre + "low", Priority: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Enqueue(ctx, tdb.db, "prio", client.Message{ID: pre + "high", Priority: 7}); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []client.Message{{Priority: client.MaxPriority + 1}, {Delay: time.Second, DeliverAt: due}} {
+			if _, err := Enqueue(ctx, tdb.db, "prio", bad); !errors.Is(err, ErrInvalidMessage) {
+				t.Fatalf("Enqueue %+v: %v, want ErrInvalidMessage", bad, err)
+			}
+		}
+		r := &Relay{DB: tdb.db, Dialect: tdb.dialect, Client: fc.Client()}
+		if res, err := r.RelayOnce(ctx); err != nil || res != (Result{Published: 3}) {
+			t.Fatalf("RelayOnce: %+v %v", res, err)
+		}
+		var got []string
+		for len(got) < 3 {
+			ds, err := q.Receive(ctx, client.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
+			if err != nil || len(ds) != 1 {
+				t.Fatalf("Receive: %d %v", len(ds), err)
+			}
+			d := ds[0]
+			got = append(got, fmt.Sprintf("%s/%d", strings.TrimPrefix(d.ID, pre), d.Priority))
+			if d.ID == pre+"later" && time.Now().Before(due) {
+				t.Fatalf("%s delivered before its delivery time", d.ID)
+			}
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if fmt.Sprint(got) != "[high/7 low/1 later/9]" {
+			t.Fatalf("deliveries %v, want high before low, later at its time", got)
+		}
+	})
+}
+
+// TestOutbox_CreateTableAddsLaterColumns checks that CreateTable brings a
+// table of the first version (no priority or delivery time) up to date,
+// keeping its rows.
+func TestOutbox_CreateTableAddsLaterColumns(t *testing.T) {
+	eachDB(t, func(t *testing.T, tdb testDB) {
+		ctx := context.Background()
+		for _, c := range laterColumns {
+			if _, err := tdb.db.ExecContext(ctx, `ALTER TABLE `+Table+` DROP COLUMN `+c[0]); err != nil {
+				t.Fatalf("drop %s: %v", c[0], err)
+			}
+		}
+		if _, err := tdb.db.ExecContext(ctx, `INSERT INTO `+Table+` (queue, msg_id, body, created_ns) VALUES ('q', 'old', $1, 1)`, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := CreateTable(ctx, tdb.db, tdb.dialect); err != nil {
+			t.Fatalf("CreateTable on the old table: %v", err)
+		}
+		var prio, at int64
+		if err := tdb.db.QueryRowContext(ctx, `SELECT priority, deliver_at_ns FROM `+Table+` WHERE msg_id = 'old'`).Scan(&prio, &at); err != nil || prio != 0 || at != 0 {
+			t.Fatalf("old row: priority %d, deliver_at %d, %v", prio, at, err)
 		}
 	})
 }

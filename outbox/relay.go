@@ -157,7 +157,7 @@ func permanent(err error) bool {
 // claim locks and reads up to n pending rows; rows that do not decode
 // are returned apart, with the reason to park them.
 func (r *Relay) claim(ctx context.Context, tx *sql.Tx, n int) ([]row, map[int64]string, error) {
-	query := `SELECT id, queue, msg_id, grp, headers, body, delay_ns FROM ` + Table +
+	query := `SELECT id, queue, msg_id, grp, headers, body, delay_ns, priority, deliver_at_ns FROM ` + Table +
 		` WHERE sent_ns IS NULL AND failed IS NULL ORDER BY id LIMIT $1`
 	switch r.Dialect {
 	case Postgres:
@@ -182,8 +182,8 @@ func (r *Relay) claim(ctx context.Context, tx *sql.Tx, n int) ([]row, map[int64]
 	for rs.Next() {
 		var rw row
 		var headers string
-		var delay int64
-		if err := rs.Scan(&rw.id, &rw.queue, &rw.msg.ID, &rw.msg.Group, &headers, &rw.msg.Body, &delay); err != nil {
+		var delay, priority, deliverAt int64
+		if err := rs.Scan(&rw.id, &rw.queue, &rw.msg.ID, &rw.msg.Group, &headers, &rw.msg.Body, &delay, &priority, &deliverAt); err != nil {
 			return nil, nil, fmt.Errorf("outbox: claim: %w", err)
 		}
 		if headers != "" {
@@ -192,7 +192,14 @@ func (r *Relay) claim(ctx context.Context, tx *sql.Tx, n int) ([]row, map[int64]
 				continue
 			}
 		}
-		rw.msg.Delay = time.Duration(delay)
+		if priority < 0 || priority > int64(client.MaxPriority) {
+			parked[rw.id] = fmt.Sprintf("priority %d outside 0..%d", priority, client.MaxPriority)
+			continue
+		}
+		rw.msg.Delay, rw.msg.Priority = time.Duration(delay), client.Priority(priority)
+		if deliverAt != 0 {
+			rw.msg.DeliverAt = time.Unix(0, deliverAt)
+		}
 		out = append(out, rw)
 	}
 	if err := rs.Err(); err != nil {
