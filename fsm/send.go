@@ -79,7 +79,8 @@ func (f *FSM) sendOne(nm *NewMessage, index uint64) SendOutcome {
 	if err := f.validateNew(nm); err != nil {
 		return SendOutcome{Err: err}
 	}
-	if seq, ok := f.dedup.get(keyOf(nm.ID)); ok {
+	key := keyOf(nm.ID) // hashed once: looked up here, remembered below
+	if seq, ok := f.dedup.get(key); ok {
 		f.counters.Duplicates++
 		return SendOutcome{Seq: seq, Duplicate: true}
 	}
@@ -104,7 +105,7 @@ func (f *FSM) sendOne(nm *NewMessage, index uint64) SendOutcome {
 	if nm.Group != "" {
 		m.group = f.joinGroup(nm.Group, m)
 	}
-	f.remember(nm.ID, m.seq)
+	f.remember(key, m.seq)
 	f.schedule(m, f.clock+int64(nm.Delay), true)
 	f.counters.Sent++
 	return SendOutcome{Seq: m.seq}
@@ -166,11 +167,12 @@ func (f *FSM) joinGroup(name string, m *message) *group {
 	return g
 }
 
-// remember records id as accepted now, when deduplication is on.
-func (f *FSM) remember(id string, seq uint64) {
+// remember records the id whose key is key as accepted now, when
+// deduplication is on.
+func (f *FSM) remember(key idKey, seq uint64) {
 	if f.cfg.DedupWindow > 0 {
 		f.evictDedup()
-		f.rememberAt(keyOf(id), seq, f.clock)
+		f.rememberAt(key, seq, f.clock)
 	}
 }
 
