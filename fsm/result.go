@@ -97,4 +97,18 @@ type Stats struct {
 	Config       QueueConfig
 	// Pause says whether deliveries are paused, by whom and since when.
 	Pause PauseState
+	// Schedules sums the partition's schedules.
+	Schedules ScheduleTotals
+}
+
+// ScheduleTotals sums the schedules of a partition (see ScheduleInfo).
+// The tick counts are those of the schedules that exist: deleting a
+// schedule takes its counts away.
+type ScheduleTotals struct {
+	Count                   int
+	Fired, Refused, Skipped uint64
+	// NextTick is the earliest next tick of any schedule, Unix nanoseconds
+	// (0 when there is none): a leader's clock past it by more than a
+	// sweep means a tick is overdue.
+	NextTick int64
 }

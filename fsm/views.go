@@ -25,7 +25,22 @@ func (f *FSM) Stats() Stats {
 	if m, ok := f.deadOrder.Min(); ok {
 		s.OldestDeadAt = m.info.deadAt
 	}
+	s.Schedules = f.scheduleTotals()
 	return s
+}
+
+// scheduleTotals sums the schedules (at most SchedulesMax of them).
+func (f *FSM) scheduleTotals() ScheduleTotals {
+	var t ScheduleTotals
+	for _, sc := range f.schedules {
+		in := &sc.info
+		t.Count++
+		t.Fired, t.Refused, t.Skipped = t.Fired+in.Fired, t.Refused+in.Refused, t.Skipped+in.Skipped
+		if t.NextTick == 0 || in.Next < t.NextTick {
+			t.NextTick = in.Next
+		}
+	}
+	return t
 }
 
 // Counters returns the partition's event counters.

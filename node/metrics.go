@@ -151,6 +151,15 @@ var (
 	ageDesc     = prometheus.NewDesc("ferry_partition_oldest_eligible_age_seconds", "Age of the oldest message waiting to be received.", partLabels, nil)
 	deadAgeDesc = prometheus.NewDesc("ferry_partition_oldest_dead_age_seconds",
 		"Time since the oldest dead letter of the partition was dead-lettered (0 when there is none).", partLabels, nil)
+	schedulesDesc = prometheus.NewDesc("ferry_partition_schedules",
+		"Recurring schedules of the partition (reported only for partitions that have some).", partLabels, nil)
+	scheduleTicksDesc = prometheus.NewDesc("ferry_partition_schedule_ticks_total",
+		"Ticks of the partition's schedules, by outcome: fired (sent its message), refused (the queue refused it), "+
+			"skipped (missed whole while no leader ran them). Deleting a schedule takes its counts away.",
+		append(partLabels, "outcome"), nil)
+	scheduleOverdueDesc = prometheus.NewDesc("ferry_partition_schedule_overdue_seconds",
+		"How far the leader's clock is past the partition's earliest schedule tick (0 when none is due); "+
+			"more than a second or two means ticks are not firing.", partLabels, nil)
 	pausedDesc = prometheus.NewDesc("ferry_partition_paused",
 		"1 while the partition's deliveries are paused (receives lease nothing), else 0.", partLabels, nil)
 	consumersDesc = prometheus.NewDesc("ferry_partition_consumers",
@@ -222,6 +231,9 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- deadAgeDesc
 	ch <- consumersDesc
 	ch <- pausedDesc
+	ch <- schedulesDesc
+	ch <- scheduleTicksDesc
+	ch <- scheduleOverdueDesc
 }
 
 // Collect implements prometheus.Collector: the gauges, ages, consumer
@@ -238,7 +250,7 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(gaugeDescs[name], prometheus.GaugeValue, float64(values[i]), labels...)
 		}
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, float64(st.OldestEligibleAge)/1e9, labels...)
-		ch <- prometheus.MustNewConstMetric(deadAgeDesc, prometheus.GaugeValue, deadAge(st.OldestDeadAt, now), labels...)
+		ch <- prometheus.MustNewConstMetric(deadAgeDesc, prometheus.GaugeValue, secondsSince(st.OldestDeadAt, now), labels...)
 		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue,
 			float64(c.src.consumerCount(lp.queue, lp.index, now)), labels...)
 		paused := 0.0
@@ -246,6 +258,7 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, paused, labels...)
+		collectSchedules(ch, st.Schedules, labels, now)
 		k := st.Counters
 		for event, v := range map[string]uint64{
 			"sent": k.Sent, "duplicate": k.Duplicates, "leased": k.Leased, "acked": k.Acked, "nacked": k.Nacked,
@@ -258,13 +271,26 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// deadAge is the age in seconds, at now, of a dead letter dead-lettered at
-// deadAt (Unix nanoseconds); 0 when deadAt is 0.
-func deadAge(deadAt int64, now time.Time) float64 {
-	if deadAt == 0 {
+// collectSchedules exports a partition's schedule totals, when it has
+// schedules.
+func collectSchedules(ch chan<- prometheus.Metric, t fsm.ScheduleTotals, labels []string, now time.Time) {
+	if t.Count == 0 {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(schedulesDesc, prometheus.GaugeValue, float64(t.Count), labels...)
+	for outcome, v := range map[string]uint64{"fired": t.Fired, "refused": t.Refused, "skipped": t.Skipped} {
+		ch <- prometheus.MustNewConstMetric(scheduleTicksDesc, prometheus.CounterValue, float64(v), append(labels, outcome)...)
+	}
+	ch <- prometheus.MustNewConstMetric(scheduleOverdueDesc, prometheus.GaugeValue, secondsSince(t.NextTick, now), labels...)
+}
+
+// secondsSince is how many seconds now is past at (Unix nanoseconds): 0
+// when at is 0 or not yet reached.
+func secondsSince(at int64, now time.Time) float64 {
+	if at == 0 {
 		return 0
 	}
-	return max(0, now.Sub(time.Unix(0, deadAt)).Seconds())
+	return max(0, now.Sub(time.Unix(0, at)).Seconds())
 }
 
 // clockCollectors export the clock monitor's judgement: this node's offset

@@ -45,9 +45,20 @@ func scrape(t *testing.T, nd *Node) map[string]*dto.MetricFamily {
 }
 
 func gaugeOf(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	m := metricOf(fams, name, labels)
+	return m.GetGauge().GetValue(), m != nil
+}
+
+func counterOf(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	m := metricOf(fams, name, labels)
+	return m.GetCounter().GetValue(), m != nil
+}
+
+// metricOf returns the first series of name whose labels include labels.
+func metricOf(fams map[string]*dto.MetricFamily, name string, labels map[string]string) *dto.Metric {
 	f := fams[name]
 	if f == nil {
-		return 0, false
+		return nil
 	}
 next:
 	for _, m := range f.GetMetric() {
@@ -62,9 +73,9 @@ next:
 				continue next
 			}
 		}
-		return m.GetGauge().GetValue(), true
+		return m
 	}
-	return 0, false
+	return nil
 }
 
 // /metrics carries raft's own timings, per-group state, storage sizes,
@@ -120,6 +131,42 @@ func TestMetrics_RaftStorageConsumersAndDeadAge(t *testing.T) {
 	}
 	if v, ok := gaugeOf(fams, "ferry_raft_snapshot_age_seconds", map[string]string{"group": "meta"}); ok && v < 0 {
 		t.Errorf("snapshot age %v", v)
+	}
+	assertMetricHygiene(t, fams)
+}
+
+// TestMetrics_Schedules checks the schedule metrics of a partition that
+// has a schedule: its count, its fired ticks and how overdue its next tick
+// is (a fraction of a second on a leader that fires them).
+func TestMetrics_Schedules(t *testing.T) {
+	nd := startLoneNode(t, 1)
+	waitMetaLeader(t, nd)
+	createQueueOn(t, nd, "cron", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, []string{nd.ClientAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	part := map[string]string{"queue": "cron", "partition": "0"}
+	if _, ok := gaugeOf(scrape(t, nd), "ferry_partition_schedules", part); ok {
+		t.Fatal("schedule metrics for a partition without schedules")
+	}
+	if _, err := c.CreateSchedule(ctx, "cron", client.Schedule{Name: "tick", Every: time.Second, Body: []byte("t")}); err != nil {
+		t.Fatal(err)
+	}
+	fired := map[string]string{"queue": "cron", "partition": "0", "outcome": "fired"}
+	testwait.Until(t, 10*time.Second, "a fired tick counted", func() bool {
+		v, ok := counterOf(scrape(t, nd), "ferry_partition_schedule_ticks_total", fired)
+		return ok && v >= 1
+	})
+	fams := scrape(t, nd)
+	if v, _ := gaugeOf(fams, "ferry_partition_schedules", part); v != 1 {
+		t.Errorf("schedules = %v, want 1", v)
+	}
+	if v, ok := gaugeOf(fams, "ferry_partition_schedule_overdue_seconds", part); !ok || v > 2 {
+		t.Errorf("overdue = %v %v, want under 2 s", v, ok)
 	}
 	assertMetricHygiene(t, fams)
 }

@@ -144,8 +144,10 @@ func TestDashboardAndAlertMetricsExported(t *testing.T) {
 }
 
 // exercise creates a queue and sends, receives, acks, nacks and rejects
-// (dead-letters) messages on it; and has a node cut a connection (a client
-// with an unknown token), so that the cut-connection counter has a series.
+// (dead-letters) messages on it; creates a schedule on another queue (so
+// that the schedule series exist); and has a node cut a connection (a
+// client with an unknown token), so that the cut-connection counter has a
+// series.
 func exercise(t *testing.T, fc *ferrytest.Cluster) {
 	t.Helper()
 	short, cancelShort := context.WithTimeout(context.Background(), 10*time.Second)
@@ -179,6 +181,10 @@ func exercise(t *testing.T, fc *ferrytest.Cluster) {
 		if err := f(ds[0]); err != nil {
 			t.Fatalf("settle %d: %v", i, err)
 		}
+	}
+	fc.CreateQueue("dashboard-cron")
+	if _, err := fc.Client().CreateSchedule(ctx, "dashboard-cron", client.Schedule{Name: "hourly", Every: time.Hour}); err != nil {
+		t.Fatalf("create schedule: %v", err)
 	}
 }
 
