@@ -179,7 +179,9 @@ func readBack(l *Log, recs []record) error {
 
 // churnLog opens a log in dir on c and appends perLog records, reading
 // earlier ones back and syncing as it goes; it returns the records.
-func churnLog(dir string, c *FileCache, perLog int, seed uint64) ([]record, error) {
+// appended is called once the first record is appended (the log and its
+// segment file open).
+func churnLog(dir string, c *FileCache, perLog int, seed uint64, appended func()) ([]record, error) {
 	l, _, err := Open(cachedConfig(dir, c))
 	if err != nil {
 		return nil, err
@@ -194,6 +196,9 @@ func churnLog(dir string, c *FileCache, perLog int, seed uint64) ([]record, erro
 			return nil, errors.Join(err, l.Close())
 		}
 		recs = append(recs, record{key: key, pos: pos, payload: p})
+		if i == 0 {
+			appended()
+		}
 		if err := readBack(l, []record{recs[rng.IntN(len(recs))]}); err != nil {
 			return nil, errors.Join(err, l.Close())
 		}
@@ -234,10 +239,18 @@ func TestFileCache_ManyLogsStayWithinBound(t *testing.T) {
 		}
 	}()
 	all := make([][]record, logs)
-	var wg sync.WaitGroup
+	var wg, started sync.WaitGroup
+	// Every log appends once before any goes on, so that 200 segment files
+	// are in use together and the cache must evict however the goroutines
+	// are scheduled (one after another on a loaded machine, no log would
+	// need a 17th file while the others are closed).
+	started.Add(logs)
 	for i := range logs {
 		wg.Go(func() {
-			recs, err := churnLog(filepath.Join(root, fmt.Sprint(i)), c, perLog, uint64(i+1))
+			done := sync.OnceFunc(started.Done)
+			defer done() // a log that fails before its first append does not hold the others
+			recs, err := churnLog(filepath.Join(root, fmt.Sprint(i)), c, perLog, uint64(i+1),
+				func() { done(); started.Wait() })
 			if err != nil {
 				t.Errorf("log %d: %v", i, err)
 			}
