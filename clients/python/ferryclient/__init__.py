@@ -8,6 +8,8 @@
 """
 
 from .client import Client, Connection
+from .operator import (DEAD_LEASE_EXPIRED, DEAD_REJECTED, DEAD_RETRIES_EXHAUSTED, DeadLetter,
+                       Peeked)
 from .wire import (ConnectionLost, Delivery, FerryError, FrameTooLarge, InternalError,
                    InvalidArgument, InvalidQueueConfig, LeaseLost, LimitExceeded,
                    MalformedRequest, MessageNotFound, MessageTooLarge, NotLeader, QueueExists,
@@ -16,6 +18,7 @@ from .wire import (ConnectionLost, Delivery, FerryError, FrameTooLarge, Internal
                    partition_for)
 
 __all__ = [
+    "DEAD_LEASE_EXPIRED", "DEAD_REJECTED", "DEAD_RETRIES_EXHAUSTED", "DeadLetter", "Peeked",
     "Client", "Connection", "ConnectionLost", "Delivery", "FerryError", "FrameTooLarge",
     "InternalError", "InvalidArgument", "InvalidQueueConfig", "LeaseLost", "LimitExceeded",
     "MalformedRequest", "MessageNotFound", "MessageTooLarge", "NotLeader", "QueueExists",

@@ -19,6 +19,7 @@ import time
 import uuid
 
 from . import wire
+from .operator import OperatorMixin
 from .wire import (ConnectionLost, Delivery, FerryError, InternalError, LeaseLost,
                    MessageNotFound, NotLeader, QueueNotFound, SendResult, Timeout,
                    TooManyConnections, Unavailable, UnknownOutcome, ns)
@@ -136,7 +137,7 @@ class Connection:
         self._close_locked()
 
 
-class Client:
+class Client(OperatorMixin):
     """A Ferry client for a cluster reached through ``seeds`` (host:port list).
 
     ``ca_file`` is the cluster CA bundle (TLS); ``insecure=True`` speaks

@@ -7,8 +7,8 @@ import unittest
 import uuid
 
 from ferryclient import wire
-from ferryclient import (Client, Connection, LeaseLost, MessageNotFound, QueueNotFound,
-                         Unauthorized)
+from ferryclient import (DEAD_REJECTED, Client, Connection, LeaseLost, MessageNotFound,
+                         QueueNotFound, Unauthorized)
 
 from .cluster import Cluster, wait_until
 
@@ -260,6 +260,74 @@ class ClusterTest(unittest.TestCase):
                 bad.metadata()
         with self.assertRaises(QueueNotFound):
             self.client.send("no-such-queue", b"x")
+
+    def test_dead_letters_listed_peeked_redriven_deleted(self):
+        q = self.make_queue(partitions=2)
+        for i in range(4):
+            self.client.send(q, b"bad-%d" % i, id=f"d{i}", headers={"n": str(i)})
+        got = []
+        while len(got) < 4:
+            got += self.client.receive(q, max=4, wait=2)
+        for d in got:
+            self.client.reject(d, reason="poison " + d.id)
+        letters = self.client.dead_letters(q)
+        self.assertEqual(sorted(l.id for l in letters), ["d0", "d1", "d2", "d3"])
+        self.assertTrue(all(l.reason == DEAD_REJECTED and l.reason_text == "poison " + l.id
+                            and l.body == b"" for l in letters))
+        peeked = {l.id: l for l in self.client.peek_dead_letters(q, text="poison d1")}
+        self.assertEqual(list(peeked), ["d1"])
+        self.assertEqual((peeked["d1"].body, peeked["d1"].headers), (b"bad-1", {"n": "1"}))
+        self.assertEqual(len(self.client.dead_letters(q, limit=3)), 3)
+        self.assertEqual(self.client.redrive_dead_letters(q, text="poison d2"), 1)
+        again = self.client.receive(q, max=1, wait=2)
+        self.assertEqual([(d.id, d.attempt) for d in again], [("d2", 1)])
+        self.client.ack(again[0])
+        self.assertEqual(self.client.delete_dead_letters(q), 3)
+        self.assertEqual(self.client.dead_letters(q), [])
+
+    def test_peek_and_purge(self):
+        q = self.make_queue(partitions=2)
+        for i in range(5):
+            self.client.send(q, b"m%d" % i, id=f"p{i}", group=f"g{i % 2}")
+        ready = self.client.peek(q, max=10)
+        self.assertEqual(sorted(p.id for p in ready), [f"p{i}" for i in range(5)])
+        self.assertTrue(all(p.state == "ready" and p.body == b"m" + p.id[1:].encode() for p in ready))
+        self.assertEqual(sorted(p.id for p in self.client.peek(q, max=10, group="g1")), ["p1", "p3"])
+        self.assertEqual(len(self.client.peek(q, max=2)), 2)
+        leased = self.client.receive(q, max=1, wait=2)
+        self.assertEqual(len(leased), 1)
+        self.assertEqual([p.id for p in self.client.peek(q, max=10, states=["leased"], no_bodies=True)],
+                         [leased[0].id])
+        self.assertEqual(self.client.purge(q), 4)
+        self.assertEqual(self.client.peek(q, max=10, states=["all"])[0].id, leased[0].id)
+        self.assertEqual(self.client.purge(q, include_leased=True), 1)
+        with self.assertRaises(MessageNotFound):
+            self.client.ack(leased[0])
+        with self.assertRaises(ValueError):
+            self.client.peek(q, max=0)
+
+    def test_schedules(self):
+        q = self.make_queue(partitions=3)
+        status = self.client.create_schedule(q, "tick", every=1, body=b"t", headers={"k": "v"}, priority=3)
+        self.assertEqual((status["name"], status["every"]), ("tick", wire.NS))
+        self.assertEqual([s["name"] for s in self.client.schedules(q)], ["tick"])
+        got = self.client.receive(q, max=1, wait=5)
+        self.assertEqual(len(got), 1)
+        d = got[0]
+        self.assertTrue(d.id.startswith("tick@"), d.id)
+        self.assertEqual((d.body, d.headers, d.priority), (b"t", {"k": "v"}, 3))
+        self.client.ack(d)
+        # Moving it to a group keeps one schedule of that name in the queue.
+        self.client.create_schedule(q, "tick", cron="0 0 1 1 *", group="acct-7")
+        listed = self.client.schedules(q)
+        self.assertEqual([(s["name"], s.get("cron"), s.get("group")) for s in listed],
+                         [("tick", "0 0 1 1 *", "acct-7")])
+        self.assertTrue(self.client.delete_schedule(q, "tick"))
+        self.assertFalse(self.client.delete_schedule(q, "tick"))
+        self.assertEqual(self.client.schedules(q), [])
+        for bad in ({}, {"every": 1, "cron": "* * * * *"}, {"every": 0.5}, {"every": 1, "priority": 10}):
+            with self.assertRaises(ValueError):
+                self.client.create_schedule(q, "bad", **bad)
 
 
 if __name__ == "__main__":
