@@ -236,6 +236,10 @@ type Raft struct {
 	// followerQuiesced (Ferry fork) is set while the leader's latest
 	// message asked this follower to quiesce.
 	followerQuiesced atomic.Bool
+	// lastEntriesNanos (Ferry fork) is when this follower last received
+	// entries (not a heartbeat) from a leader, Unix nanoseconds: a group
+	// campaigns with priority only if that was recent (campaignPriority).
+	lastEntriesNanos atomic.Int64
 	// abstaining (Ferry fork): see Config.Abstain and rejoin.go.
 	abstaining atomic.Bool
 	// progress (Ferry fork) mirrors leaderState.replState for

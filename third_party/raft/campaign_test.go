@@ -296,3 +296,26 @@ func TestCampaign_SeedSpreadsTheFirstRank(t *testing.T) {
 		}
 	}
 }
+
+func TestCampaignPriority(t *testing.T) {
+	now := time.Unix(1000, 0)
+	const hb = 500 * time.Millisecond
+	cases := []struct {
+		name           string
+		idle, quiesced bool
+		lastEntries    time.Time
+		want           bool
+	}{
+		{"entries just before the leader went silent", false, false, now.Add(-600 * time.Millisecond), true},
+		{"entries at the edge of the window", false, false, now.Add(-campaignPriorityWindow * hb), true},
+		{"heartbeats only for longer than the window", false, false, now.Add(-campaignPriorityWindow*hb - time.Millisecond), false},
+		{"never any entries", false, false, time.Unix(0, 0), false},
+		{"quiesced", false, true, now, false},
+		{"idle (leader's node lost while quiesced)", true, false, now, false},
+	}
+	for _, tc := range cases {
+		if got := campaignPriority(tc.idle, tc.quiesced, tc.lastEntries, now, hb); got != tc.want {
+			t.Errorf("%s: priority %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -208,7 +208,44 @@ func TestElection_NoHeartbeatsToALostNodeUntilItIsBack(t *testing.T) {
 // A busy group (not quiesced) whose leader's node is lost elects a new
 // leader without waiting out its heartbeat timeout, and its follower asks
 // for a campaign slot with priority; an idle (quiesced) group asks
-// without.
+// without, and so does a group that is not quiesced but got no entries
+// for longer than campaignPriorityWindow heartbeat timeouts.
+func TestElection_UnquiescedGroupWithoutEntriesAsksWithoutPriority(t *testing.T) {
+	limiters := make([]*testLimiter, 3)
+	const hb = 300 * time.Millisecond
+	c := newTestCluster(t, 3, func(i int, conf *Config) {
+		limiters[i] = &testLimiter{capacity: 4}
+		conf.Campaigns = limiters[i]
+		conf.HeartbeatTimeout, conf.ElectionTimeout, conf.LeaderLeaseTimeout = hb, hb, hb
+		conf.QuiesceAfter = time.Hour
+	})
+	old := c.leader(10 * time.Second)
+	c.apply(old, "a")
+	c.applied(1, 5*time.Second)
+	quiet := time.Now()
+	waitFor(t, 10*time.Second, "the window of the last entries to pass", func() bool {
+		return time.Since(quiet) > (campaignPriorityWindow+1)*hb
+	})
+	c.cutOff(old)
+	waitFor(t, 10*time.Second, "no new leader", func() bool {
+		for _, node := range c.nodes {
+			if node != old && node.raft.State() == Leader {
+				return true
+			}
+		}
+		return false
+	})
+	for i, l := range limiters {
+		l.mu.Lock()
+		asks := l.priorityAsks
+		l.mu.Unlock()
+		if c.nodes[i] != old && asks > 0 {
+			t.Errorf("%s asked for %d campaign slots with priority after heartbeats only", c.nodes[i].id, asks)
+		}
+	}
+}
+
+// TestElection_BusyGroupFailsOverFirst: see the test above.
 func TestElection_BusyGroupFailsOverFirst(t *testing.T) {
 	for _, busy := range []bool{true, false} {
 		limiters := make([]*testLimiter, 3)

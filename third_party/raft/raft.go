@@ -1631,6 +1631,7 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 	// Process any new entries
 	if len(a.Entries) > 0 {
 		start := time.Now()
+		r.lastEntriesNanos.Store(start.UnixNano()) // Ferry fork: see campaignPriority
 
 		// Delete any conflicting entries, skip any duplicates
 		lastLogIdx, _ := r.getLastLog()
