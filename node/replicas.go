@@ -66,6 +66,9 @@ type replicaSet struct {
 	// afterCatalogRead, when set (tests only), runs in reconcile right
 	// after it read the catalog.
 	afterCatalogRead func()
+	// applyLagOf, when set (tests only), stands in for a replica's
+	// Partition.ApplyLag when reconcile decides whether it may vote.
+	applyLagOf atomic.Pointer[func(*partition.Partition) uint64]
 }
 
 // handoversMax bounds the leadership hand-overs a node runs at once.
@@ -320,9 +323,8 @@ func (rs *replicaSet) reconcile() {
 			rs.running[a.GroupID] = r
 		}
 		rs.mu.Unlock()
-		if r != nil && r.p.Abstaining() != a.Join {
-			// Recorded caught up: it may vote from now on.
-			r.p.SetAbstain(a.Join)
+		if r != nil && r.p.Abstaining() != a.Join && !rs.setAbstain(r, a.Join) {
+			settled = false // asks again at the next pass
 		}
 		if r == nil {
 			starts = append(starts, a)
@@ -335,6 +337,29 @@ func (rs *replicaSet) reconcile() {
 	rs.startAll(starts, nodes)
 	rs.opened.Store(true)
 	rs.passDone(stamp, settled && len(starts) == 0)
+}
+
+// applyLagMax is how many committed entries a replica's state machine may
+// have left to apply when it stops abstaining. The mover promotes a
+// learner once its log matches the leader's; a learner fed by a snapshot
+// may then still be applying thousands of entries, and as a voter it
+// could not serve for as long as that takes if it had to lead. Holding
+// its vote back holds the promotion (mover.AwaitingVote).
+const applyLagMax = 256
+
+// setAbstain turns r's abstaining on, or off once its state machine is
+// within applyLagMax of its commit index, and reports whether it did.
+func (rs *replicaSet) setAbstain(r *replica, on bool) bool {
+	lag := r.p.ApplyLag
+	if f := rs.applyLagOf.Load(); f != nil {
+		lag = func() uint64 { return (*f)(r.p) }
+	}
+	if !on && lag() > applyLagMax {
+		return false
+	}
+	// Recorded caught up (and applied): it may vote from now on.
+	r.p.SetAbstain(on)
+	return true
 }
 
 // syncLeader has a leading replica bring its group's members and config

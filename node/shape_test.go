@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/meta"
+	"github.com/ferrymq/ferry/partition"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -385,4 +387,67 @@ func TestShape_DrainingMetaLeaderHandsOver(t *testing.T) {
 		return l != leader && !leader.meta.isLeader()
 	})
 	metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: leader.ID(), Undrain: true}, &resp)
+}
+
+// A learner recorded caught up keeps abstaining, and so is not promoted,
+// while its state machine still has many committed entries to apply (as
+// after a snapshot): its log matches the leader's, but as a voter it could
+// not serve until it had applied them. Once its apply catches up it votes
+// and the move finishes.
+func TestShape_LearnerVotesOnlyOnceItsApplyCaughtUp(t *testing.T) {
+	root := t.TempDir()
+	nodes := testNodesIn(t, root, 4, nil)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, "applying", 1)
+	q := catalogQueue(leader, "applying")
+	group := q.GroupID(0)
+	sendTo(t, nodes, q, 0, 3)
+	waitPlacedAndCaughtUp(t, nodes, "applying", 3)
+	var spare *Node
+	for _, nd := range nodes {
+		if !slices.Contains(q.Partitions[0].Replicas, nd.ID()) {
+			spare = nd
+		}
+	}
+	var holding atomic.Bool
+	holding.Store(true)
+	lagged := func(p *partition.Partition) uint64 {
+		if holding.Load() {
+			return applyLagMax + 1
+		}
+		return p.ApplyLag()
+	}
+	spare.replicas.applyLagOf.Store(&lagged)
+	victim := q.Partitions[0].Replicas[0]
+	metaCall(t, nodes, wire.OpDrainNode, &wire.DrainNodeRequest{ID: victim}, &wire.DrainNodeResponse{})
+	testwait.Until(t, 60*time.Second, "the catalog to record "+spare.ID()+"'s learner caught up", func() bool {
+		p := catalogQueue(spare, "applying").Partitions[0]
+		return slices.Contains(p.Replicas, spare.ID()) && !slices.Contains(p.Joining, spare.ID()) && spare.replicas.get(group) != nil
+	})
+	spare.replicas.reconcile() // a pass after the record
+	if !spare.replicas.get(group).Abstaining() {
+		t.Fatal("the learner stopped abstaining with its apply behind")
+	}
+	testwait.Until(t, 30*time.Second, "the partition leader to await the learner's vote", func() bool {
+		l := partitionLeader(nodes, group)
+		if l == nil {
+			return false
+		}
+		l.replicas.mu.Lock()
+		r := l.replicas.running[group]
+		l.replicas.mu.Unlock()
+		return r != nil && r.awaitingVote.Load()
+	})
+	if l := partitionLeader(nodes, group); l != nil && slices.Contains(l.replicas.get(group).Status().Voters, spare.ID()) {
+		t.Fatal("the learner was promoted with its apply behind")
+	}
+	if !spare.replicas.get(group).Abstaining() {
+		t.Fatal("the learner stopped abstaining with its apply behind")
+	}
+	holding.Store(false)
+	live := slices.DeleteFunc(slices.Clone(nodes), func(nd *Node) bool { return nd.ID() == victim })
+	waitPlacedAndCaughtUp(t, live, "applying", 3)
+	if lag := spare.replicas.get(group).ApplyLag(); lag > applyLagMax {
+		t.Errorf("promoted with %d entries left to apply", lag)
+	}
 }

@@ -107,6 +107,21 @@ func (p *Partition) LeaderDead(ctx context.Context, f fsm.DeadFilter, bodies boo
 	return letters, false, err
 }
 
+// ApplyLag returns how many committed entries this replica's state
+// machine has yet to apply: its raft commit index (as its leader last
+// told it) less the index of the last entry its FSM applied. A replica
+// fed by a snapshot holds the log long before it has applied it.
+func (p *Partition) ApplyLag() uint64 {
+	commit := p.raft.CommitIndex()
+	p.mu.Lock()
+	applied := p.applied
+	p.mu.Unlock()
+	if applied >= commit {
+		return 0
+	}
+	return commit - applied
+}
+
 // Digest returns the FSM's state digest and the raft index it was taken at,
 // so replicas can be compared.
 func (p *Partition) Digest() (uint64, [32]byte) {
