@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,7 +57,9 @@ func TestCluster_WipedVoterCannotElectAStaleLeader(t *testing.T) {
 	}
 
 	c.start(leader)
+	steps := watchReplica(t, c, wiped, "amnesia", 0)
 	c.waitConverged("amnesia", 0)
+	steps()
 	got := drain(t, c, cl, "amnesia", 0)
 	for _, id := range sent {
 		if _, ok := got[id]; !ok {
@@ -68,4 +73,52 @@ func TestCluster_WipedVoterCannotElectAStaleLeader(t *testing.T) {
 	c.stop(leader)
 	c.waitLeaders("amnesia", 1)
 	mustSend(t, q, client.Message{ID: "after"})
+}
+
+// watchReplica records, every 50 ms, the changes in node i's replica of a
+// partition (role, suffrage, abstaining, applied index in steps of a
+// thousand) with the time since the call; the returned func stops it and
+// logs the steps, so a slow rejoin says which step took the time. The
+// steps are also logged if the test fails before the func is called.
+func watchReplica(t *testing.T, c *testCluster, i int, queue string, partition int) func() {
+	t.Helper()
+	start := time.Now()
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var steps []string
+	last := ""
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			state := "no replica"
+			if rs, err := c.replicas(i, queue); err != nil {
+				state = "unreachable"
+			} else if r, ok := rs[partition]; ok {
+				state = fmt.Sprintf("%s %s abstaining=%v applied~%dk", r.Role, r.Suffrage, r.Abstaining, r.AppliedIndex/1000)
+			}
+			if state != last {
+				last = state
+				mu.Lock()
+				steps = append(steps, fmt.Sprintf("+%.2fs %s", time.Since(start).Seconds(), state))
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	report := func() {
+		once.Do(func() {
+			close(stop)
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("%s's replica of %s/%d: %s", c.members[i].cfg.ID, queue, partition, strings.Join(steps, "; "))
+		})
+	}
+	t.Cleanup(report)
+	return report
 }
