@@ -37,6 +37,17 @@ type BodyStore interface {
 	Pin() (release func())
 }
 
+// BatchReader is implemented by stores that read several payloads in
+// fewer reads than one each (payloads that sit close together in one log
+// entry, as messages sent together do, in one read). A receive reads its
+// deliveries' bodies through it.
+type BatchReader interface {
+	// ReadBatch sets out[i] to the payload at locs[i], as Read would
+	// return it; len(out) must be len(locs). The payloads may share one
+	// buffer: none may be written to.
+	ReadBatch(locs []Loc, out [][]byte) error
+}
+
 // EntryBodyStore is implemented by stores that can keep a payload where the
 // log entry being applied holds it, so that a body is written once per
 // replica. FSM.ApplyEntry uses it.

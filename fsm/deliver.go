@@ -41,15 +41,15 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 	if visibility == 0 {
 		visibility = f.cfg.VisibilityTimeout
 	}
-	var out []Delivery
+	var leased []*message
 	var answerBytes int64
-	for len(out) < most {
+	for len(leased) < most {
 		next := f.nextEligible()
 		m := next.m
 		if m == nil {
 			break
 		}
-		if c.MaxBytes > 0 && len(out) > 0 && answerBytes+m.deliveryBytes() > c.MaxBytes {
+		if c.MaxBytes > 0 && len(leased) > 0 && answerBytes+m.deliveryBytes() > c.MaxBytes {
 			break // the rest stays ready for the next receive
 		}
 		f.takeEligible(next)
@@ -64,10 +64,10 @@ func (f *FSM) applyReceive(c *ReceiveCmd) ([]Delivery, error) {
 		}
 		f.lease(m, c.Consumer, int64(visibility))
 		answerBytes += m.deliveryBytes()
-		out = append(out, f.delivery(m))
+		leased = append(leased, m)
 	}
-	f.rateTake(len(out))
-	return out, nil
+	f.rateTake(len(leased))
+	return f.deliveries(leased), nil
 }
 
 // DeliveryOverheadBytes is what a delivery costs in an answer beyond its
@@ -89,9 +89,40 @@ func (m *message) deliveryBytes() int64 {
 	return DeliveryBytes(int(m.stored), m.idBytes(), groupBytes)
 }
 
-// delivery reads m's body and builds what the consumer gets. A body that
-// cannot be read is local corruption: fatal, as in storeBody.
-func (f *FSM) delivery(m *message) Delivery {
+// deliveries builds what the consumer gets for each of ms, reading their
+// bodies in one batch where the store can (BatchReader).
+func (f *FSM) deliveries(ms []*message) []Delivery {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]Delivery, len(ms))
+	br, batched := f.store.(BatchReader)
+	if f.skipBodies || !batched || len(ms) == 1 {
+		for i, m := range ms {
+			out[i] = f.delivery(m)
+		}
+		return out
+	}
+	locs := make([]Loc, len(ms))
+	for i, m := range ms {
+		locs[i] = m.pos
+	}
+	payloads := make([][]byte, len(ms))
+	if err := br.ReadBatch(locs, payloads); err != nil {
+		panic(fmt.Sprintf("fsm: bodies of %d deliveries unreadable: %v", len(ms), err))
+	}
+	for i, m := range ms {
+		out[i] = f.deliveryHead(m)
+		var err error
+		if out[i].Headers, out[i].Body, err = decodePayload(payloads[i]); err != nil {
+			panic(fmt.Sprintf("fsm: body of seq %d at %v: %v", m.seq, m.pos, err))
+		}
+	}
+	return out
+}
+
+// deliveryHead is m's delivery without its headers and body.
+func (f *FSM) deliveryHead(m *message) Delivery {
 	d := Delivery{
 		Receipt:    Receipt{Seq: m.seq, Attempt: m.attempts},
 		ID:         m.id(),
@@ -102,6 +133,13 @@ func (f *FSM) delivery(m *message) Delivery {
 	if m.group != nil {
 		d.Group = m.group.name
 	}
+	return d
+}
+
+// delivery reads m's body and builds what the consumer gets. A body that
+// cannot be read is local corruption: fatal, as in storeBody.
+func (f *FSM) delivery(m *message) Delivery {
+	d := f.deliveryHead(m)
 	if f.skipBodies {
 		return d
 	}

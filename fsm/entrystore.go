@@ -25,6 +25,8 @@ type MemEntryStore struct {
 	memPins
 }
 
+var _ BatchReader = (*MemEntryStore)(nil)
+
 // memEntry is a stored log entry and how many locations refer into it.
 type memEntry struct {
 	data []byte
@@ -108,6 +110,31 @@ func (s *MemEntryStore) Read(loc Loc) (uint64, []byte, error) {
 		return 0, nil, fmt.Errorf("mem entry store: nothing at %v", loc)
 	}
 	return r.key, bytes.Clone(r.payload), nil
+}
+
+// ReadBatch implements BatchReader: the payloads are copied into one
+// buffer they share, as a store reading one span of a log entry does.
+func (s *MemEntryStore) ReadBatch(locs []Loc, out [][]byte) error {
+	if len(out) != len(locs) {
+		return fmt.Errorf("mem entry store: %d locations, %d payloads", len(locs), len(out))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := 0
+	for _, loc := range locs {
+		r, ok := s.refs[loc]
+		if !ok {
+			return fmt.Errorf("mem entry store: nothing at %v", loc)
+		}
+		total += len(r.payload)
+	}
+	buf := make([]byte, 0, total)
+	for i, loc := range locs {
+		start := len(buf)
+		buf = append(buf, s.refs[loc].payload...)
+		out[i] = buf[start:len(buf):len(buf)]
+	}
+	return nil
 }
 
 // MarkDead drops one reference to loc; the location, and an entry nothing
