@@ -126,7 +126,7 @@ func TestPartition_LogCacheIsBoundedInBytes(t *testing.T) {
 			t.Fatalf("entry %d: %v", i, err)
 		}
 	}
-	if err := c.DeleteRange(1, 100); err != nil || c.cachedBytes() != 0 {
+	if err := c.DeleteRange(1, 200); err != nil || c.cachedBytes() != 0 {
 		t.Fatalf("delete range: %v, %d bytes cached", err, c.cachedBytes())
 	}
 	// raft must learn that the store underneath refuses gaps, or it leaves
@@ -169,4 +169,68 @@ func TestPartition_CloseAnswersQueuedSendsPromptly(t *testing.T) {
 	}
 	c.reps[li] = nil
 	t.Logf("close and all answers took %v", time.Since(start))
+}
+
+// countingStore counts the reads that reach the store under the cache.
+type countingStore struct {
+	raft.LogStore
+	reads int
+}
+
+func (s *countingStore) GetLog(index uint64, out *raft.Log) error {
+	s.reads++
+	return s.LogStore.GetLog(index, out)
+}
+
+// The newest entries are served from the cache: old large entries make
+// room for new ones, and deleting a compacted prefix keeps the rest.
+func TestPartition_LogCacheKeepsTheNewestEntries(t *testing.T) {
+	store := &countingStore{LogStore: raft.NewInmemStore()}
+	c := newBoundedLogCache(store)
+	next := uint64(1)
+	storeSized := func(n, size int) {
+		for range n {
+			if err := c.StoreLogs([]*raft.Log{{Index: next, Term: 1, Data: make([]byte, size)}}); err != nil {
+				t.Fatal(err)
+			}
+			next++
+		}
+	}
+	readBack := func(from, to uint64) int {
+		before := store.reads
+		var l raft.Log
+		for i := from; i <= to; i++ {
+			if err := c.GetLog(i, &l); err != nil || l.Index != i {
+				t.Fatalf("entry %d: %v", i, err)
+			}
+		}
+		return store.reads - before
+	}
+	storeSized(40, 300<<10) // fills the byte bound with large entries
+	storeSized(20, 2<<10)
+	if n := readBack(41, 60); n != 0 {
+		t.Fatalf("%d of the 20 newest small entries read from the store", n)
+	}
+	storeSized(5, 300<<10)
+	if n := readBack(61, 65); n != 0 {
+		t.Fatalf("%d of the 5 newest large entries read from the store", n)
+	}
+	if err := c.DeleteRange(1, 50); err != nil {
+		t.Fatal(err)
+	}
+	if n := readBack(51, 65); n != 0 {
+		t.Fatalf("%d entries past the deleted prefix read from the store", n)
+	}
+	if b := c.cachedBytes(); b > logCacheBytesMax {
+		t.Fatalf("cache holds %d bytes", b)
+	}
+	// A rewritten suffix (a follower's conflict) is cached again.
+	if err := c.DeleteRange(60, 65); err != nil {
+		t.Fatal(err)
+	}
+	next = 60
+	storeSized(3, 1<<10)
+	if n := readBack(60, 62); n != 0 {
+		t.Fatalf("%d entries of the rewritten suffix read from the store", n)
+	}
 }

@@ -34,9 +34,13 @@ const (
 type boundedLogCache struct {
 	store raft.LogStore
 
-	mu     sync.Mutex
-	ring   [logCacheEntries]*raft.Log
-	bytes  int
+	mu    sync.Mutex
+	ring  [logCacheEntries]*raft.Log
+	bytes int
+	// low is a lower bound on the cached indexes: no entry below it is
+	// cached. Making room for a new entry evicts from here upwards, the
+	// oldest first.
+	low    uint64
 	staged []*raft.Log // consecutive indexes, nil when none
 }
 
@@ -106,19 +110,37 @@ func (c *boundedLogCache) StoreLogs(logs []*raft.Log) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, l := range logs {
-		slot := l.Index % logCacheEntries
-		if old := c.ring[slot]; old != nil {
-			c.bytes -= len(old.Data)
-			c.ring[slot] = nil
-		}
-		if len(l.Data) > logCacheEntryBytesMax || c.bytes+len(l.Data) > logCacheBytesMax {
+		c.evictSlotLocked(l.Index % logCacheEntries)
+		if len(l.Data) > logCacheEntryBytesMax {
 			continue
 		}
-		c.ring[slot] = l
+		// The newest entries are the ones raft reads (to replicate and
+		// apply them): older ones make room, never the new one.
+		c.low = min(c.low, l.Index) // a rewritten suffix starts below it
+		if l.Index >= logCacheEntries {
+			c.low = max(c.low, l.Index-logCacheEntries+1)
+		}
+		for ; c.bytes+len(l.Data) > logCacheBytesMax && c.low < l.Index; c.low++ {
+			if old := c.ring[c.low%logCacheEntries]; old != nil && old.Index == c.low {
+				c.evictSlotLocked(c.low % logCacheEntries)
+			}
+		}
+		if c.bytes+len(l.Data) > logCacheBytesMax {
+			continue // newer entries hold the room (not after raft's own deletes)
+		}
+		c.ring[l.Index%logCacheEntries] = l
 		c.bytes += len(l.Data)
 	}
 	c.assertBytes()
 	return nil
+}
+
+// evictSlotLocked empties one slot of the ring.
+func (c *boundedLogCache) evictSlotLocked(slot uint64) {
+	if old := c.ring[slot]; old != nil {
+		c.bytes -= len(old.Data)
+		c.ring[slot] = nil
+	}
 }
 
 // assertBytes checks the byte accounting; a broken count would let the
@@ -129,11 +151,18 @@ func (c *boundedLogCache) assertBytes() {
 	}
 }
 
-// DeleteRange empties the cache and deletes from the store.
+// DeleteRange forgets the cached entries of the range and deletes it from
+// the store. The others stay: raft deletes a compacted prefix after every
+// snapshot, and emptying the whole cache then sent the next appends' reads
+// of the newest entries to the disk.
 func (c *boundedLogCache) DeleteRange(minIndex, maxIndex uint64) error {
 	c.mu.Lock()
-	c.ring = [logCacheEntries]*raft.Log{}
-	c.bytes = 0
+	for slot, l := range c.ring {
+		if l != nil && l.Index >= minIndex && l.Index <= maxIndex {
+			c.evictSlotLocked(uint64(slot))
+		}
+	}
+	c.assertBytes()
 	c.mu.Unlock()
 	return c.store.DeleteRange(minIndex, maxIndex)
 }
