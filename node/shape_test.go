@@ -60,6 +60,20 @@ func waitPlacedAndCaughtUp(t *testing.T, live []*Node, name string, want int) me
 	return q
 }
 
+// settledQueue starts count nodes under root, creates the one-partition
+// queue name, sends it sent messages and waits until every replica holds
+// them; it returns the nodes, the queue and its partition's group.
+func settledQueue(t *testing.T, root string, count int, name string, sent int) ([]*Node, meta.Queue, string) {
+	t.Helper()
+	nodes := testNodesIn(t, root, count, nil)
+	leader := metaLeader(t, nodes)
+	createQueueOn(t, leader, name, 1)
+	q := catalogQueue(leader, name)
+	sendTo(t, nodes, q, 0, sent)
+	waitPlacedAndCaughtUp(t, nodes, name, sent)
+	return nodes, q, q.GroupID(0)
+}
+
 // A node dead for longer than the dead-node timeout has its replicas
 // rebuilt on the live nodes, learner first, with their data; the dead node
 // stays registered, and a node that joins then gets its share.
@@ -282,13 +296,7 @@ func restartTestNode(t *testing.T, root string, old *Node, seeds []string) *Node
 // is there and the wiped replica rejoins as a learner and votes again.
 func TestShape_WipedVoterAbstainsWhileTheCatalogMoves(t *testing.T) {
 	root := t.TempDir()
-	nodes := testNodesIn(t, root, 5, nil)
-	leader := metaLeader(t, nodes)
-	createQueueOn(t, leader, "amnesia", 1)
-	q := catalogQueue(leader, "amnesia")
-	group := q.GroupID(0)
-	sendTo(t, nodes, q, 0, 2)
-	waitPlacedAndCaughtUp(t, nodes, "amnesia", 2)
+	nodes, q, group := settledQueue(t, root, 5, "amnesia", 2)
 	holder := partitionLeader(nodes, group)
 	var stale, wiped *Node
 	for _, id := range q.Partitions[0].Replicas {
@@ -395,14 +403,7 @@ func TestShape_DrainingMetaLeaderHandsOver(t *testing.T) {
 // not serve until it had applied them. Once its apply catches up it votes
 // and the move finishes.
 func TestShape_LearnerVotesOnlyOnceItsApplyCaughtUp(t *testing.T) {
-	root := t.TempDir()
-	nodes := testNodesIn(t, root, 4, nil)
-	leader := metaLeader(t, nodes)
-	createQueueOn(t, leader, "applying", 1)
-	q := catalogQueue(leader, "applying")
-	group := q.GroupID(0)
-	sendTo(t, nodes, q, 0, 3)
-	waitPlacedAndCaughtUp(t, nodes, "applying", 3)
+	nodes, q, group := settledQueue(t, t.TempDir(), 4, "applying", 3)
 	var spare *Node
 	for _, nd := range nodes {
 		if !slices.Contains(q.Partitions[0].Replicas, nd.ID()) {
