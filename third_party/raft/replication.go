@@ -581,6 +581,16 @@ func (r *Raft) pipelineSend(s *followerReplication, p AppendPipeline, nextIdx *u
 		last := req.Entries[n-1]
 		atomic.StoreUint64(nextIdx, last.Index+1)
 	}
+	// Ferry fork: one call sends at most MaxAppendEntries entries, and
+	// upstream sent the next batch only at the next trigger (a new entry)
+	// or commit timeout. A follower that fell more than a batch behind
+	// (triggers that came while a send waited are merged into one) then
+	// caught up one batch per new entry, and one per CommitTimeout once
+	// the leader was idle. It now gets the next batch at once; the
+	// pipeline's bound on appends in flight paces it.
+	if atomic.LoadUint64(nextIdx) <= lastIndex {
+		asyncNotifyCh(s.triggerCh)
+	}
 	return false
 }
 
