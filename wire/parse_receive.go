@@ -15,10 +15,7 @@ import (
 func parseReceiveRequest(data []byte, r *ReceiveRequest) error {
 	*r = ReceiveRequest{}
 	c := &checker{data: data}
-	if c.nilNext() {
-		return c.end()
-	}
-	err := c.fields(func(key string) error {
+	return c.body(func(key string) error {
 		var err error
 		switch key {
 		case "queue":
@@ -44,20 +41,13 @@ func parseReceiveRequest(data []byte, r *ReceiveRequest) error {
 		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return c.end()
 }
 
 // parseReceiveResponse decodes a ReceiveResponse from one checked value.
 func parseReceiveResponse(data []byte, r *ReceiveResponse) error {
 	*r = ReceiveResponse{}
 	c := &checker{data: data}
-	if c.nilNext() {
-		return c.end()
-	}
-	err := c.fields(func(key string) error {
+	return c.body(func(key string) error {
 		var err error
 		switch key {
 		case "messages":
@@ -69,20 +59,13 @@ func parseReceiveResponse(data []byte, r *ReceiveResponse) error {
 		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return c.end()
 }
 
 // parseAckRequest decodes an AckRequest from one checked value.
 func parseAckRequest(data []byte, r *AckRequest) error {
 	*r = AckRequest{}
 	c := &checker{data: data}
-	if c.nilNext() {
-		return c.end()
-	}
-	err := c.fields(func(key string) error {
+	return c.body(func(key string) error {
 		var err error
 		switch key {
 		case "queue":
@@ -96,20 +79,13 @@ func parseAckRequest(data []byte, r *AckRequest) error {
 		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return c.end()
 }
 
 // parseAckResponse decodes an AckResponse from one checked value.
 func parseAckResponse(data []byte, r *AckResponse) error {
 	*r = AckResponse{}
 	c := &checker{data: data}
-	if c.nilNext() {
-		return c.end()
-	}
-	err := c.fields(func(key string) error {
+	return c.body(func(key string) error {
 		if key != "results" {
 			return c.value(1)
 		}
@@ -117,10 +93,6 @@ func parseAckResponse(data []byte, r *AckResponse) error {
 		r.Results, err = c.itemResults()
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return c.end()
 }
 
 // intValue reads an integer that fits in an int.
@@ -137,28 +109,12 @@ func (c *checker) intValue() (int, error) {
 
 // receipts reads an array of Receipt; nil reads as nil.
 func (c *checker) receipts() ([]Receipt, error) {
-	if c.nilNext() {
-		return nil, nil
-	}
-	n, err := c.arrayLen()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Receipt, n)
-	for i := range out {
-		if err := c.receipt(&out[i]); err != nil {
-			return nil, fmt.Errorf("receipt %d: %w", i, err)
-		}
-	}
-	return out, nil
+	return array(c, "receipt", c.receipt)
 }
 
 // receipt reads one Receipt; nil reads as the zero receipt.
 func (c *checker) receipt(r *Receipt) error {
-	if c.nilNext() {
-		return nil
-	}
-	return c.fields(func(key string) error {
+	return c.record(func(key string) error {
 		var err error
 		switch key {
 		case "partition":
@@ -216,28 +172,12 @@ func (c *checker) rangedUint(field string, limit uint64) (uint64, error) {
 
 // deliveries reads an array of Delivery; nil reads as nil.
 func (c *checker) deliveries() ([]Delivery, error) {
-	if c.nilNext() {
-		return nil, nil
-	}
-	n, err := c.arrayLen()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Delivery, n)
-	for i := range out {
-		if err := c.delivery(&out[i]); err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-	}
-	return out, nil
+	return array(c, "message", c.delivery)
 }
 
 // delivery reads one Delivery; nil reads as the zero delivery.
 func (c *checker) delivery(d *Delivery) error {
-	if c.nilNext() {
-		return nil
-	}
-	return c.fields(func(key string) error {
+	return c.record(func(key string) error {
 		var err error
 		switch key {
 		case "partition":
@@ -273,28 +213,12 @@ func (c *checker) delivery(d *Delivery) error {
 
 // itemResults reads an array of ItemResult; nil reads as nil.
 func (c *checker) itemResults() ([]ItemResult, error) {
-	if c.nilNext() {
-		return nil, nil
-	}
-	n, err := c.arrayLen()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ItemResult, n)
-	for i := range out {
-		if err := c.itemResult(&out[i]); err != nil {
-			return nil, fmt.Errorf("result %d: %w", i, err)
-		}
-	}
-	return out, nil
+	return array(c, "result", c.itemResult)
 }
 
 // itemResult reads one ItemResult; nil reads as the zero result.
 func (c *checker) itemResult(r *ItemResult) error {
-	if c.nilNext() {
-		return nil
-	}
-	return c.fields(func(key string) error {
+	return c.record(func(key string) error {
 		var err error
 		switch key {
 		case "code":

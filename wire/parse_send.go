@@ -16,10 +16,7 @@ import (
 func parseSendRequest(data []byte, r *SendRequest, shareBytes bool) error {
 	*r = SendRequest{}
 	c := &checker{data: data, shareBytes: shareBytes}
-	if c.nilNext() {
-		return c.end()
-	}
-	err := c.fields(func(key string) error {
+	return c.body(func(key string) error {
 		var err error
 		switch key {
 		case "queue":
@@ -35,36 +32,16 @@ func parseSendRequest(data []byte, r *SendRequest, shareBytes bool) error {
 		}
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return c.end()
 }
 
 // messages reads an array of Message; nil reads as nil.
 func (c *checker) messages() ([]Message, error) {
-	if c.nilNext() {
-		return nil, nil
-	}
-	n, err := c.arrayLen()
-	if err != nil {
-		return nil, err
-	}
-	ms := make([]Message, n)
-	for i := range ms {
-		if err := c.message(&ms[i]); err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-	}
-	return ms, nil
+	return array(c, "message", c.message)
 }
 
 // message reads one Message; nil reads as the zero Message.
 func (c *checker) message(m *Message) error {
-	if c.nilNext() {
-		return nil
-	}
-	return c.fields(func(key string) error {
+	return c.record(func(key string) error {
 		var err error
 		switch key {
 		case "id":
@@ -119,6 +96,45 @@ func (c *checker) end() error {
 		return fmt.Errorf("%d trailing bytes after the value", len(c.data)-c.pos)
 	}
 	return nil
+}
+
+// body reads a whole request or answer body: a map walked by fields, or
+// nil for the zero value, and nothing after it.
+func (c *checker) body(field func(key string) error) error {
+	if !c.nilNext() {
+		if err := c.fields(field); err != nil {
+			return err
+		}
+	}
+	return c.end()
+}
+
+// record reads one map-shaped item walked by fields; nil reads as the zero
+// item (field is not called).
+func (c *checker) record(field func(key string) error) error {
+	if c.nilNext() {
+		return nil
+	}
+	return c.fields(field)
+}
+
+// array reads an array whose items item reads in place, naming a failed
+// one by what and its index; nil reads as nil.
+func array[T any](c *checker, what string, item func(*T) error) ([]T, error) {
+	if c.nilNext() {
+		return nil, nil
+	}
+	n, err := c.arrayLen()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, n)
+	for i := range out {
+		if err := item(&out[i]); err != nil {
+			return nil, fmt.Errorf("%s %d: %w", what, i, err)
+		}
+	}
+	return out, nil
 }
 
 // nilNext consumes a nil and reports true if one is next.
@@ -241,10 +257,7 @@ func (c *checker) strMap() (map[string]string, error) {
 func parseSendResponse(data []byte, r *SendResponse) error {
 	*r = SendResponse{}
 	c := &checker{data: data}
-	if c.nilNext() {
-		return c.end()
-	}
-	err := c.fields(func(key string) error {
+	return c.body(func(key string) error {
 		if key != "results" {
 			return c.value(1)
 		}
@@ -252,36 +265,16 @@ func parseSendResponse(data []byte, r *SendResponse) error {
 		r.Results, err = c.sendResults()
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	return c.end()
 }
 
 // sendResults reads an array of SendResult; nil reads as nil.
 func (c *checker) sendResults() ([]SendResult, error) {
-	if c.nilNext() {
-		return nil, nil
-	}
-	n, err := c.arrayLen()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]SendResult, n)
-	for i := range out {
-		if err := c.sendResult(&out[i]); err != nil {
-			return nil, fmt.Errorf("result %d: %w", i, err)
-		}
-	}
-	return out, nil
+	return array(c, "result", c.sendResult)
 }
 
 // sendResult reads one SendResult; nil reads as the zero result.
 func (c *checker) sendResult(r *SendResult) error {
-	if c.nilNext() {
-		return nil
-	}
-	return c.fields(func(key string) error {
+	return c.record(func(key string) error {
 		var err error
 		switch key {
 		case "seq":
