@@ -5,8 +5,11 @@
 # `ferry bench consume -c 4 --batch 100` (its pipelined fill and its
 # drain, both counted per message) ROUNDS times (default 2) and prints, for each run, msgs/s, the p50, and
 # the CPU time (user + system, from /proc) each node and the bench client
-# spent per message. The partition leader is the node with the largest
-# figure. Throughput on a small shared machine moves a lot from minute to
+# spent per message, and the context switches per message of each node
+# (all its threads, from /proc) and of the client (with /usr/bin/time,
+# when installed): on a paravirtualised VM a switch can cost several
+# microseconds of CPU. The partition leader is the node with the largest
+# figures. MODES="bench args;bench args" runs other `ferry bench` modes. Throughput on a small shared machine moves a lot from minute to
 # minute; CPU per message moves much less, so compare builds with this,
 # alternating them (REPO=path runs another checkout's build). FERRYD_ARGS
 # adds ferryd flags. PROFILE=dir also saves a 5 s CPU profile of every
@@ -47,6 +50,7 @@ ferry=(./bin/ferry --servers "127.0.0.1:$((7101 + offset)),127.0.0.1:$((7102 + o
   --ca "$pki/ca.pem" --token-file "$pki/bench.token" --json bench --size 256 --no-progress)
 ticks=$(getconf CLK_TCK)
 TIMEFORMAT="%U %S" # the bench client's CPU seconds, from bash's time
+ctx_switches() { cat "/proc/$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime
 
 # profile_nodes saves a 5 s CPU profile of each node, starting 1 s in.
@@ -61,26 +65,37 @@ profile_nodes() {
 }
 
 for round in $(seq 1 "$rounds"); do
-  for mode in "pub --sync -c 16 -n $((16000 * scale))" "pub -c 4 -w 64 -n $((200000 * scale))" \
-    "consume -c 4 --batch 100 -n $((100000 * scale))"; do
+  default_modes="pub --sync -c 16 -n $((16000 * scale));pub -c 4 -w 64 -n $((200000 * scale));consume -c 4 --batch 100 -n $((100000 * scale))"
+  IFS=";" read -ra modes <<<"${MODES:-$default_modes}"
+  for mode in "${modes[@]}"; do
     before=()
-    for p in "${pids[@]}"; do before+=("$(cpu_ticks "$p")"); done
+    switches=()
+    for p in "${pids[@]}"; do
+      before+=("$(cpu_ticks "$p")")
+      switches+=("$(ctx_switches "$p")")
+    done
     profiler=""
     if [ -n "${PROFILE:-}" ]; then
       profile_nodes "$round-${mode%% -n*}" &
       profiler=$!
     fi
     # shellcheck disable=SC2086 # mode is split into arguments on purpose
-    { time "${ferry[@]}" $mode >"$work/out.json"; } 2>"$work/client.time"
+    timer=()
+    [ -x /usr/bin/time ] && timer=(/usr/bin/time -o "$work/client.switches" -f "%w %c")
+    { time "${timer[@]}" "${ferry[@]}" $mode >"$work/out.json"; } 2>"$work/client.time"
     [ -z "$profiler" ] || wait "$profiler"
     out=$(cat "$work/out.json")
     nodes=""
+    node_switches=""
     n=$(jq .messages <<<"$out")
     for k in 0 1 2; do
       nodes="$nodes $(( ($(cpu_ticks "${pids[$k]}") - before[k]) * 1000000 / ticks / n ))"
+      node_switches="$node_switches $(awk -v a="$(ctx_switches "${pids[$k]}")" -v b="${switches[k]}" -v n="$n" 'BEGIN {printf "%.2f", (a - b) / n}')"
     done
     client=$(awk -v n="$n" '{printf "%d", ($1 + $2) * 1000000 / n}' "$work/client.time")
+    client_switches="-"
+    [ -s "$work/client.switches" ] && client_switches=$(awk -v n="$n" '{printf "%.2f", ($1 + $2) / n}' "$work/client.switches")
     echo "round $round [$mode] $(jq '.msgs_per_s | floor' <<<"$out") msgs/s, p50 $(jq .latency.p50_ms <<<"$out") ms;" \
-      "CPU us/msg: nodes$nodes, client $client"
+      "CPU us/msg: nodes$nodes, client $client; switches/msg: nodes$node_switches, client $client_switches"
   done
 done
