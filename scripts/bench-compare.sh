@@ -5,7 +5,9 @@
 # directories, and prints one table with the ratio Ferry / NATS twice:
 # against NATS at the nats CLI's own defaults (batches of 500 for async
 # publish, fetch and consume: what a user comparing the two would run),
-# and against NATS at Ferry's batch sizes where those differ.
+# and against NATS at Ferry's batch sizes where those differ. The async
+# publish rows also run Ferry's Publisher with NATS's default window (500
+# per client) and at the Publisher's own defaults.
 #
 # Needs nats-server and the nats CLI on PATH or in $(go env GOPATH)/bin:
 #   go install github.com/nats-io/nats-server/v2@v2.15.2
@@ -124,6 +126,11 @@ nats_stats "publish sync, 16 clients" "$out"
 out=$(nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --msgs "$(n 80000)")
 nats_stats "publish pipelined, 4 x 64" "$out"
 nats_stats "publish async, 4 x 64" "$out" # the same run: nats publishes async
+# Its default window is 500 messages per client: the row where Ferry's
+# Publisher has the same window, and the row where each runs at its own
+# defaults (Ferry's Publisher: client.DefaultPublishInFlightMessages).
+nats_stats "publish async, 4 x 500" "$out"
+nats_stats "publish async, defaults" "$out"
 out=$(nats bench js pub async ferrycmp.s "${stream[@]}" --purge --clients 4 --batch 64 --msgs "$(n 80000)")
 nats_stats "publish pipelined, 4 x 64" "$out" nats-matched
 nats_stats "publish async, 4 x 64" "$out" nats-matched
@@ -182,6 +189,8 @@ ferry_stats "publish sync, 1 client" "$("${ferry[@]}" pub --sync -c 1 -n "$(n 30
 ferry_stats "publish sync, 16 clients" "$("${ferry[@]}" pub --sync -c 16 -n "$(n 16000)")"
 ferry_stats "publish pipelined, 4 x 64" "$("${ferry[@]}" pub -c 4 -w 64 -n "$(n 80000)")"
 ferry_stats "publish async, 4 x 64" "$("${ferry[@]}" pub -c 4 -w 64 --async -n "$(n 80000)")"
+ferry_stats "publish async, 4 x 500" "$("${ferry[@]}" pub -c 4 -w 500 --async -n "$(n 80000)")"
+ferry_stats "publish async, defaults" "$("${ferry[@]}" pub -c 4 -w 0 --async -n "$(n 80000)")"
 ferry_stats "drain, receive 100 + ack" "$("${ferry[@]}" consume -c 4 --batch 100 -n "$(n 50000)")"
 ferry_stats "drain, Consume 4 x 8" "$("${ferry[@]}" consume -c 4 --handlers 8 -n "$(n 50000)")"
 ferry_stats "drain, Consume 4 x 8 / 32" "$("${ferry[@]}" consume -c 4 --handlers 8 --prefetch 32 -n "$(n 50000)")"
@@ -212,4 +221,6 @@ for s in shapes:
           f" {m[0]:>13,.0f} {ratio(f[0], m[0]):>6}")
 print("NATS: the nats CLI's defaults; NATS matched: the same run with Ferry's batch"
       " (async publish 64, fetch 100, consume 256 or 32) where they differ.")
+print("publish async: 4 x N is N messages in flight per client (NATS's default is 500);"
+      " defaults is each at its own (Ferry's Publisher: 4,096 per client).")
 PY

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -34,8 +35,8 @@ func benchPubCmd(g *globals, f *benchFlags) *cobra.Command {
 			if sync {
 				inflight = 1
 			}
-			if inflight < 1 || inflight > 4096 || batch < 1 || batch > client.MaxReceive {
-				return fmt.Errorf("--inflight %d / --batch %d: want 1..4096 / 1..1000", inflight, batch)
+			if (inflight < 1 && !(async && inflight == 0)) || inflight > 4096 || batch < 1 || batch > client.MaxReceive {
+				return fmt.Errorf("--inflight %d / --batch %d: want 1..4096 (0 with --async) / 1..1000", inflight, batch)
 			}
 			e, err := setupBench(cmd, g, f, queueArg(args))
 			if err != nil {
@@ -56,12 +57,14 @@ func benchPubCmd(g *globals, f *benchFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&sync, "sync", false, "one message per call, one call in flight per client")
 	cmd.Flags().IntVarP(&inflight, "inflight", "w", 64, "calls in flight per client")
 	cmd.Flags().IntVar(&batch, "batch", 1, "messages per call")
-	cmd.Flags().BoolVar(&async, "async", false, "through the client's asynchronous Publisher, --inflight messages in flight per client")
+	cmd.Flags().BoolVar(&async, "async", false,
+		"through the client's asynchronous Publisher, --inflight messages in flight per client (0: the Publisher's defaults)")
 	return cmd
 }
 
 // publishAsync publishes through one Publisher per client with up to
-// inflight messages in flight each; latency is from Publish to confirm.
+// inflight messages in flight each (0: the Publisher's defaults); latency
+// is from Publish to confirm.
 func (e *benchEnv) publishAsync(inflight int) benchResult {
 	ctx, cancel := runUntil(e.ctx, e.f)
 	defer cancel()
@@ -80,7 +83,7 @@ func (e *benchEnv) publishAsync(inflight int) benchResult {
 			f  *client.PublishFuture
 			at time.Time
 		}
-		futures := make(chan sent, inflight)
+		futures := make(chan sent, cmp.Or(inflight, client.DefaultPublishInFlightMessages))
 		wg.Add(2)
 		go func() {
 			defer wg.Done()

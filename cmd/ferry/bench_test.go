@@ -54,6 +54,7 @@ func TestBench_ModesCountEveryMessageAndDeleteTheirQueue(t *testing.T) {
 		{"pub sync", []string{"pub", "b1", "--sync", "-c", "2", "-n", "40"}, 40},
 		{"pub pipelined", []string{"pub", "b2", "-c", "2", "-w", "8", "--batch", "3", "-n", "90"}, 90},
 		{"pub async", []string{"pub", "b6", "-c", "2", "--async", "-w", "16", "-n", "100"}, 100},
+		{"pub async defaults", []string{"pub", "b7", "-c", "2", "--async", "-w", "0", "-n", "100"}, 100},
 		{"consume batched", []string{"consume", "b3", "-c", "2", "--batch", "10", "-n", "120"}, 120},
 		{"consume handlers", []string{"consume", "b4", "-c", "2", "--handlers", "3", "--prefetch", "6", "-n", "120"}, 120},
 		{"e2e", []string{"e2e", "b5", "-c", "1", "--rate", "200", "-n", "60"}, 60},
@@ -92,6 +93,16 @@ func TestBench_RefusesAQueueThatExists(t *testing.T) {
 	}
 	if st := cl.stats(t, "mine"); st.Ready != 0 {
 		t.Fatalf("the bench touched the queue: %+v", st)
+	}
+}
+
+// TestBench_ZeroInFlightOnlyWithAsync: --inflight 0 (the Publisher's
+// defaults) is refused, naming the flag, unless the run is --async; the
+// flags are checked before any server is dialled.
+func TestBench_ZeroInFlightOnlyWithAsync(t *testing.T) {
+	r := ferry(t, []string{"127.0.0.1:1"}, "bench", "pub", "z1", "-w", "0", "-n", "1")
+	if r.code == 0 || !strings.Contains(r.stderr, "--inflight 0") {
+		t.Fatalf("pipelined bench with --inflight 0: exit %d, %q", r.code, r.stderr)
 	}
 }
 
