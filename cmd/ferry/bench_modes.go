@@ -35,7 +35,11 @@ func benchPubCmd(g *globals, f *benchFlags) *cobra.Command {
 			if sync {
 				inflight = 1
 			}
-			if (inflight < 1 && !(async && inflight == 0)) || inflight > 4096 || batch < 1 || batch > client.MaxReceive {
+			leastInflight := 1
+			if async {
+				leastInflight = 0 // the Publisher's defaults
+			}
+			if inflight < leastInflight || inflight > 4096 || batch < 1 || batch > client.MaxReceive {
 				return fmt.Errorf("--inflight %d / --batch %d: want 1..4096 (0 with --async) / 1..1000", inflight, batch)
 			}
 			e, err := setupBench(cmd, g, f, queueArg(args))
