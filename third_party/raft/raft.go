@@ -686,7 +686,7 @@ func (r *Raft) startStopReplication() {
 				currentTerm:         r.getCurrentTerm(),
 				nextIndex:           lastIdx + 1,
 				lastContact:         time.Now(),
-				notify:              make(map[*verifyFuture]struct{}),
+				notify:              make(map[*verifyFuture]uint64),
 				notifyCh:            make(chan struct{}, 1),
 				stepDown:            r.leaderState.stepDown,
 				q:                   newQuiesceState(r.leaderState.quiesceWake),
@@ -1075,9 +1075,7 @@ func (r *Raft) verifyLeader(v *verifyFuture) {
 
 	// Trigger immediate heartbeats
 	for _, repl := range r.leaderState.replState {
-		repl.notifyLock.Lock()
-		repl.notify[v] = struct{}{}
-		repl.notifyLock.Unlock()
+		repl.addNotify(v)
 		asyncNotifyCh(repl.notifyCh)
 	}
 }

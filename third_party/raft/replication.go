@@ -93,9 +93,12 @@ type followerReplication struct {
 	// this server is still leader.
 	notifyCh chan struct{}
 	// notify is a map of futures to be resolved upon receipt of an
-	// acknowledgement, then cleared from this map.
-	notify map[*verifyFuture]struct{}
-	// notifyLock protects 'notify'.
+	// acknowledgement, then cleared from this map. Each maps to the
+	// notifySeq it was registered under (Ferry fork: a heartbeat answers
+	// only the futures registered before it was sent; see notifyAnswered).
+	notify    map[*verifyFuture]uint64
+	notifySeq uint64
+	// notifyLock protects 'notify' and 'notifySeq'.
 	notifyLock sync.Mutex
 
 	// stepDown is used to indicate to the leader that we
@@ -116,11 +119,49 @@ func (s *followerReplication) notifyAll(leader bool) {
 	// Clear the waiting notifies minimizing lock time
 	s.notifyLock.Lock()
 	n := s.notify
-	s.notify = make(map[*verifyFuture]struct{})
+	s.notify = make(map[*verifyFuture]uint64)
 	s.notifyLock.Unlock()
 
 	// Submit our votes
 	for v := range n {
+		v.vote(leader)
+	}
+}
+
+// addNotify registers a verify future to be resolved by this follower's
+// next answers (Ferry fork).
+func (s *followerReplication) addNotify(v *verifyFuture) {
+	s.notifyLock.Lock()
+	defer s.notifyLock.Unlock()
+	s.notifySeq++
+	s.notify[v] = s.notifySeq
+}
+
+// notifyMark returns the registration mark of the futures a heartbeat
+// sent now can answer (Ferry fork).
+func (s *followerReplication) notifyMark() uint64 {
+	s.notifyLock.Lock()
+	defer s.notifyLock.Unlock()
+	return s.notifySeq
+}
+
+// notifyAnswered votes for the futures registered at or before mark and
+// clears them (Ferry fork). An answer to a heartbeat sent before a verify
+// began says nothing of leadership since then: upstream's notifyAll
+// counted such a late answer for a verify registered while it was on its
+// way. A future registered later stays for the heartbeat its registration
+// triggered.
+func (s *followerReplication) notifyAnswered(mark uint64, leader bool) {
+	s.notifyLock.Lock()
+	var answered []*verifyFuture
+	for v, seq := range s.notify {
+		if seq <= mark {
+			answered = append(answered, v)
+			delete(s.notify, v)
+		}
+	}
+	s.notifyLock.Unlock()
+	for _, v := range answered {
 		v.vote(leader)
 	}
 }
@@ -447,6 +488,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 
 		quiescing, wakes, lastIdx := r.quiesceCandidate(s)
 		req.Quiesce = quiescing || s.isQuiesced()
+		mark := s.notifyMark() // the verifies this heartbeat can answer (Ferry fork)
 		start := time.Now()
 		if err := r.trans.AppendEntries(peer.ID, peer.Address, &req, &resp); err != nil {
 			nextBackoffTime := cappedExponentialBackoff(failureWait, failures, maxFailureScale, r.config().HeartbeatTimeout/2)
@@ -479,7 +521,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			if quiescing && resp.Success {
 				r.finishQuiesce(s, wakes, lastIdx)
 			}
-			s.notifyAll(resp.Success)
+			s.notifyAnswered(mark, resp.Success)
 		}
 	}
 }
