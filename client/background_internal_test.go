@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +30,12 @@ func TestClient_BackgroundWorkReusesWaitingGoroutines(t *testing.T) {
 		}
 		close(gate)
 		ran.Wait()
-		testwait.Until(t, 5*time.Second, "the goroutines to wait for work", func() bool { return c.backgroundWaiting.Load() == wave })
+		// backgroundWaiting counts a goroutine just before it parks in its
+		// select; work handed over in between starts a new goroutine, so
+		// the test waits until every one is parked.
+		testwait.Until(t, 5*time.Second, "the goroutines to wait for work", func() bool {
+			return c.backgroundWaiting.Load() == wave && parkedBackgroundGoroutines() == wave
+		})
 		if n := c.backgroundStarted.Load(); n != wave {
 			t.Fatalf("round %d: %d goroutines started for %d pieces of work at a time", round, n, wave)
 		}
@@ -47,4 +54,26 @@ func TestClient_BackgroundWorkReusesWaitingGoroutines(t *testing.T) {
 	if c.goBackground(func() { t.Error("work ran on a closed client") }) {
 		t.Fatal("a closed client took background work")
 	}
+}
+
+// parkedBackgroundGoroutines counts the goroutines blocked in
+// runBackground's select, from a dump of every goroutine's stack.
+func parkedBackgroundGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	parked := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "[select") && strings.Contains(g, "client.(*Client).runBackground(") {
+			parked++
+		}
+	}
+	return parked
 }
