@@ -25,7 +25,9 @@ import (
 // one at a time, 11,300-13,700 with OverlapItemsMin 8; 4 clients x 64
 // pipelined sends 23,200-28,800 and 33,200-38,500 (later runs, with the
 // machine slower for every system, showed a smaller gain within
-// run-to-run noise); a third proposal in flight added nothing measurable. The worker starts proposals in queue
+// run-to-run noise); a third proposal in flight added nothing measurable.
+// Once the CPU rather than the disk bounded the rounds, a threshold of 8
+// cost more than it gained (see DefaultOverlapItemsMin). The worker starts proposals in queue
 // order, so they take the raft log in that order, and answers them in
 // that order; the slices of one request are never in flight together,
 // so a failed slice leaves the rest of its request unproposed.

@@ -223,12 +223,14 @@ func TestPartition_DeepQueueOverlapsProposals(t *testing.T) {
 			c.converged()
 		})
 	}
-	// Synchronous senders fewer than OverlapItemsMin never queue enough.
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = 8 })
+	// As many synchronous senders as OverlapItemsMin never queue enough:
+	// one of them is always in the proposal in flight. At the default,
+	// sixteen keep one proposal per round.
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = DefaultOverlapItemsMin })
 	p := c.reps[c.leader()]
-	syncSenders(t, p, 4, 40)
+	syncSenders(t, p, DefaultOverlapItemsMin, 20)
 	if n := p.sends.overlapped.Load(); n != 0 {
-		t.Fatalf("4 synchronous senders overlapped %d proposals with OverlapItemsMin 8", n)
+		t.Fatalf("%d synchronous senders overlapped %d proposals with OverlapItemsMin %d", DefaultOverlapItemsMin, n, DefaultOverlapItemsMin)
 	}
 }
 

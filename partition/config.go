@@ -146,14 +146,20 @@ const DefaultGatherWait = 250 * time.Microsecond
 const GatherWaitMax = 10 * time.Millisecond
 
 // DefaultOverlapItemsMin is Config.OverlapItemsMin in DefaultConfig. It
-// keeps a handful of synchronous clients in one proposal per round (the
-// gathering of GatherWait), and lets sixteen or more, or pipelining
-// clients, keep two rounds in flight. Measured against 1, 4, 16, 32 and
-// 64 (see the batcher), 8 gave the best synchronous and pipelined rates
-// on average, though single runs of neighbouring values overlap; later
-// interleaved runs against 0 (one at a time) were inconclusive on the
-// shared-disk test machine.
-const DefaultOverlapItemsMin = 8
+// keeps up to sixteen synchronous clients in one proposal per round (the
+// gathering of GatherWait), and lets more, or pipelining clients, keep
+// two rounds in flight. It was 8, which split sixteen synchronous
+// clients into two proposals of about eight, doubling the rounds and
+// their fixed cost on every replica. Interleaved runs of 8, 16 and 32 on
+// the 2-core test machine (three nodes, one disk, TLS; `FERRYD_ARGS=
+// -proposal-overlap-items=N scripts/cpu-per-message.sh`, two rounds
+// each): 16 synchronous clients 5,007 msgs/s at 8, 5,900 at 16 and
+// 5,692 at 32 (8 was the slowest in five of six interleaved rounds
+// against other values that day), with the CPU per message of the three
+// nodes and the client 343, 284 and 285 us; 4 x 64 pipelined 27,760, 33,345 and 31,946; the async
+// Publisher at 4 x 64 37,184, 43,094 and 39,538, at 4 x 500 70,175,
+// 79,984 and 69,811; 64 synchronous clients 10,467, 11,586 and 10,683.
+const DefaultOverlapItemsMin = 16
 
 // DefaultLeaderLeaseTimeout is how long a leader goes without answers from
 // a quorum before it steps down: the HeartbeatTimeout, the most raft

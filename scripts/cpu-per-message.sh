@@ -15,7 +15,11 @@
 # adds ferryd flags. PROFILE=dir also saves a 5 s CPU profile of every
 # node taken in the middle of each run (dir/<round>-<mode>-nodeN.pprof;
 # the nodes then run -pprof; SCALE, default 3 then, multiplies the
-# message counts). Linux only; not part of `make test`.
+# message counts). STAGES=1 also prints, per node, the mean time of each
+# stage a message passes (client request, the leader's own log write, an
+# AppendEntries round and the follower's store, commit, waiting for and
+# running the state machine), from the nodes' /metrics histograms scraped
+# before and after each run. Linux only; not part of `make test`.
 set -euo pipefail
 cd "${REPO:-$(dirname "$0")/..}"
 make -s build >/dev/null
@@ -49,6 +53,29 @@ done
 ferry=(./bin/ferry --servers "127.0.0.1:$((7101 + offset)),127.0.0.1:$((7102 + offset)),127.0.0.1:$((7103 + offset))"
   --ca "$pki/ca.pem" --token-file "$pki/bench.token" --json bench --size 256 --no-progress)
 ticks=$(getconf CLK_TCK)
+# stage_sums prints "node series sum count" for every latency histogram
+# STAGES=1 reports, summed over their labels except op.
+stage_sums() {
+  for i in 1 2 3; do
+    curl -sf --cacert "$pki/ca.pem" -H "Authorization: Bearer $(cat "$pki/bench.token")" \
+      "https://127.0.0.1:$((7200 + offset + i))/metrics" |
+      awk -v node="$i" '
+        /^ferry_(request|raft_(commit|leader_dispatch|replication_append|rpc_append|rpc_store_logs|fsm_enqueue|fsm_apply_batch))_seconds_(sum|count)/ {
+          name = $1; op = ""
+          if (match(name, /op="[^"]*"/)) op = ":" substr(name, RSTART + 4, RLENGTH - 5)
+          sub(/\{.*/, "", name); kind = name; sub(/.*_/, "", kind); sub(/_seconds_(sum|count)$/, "", name)
+          sub(/^ferry_(raft_)?/, "", name)
+          v[name op, kind] += $2; seen[name op] = 1
+        }
+        END { for (k in seen) print node, k, v[k, "sum"] + 0, v[k, "count"] + 0 }'
+  done
+}
+# stage_means prints the mean microseconds of each stage that ran between
+# two stage_sums outputs (files $1, before, and $2, after).
+stage_means() {
+  awk 'NR == FNR { s[$1, $2] = $3; c[$1, $2] = $4; next }
+    { dc = $4 - c[$1, $2]; if (dc > 0) printf "  node%s %-26s %8.0f us mean over %d\n", $1, $2, ($3 - s[$1, $2]) * 1e6 / dc, dc }' "$1" "$2" | sort
+}
 TIMEFORMAT="%U %S" # the bench client's CPU seconds, from bash's time
 ctx_switches() { cat "/proc/$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime
@@ -74,6 +101,7 @@ for round in $(seq 1 "$rounds"); do
       before+=("$(cpu_ticks "$p")")
       switches+=("$(ctx_switches "$p")")
     done
+    [ -z "${STAGES:-}" ] || stage_sums >"$work/stages.before"
     profiler=""
     if [ -n "${PROFILE:-}" ]; then
       profile_nodes "$round-${mode%% -n*}" &
@@ -97,5 +125,9 @@ for round in $(seq 1 "$rounds"); do
     [ -s "$work/client.switches" ] && client_switches=$(awk -v n="$n" '{printf "%.2f", ($1 + $2) / n}' "$work/client.switches")
     echo "round $round [$mode] $(jq '.msgs_per_s | floor' <<<"$out") msgs/s, p50 $(jq .latency.p50_ms <<<"$out") ms;" \
       "CPU us/msg: nodes$nodes, client $client; switches/msg: nodes$node_switches, client $client_switches"
+    if [ -n "${STAGES:-}" ]; then
+      stage_sums >"$work/stages.after"
+      stage_means "$work/stages.before" "$work/stages.after"
+    fi
   done
 done
