@@ -47,7 +47,7 @@ test: tools
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/chaos)
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 -race ./fsm/ -rapid.checks=100
-	cd third_party/raft && $(GO) test -count=1 -race -run 'TestQuiesce|TestCampaign|TestElection|TestCost|TestRejoin|TestReplicateBeforeStore|TestReplication_|TestNotifyAnswered' .
+	cd third_party/raft && $(GO) test -count=1 -race -run 'TestQuiesce|TestCampaign|TestElection|TestCost|TestRejoin|TestReplicateBeforeStore|TestReplication_|TestNotifyAnswered|TestUpdateLastAppended' .
 	$(GO) test -count=1 -timeout 20m ./test/chaos/
 
 lint: tools

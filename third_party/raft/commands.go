@@ -46,6 +46,11 @@ type AppendEntriesRequest struct {
 	// Quiesce (Ferry fork) tells the follower that the leader will send no
 	// heartbeats while it is up (see Config.QuiesceAfter); false ends it.
 	Quiesce bool
+
+	// notifyMark (Ferry fork, never sent) is the leader's mark of the
+	// verifies registered when it built the request: a successful answer
+	// votes only for those (see followerReplication.notifyAnswered).
+	notifyMark uint64
 }
 
 // GetRPCHeader - See WithRPCHeader.

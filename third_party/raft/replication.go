@@ -408,6 +408,7 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 	r.logger.Info("installing snapshot on", "peer", peer.ID, "id", snapID, "size", req.Size)
 	// Make the call
 	start := time.Now()
+	mark := s.notifyMark() // Ferry fork: the verifies its answer can vote for
 	var resp InstallSnapshotResponse
 	if err := r.trans.InstallSnapshot(peer.ID, peer.Address, &req, &resp, snapshot); err != nil {
 		r.logger.Error("failed to install snapshot", "peer", peer.ID, "id", snapID, "error", err)
@@ -442,8 +443,9 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 		// Clear any failures
 		s.failures = 0
 
-		// Notify we are still leader
-		s.notifyAll(true)
+		// Notify we are still leader (Ferry fork: only the verifies
+		// registered before the snapshot was sent).
+		s.notifyAnswered(mark, true)
 	} else {
 		s.failures++
 		r.logger.Warn("installSnapshot rejected to", "peer", peer.ID, "id", snapID)
@@ -678,6 +680,7 @@ func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, 
 func (r *Raft) setupAppendEntries(s *followerReplication, req *AppendEntriesRequest, nextIndex, lastIndex uint64) error {
 	req.RPCHeader = r.getRPCHeader()
 	req.Term = s.currentTerm
+	req.notifyMark = s.notifyMark() // Ferry fork: the verifies its answer can vote for
 	// this is needed for retro compatibility, before RPCHeader.Addr was added
 	req.Leader = r.trans.EncodePeer(r.localID, r.localAddr)
 	req.LeaderCommitIndex = r.getCommitIndex()
@@ -777,6 +780,8 @@ func updateLastAppended(s *followerReplication, req *AppendEntriesRequest) {
 		}
 	}
 
-	// Notify still leader
-	s.notifyAll(true)
+	// Notify still leader: only the verifies registered before the
+	// request was built (Ferry fork; upstream's notifyAll also counted
+	// the answer for verifies that began while it was on its way).
+	s.notifyAnswered(req.notifyMark, true)
 }
