@@ -144,8 +144,21 @@ func TestClient_ConsumeAckWithoutARideGoesAloneSoon(t *testing.T) {
 	}
 	settled := make(chan client.SettleOutcome, 1)
 	// The poller long-polls for the free slots while the handler runs, so
-	// the ack has no receive to ride on for the whole Wait.
-	stop := consume(t, q, func(context.Context, *client.Delivery) error { return nil },
+	// the ack has no receive to ride on for the whole Wait. The handler
+	// returns once that long poll has reached the node: before it, the
+	// ack could ride on the poll when the poller is slow to send it.
+	handler := func(context.Context, *client.Delivery) error {
+		deadline := time.Now().Add(5 * time.Second)
+		for len(fc.requests(wire.OpReceive)) < 2 {
+			if time.Now().After(deadline) {
+				t.Error("the poller sent no long poll while the handler ran")
+				break
+			}
+			time.Sleep(time.Millisecond) // polling the fake's log, with a deadline
+		}
+		return nil
+	}
+	stop := consume(t, q, handler,
 		client.ConsumeOptions{Prefetch: 4, Wait: 20 * time.Second, OnSettle: func(o client.SettleOutcome) { settled <- o }})
 	defer stop()
 	select {
