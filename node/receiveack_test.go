@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -23,6 +24,18 @@ func newLeaderCaller(t *testing.T, queue string) *leaderCaller {
 	pl := &leaderCaller{t: t, nodes: testNodes(t, 3), queue: queue}
 	var created wire.CreateQueueResponse
 	pl.callAny(wire.OpCreateQueue, &wire.CreateQueueRequest{Name: queue}, &created)
+	// Until the preferred replica (the first) leads, a node hands it the
+	// leadership, and a request committing across the hand-over ends with
+	// its outcome unknown: start once it leads.
+	testwait.UntilNil(t, 60*time.Second, "the preferred replica leading", func() error {
+		var md wire.MetadataResponse
+		pl.callAny(wire.OpMetadata, &wire.MetadataRequest{Queue: queue}, &md)
+		p := md.Queues[0].Partitions[0]
+		if len(p.Replicas) == 0 || p.Leader != p.Replicas[0] {
+			return fmt.Errorf("leader %q, replicas %v", p.Leader, p.Replicas)
+		}
+		return nil
+	})
 	return pl
 }
 
