@@ -223,14 +223,14 @@ func TestPartition_DeepQueueOverlapsProposals(t *testing.T) {
 			c.converged()
 		})
 	}
-	// As many synchronous senders as OverlapItemsMin never queue enough:
-	// one of them is always in the proposal in flight. At the default,
-	// sixteen keep one proposal per round.
+	// At the default, sixteen synchronous senders keep one proposal per
+	// round: one of them is always in the proposal in flight, so never
+	// sixteen wait (at a threshold of 8 they split into two).
 	c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = DefaultOverlapItemsMin })
 	p := c.reps[c.leader()]
-	syncSenders(t, p, DefaultOverlapItemsMin, 20)
+	syncSenders(t, p, 16, 20)
 	if n := p.sends.overlapped.Load(); n != 0 {
-		t.Fatalf("%d synchronous senders overlapped %d proposals with OverlapItemsMin %d", DefaultOverlapItemsMin, n, DefaultOverlapItemsMin)
+		t.Fatalf("16 synchronous senders overlapped %d proposals with OverlapItemsMin %d", n, DefaultOverlapItemsMin)
 	}
 }
 
