@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -57,19 +56,10 @@ func TestClient_BackgroundWorkReusesWaitingGoroutines(t *testing.T) {
 }
 
 // parkedBackgroundGoroutines counts the goroutines blocked in
-// runBackground's select, from a dump of every goroutine's stack.
+// runBackground's select.
 func parkedBackgroundGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	parked := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range testwait.Goroutines() {
 		header, _, _ := strings.Cut(g, "\n")
 		if strings.Contains(header, "[select") && strings.Contains(g, "client.(*Client).runBackground(") {
 			parked++

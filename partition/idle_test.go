@@ -1,11 +1,9 @@
 package partition
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,18 +160,8 @@ func (c *idleNodes) close() {
 // goroutinesByCreator counts the running goroutines by the package of the
 // function that started them: "partition", "raft", "transport", "other".
 func goroutinesByCreator() map[string]int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	out := map[string]int{}
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		s := string(g)
+	for _, s := range testwait.Goroutines() {
 		i := strings.LastIndex(s, "\ncreated by ")
 		creator := ""
 		if i >= 0 {

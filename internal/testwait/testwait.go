@@ -17,6 +17,8 @@ package testwait
 
 import (
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,3 +124,18 @@ func deadlineFor(t testing.TB, start time.Time, timeout time.Duration) (deadline
 
 // A *testing.T has a deadline for deadlineFor to find.
 var _ interface{ Deadline() (time.Time, bool) } = (*testing.T)(nil)
+
+// Goroutines returns the stack of every goroutine, one string each (as
+// runtime.Stack prints them: a "goroutine N [state]:" header, the frames,
+// and a "created by" line), for conditions about which goroutines run
+// or where they wait.
+func Goroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}

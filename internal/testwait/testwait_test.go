@@ -176,3 +176,30 @@ func TestUntil_FailsAtTheTimeoutOnTheRealClock(t *testing.T) {
 		t.Fatalf("failed after %v, want about %v", took, timeout)
 	}
 }
+
+// TestGoroutines_OneStackPerGoroutine: a goroutine parked in a select
+// appears once, with its state in the header and its function below.
+func TestGoroutines_OneStackPerGoroutine(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	started := make(chan struct{})
+	go parkForGoroutinesTest(started, stop)
+	<-started
+	found := 0
+	Until(t, 5*time.Second, "the parked goroutine in the dump", func() bool {
+		found = 0
+		for _, g := range Goroutines() {
+			header, _, _ := strings.Cut(g, "\n")
+			if strings.HasPrefix(header, "goroutine ") && strings.Contains(g, "testwait.parkForGoroutinesTest(") &&
+				strings.Contains(header, "[chan receive") {
+				found++
+			}
+		}
+		return found == 1
+	})
+}
+
+func parkForGoroutinesTest(started, stop chan struct{}) {
+	close(started)
+	<-stop
+}
