@@ -48,18 +48,7 @@ import (
 	"github.com/ferrymq/ferry/partition"
 )
 
-// gcPercentDefault is the GC target ferryd runs with unless GOGC is set: a
-// node hosting thousands of replicas keeps tens of thousands of parked
-// goroutines whose stacks every GC cycle scans, and at Go's default of 100
-// the collector took a third of a node's CPU while it elected the groups
-// of a dead node. Twice the live heap is still far below the memory bound
-// such a node is given.
-const gcPercentDefault = 200
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercentDefault)
-	}
 	os.Exit(exitCode(run(os.Args[1:]), os.Stderr))
 }
 
@@ -90,13 +79,17 @@ func envName(flagName string) string {
 	return "FERRY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// defaultGCPercent is ferryd's garbage collector target. A broker's heap is
-// mostly the long-lived index of queued messages, so Go's default of 100
-// (a heap twice the live data) doubles the memory a backlog costs. At 50
-// the heap stays within 1.5x: measured with scripts/storage-check.sh
-// (1,000,000 x 1 KiB queued), 295-330 MB of RSS per node instead of
-// 374-422 MB, for about 7% fewer confirmed sends per second.
-const defaultGCPercent = 50
+// defaultGCPercent is ferryd's garbage collector target (-gc-percent),
+// the runtime's own default. A broker's heap is mostly the long-lived index
+// of queued messages, so a lower target saves memory on a deep backlog and
+// costs CPU on every message: at 50 the heap stays within 1.5x of the
+// live data (scripts/storage-check.sh, 1,000,000 x 1 KiB queued: 295-330 MB
+// of RSS per node against 374-422 MB at 100), but a publishing leader spent
+// 15-20% more CPU per message (scripts/cpu-per-message.sh, pipelined and 16
+// synchronous senders; 200 measured the same as 100) and 1,000 idle queues
+// 2.5% of a core against 1.8%. A node that must stay under a memory bound
+// sets -memory-limit, which makes the collector work harder only near it.
+const defaultGCPercent = 100
 
 // options are the command line settings.
 type options struct {
