@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferrymq/ferry/internal/auth"
 	"github.com/ferrymq/ferry/internal/connlimit"
+	"github.com/ferrymq/ferry/internal/deadline"
 	"github.com/ferrymq/ferry/wire"
 )
 
@@ -255,9 +256,10 @@ type serverConn struct {
 	// follow it.
 	busy atomic.Int32
 
-	wmu     sync.Mutex    // serializes response writes (one write deadline each)
-	bw      *bufio.Writer // buffers responses; under wmu
-	writers atomic.Int32  // responses waiting for or holding wmu
+	wmu     sync.Mutex      // serializes response writes
+	wdl     deadline.Writer // the write deadline; under wmu
+	bw      *bufio.Writer   // buffers responses; under wmu
+	writers atomic.Int32    // responses waiting for or holding wmu
 }
 
 // serveConn serves one admitted connection until it fails or the node
@@ -362,7 +364,9 @@ func (c *serverConn) finished() {
 }
 
 // write sends one frame under the frame deadline; a client that does not
-// read its answers is disconnected when it passes. Frames go through a
+// read its answers is disconnected when it passes (between 3/4 and the
+// whole FrameTimeout after the write began: the deadline is re-armed only
+// once it comes that close, not for every frame). Frames go through a
 // buffer that the last of the writers queued on wmu flushes, so answers
 // finished together leave in one write. Before flushing, that last writer
 // yields once when other requests of the connection are in flight: the
@@ -374,7 +378,7 @@ func (c *serverConn) write(v any) {
 	c.writers.Add(1)
 	c.wmu.Lock()
 	last := c.writers.Add(-1) == 0
-	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	_ = c.wdl.Arm(c.nc, time.Now(), c.s.cfg.FrameTimeout) // a failure shows in the write
 	err := wire.WriteFrame(c.bw, v)
 	c.wmu.Unlock()
 	if err != nil {
@@ -395,7 +399,7 @@ func (c *serverConn) write(v any) {
 	}
 	c.wmu.Lock()
 	if c.bw.Buffered() > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+		_ = c.wdl.Arm(c.nc, time.Now(), c.s.cfg.FrameTimeout)
 		err = c.bw.Flush()
 	}
 	c.wmu.Unlock()

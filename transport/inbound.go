@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrymq/ferry/internal/deadline"
 	"github.com/hashicorp/raft"
 )
 
@@ -35,6 +36,7 @@ type inbound struct {
 	r     *bufio.Reader
 
 	wmu     sync.Mutex
+	wdl     deadline.Writer // the write deadline; under wmu
 	w       *bufio.Writer
 	writers atomic.Int32
 
@@ -230,7 +232,7 @@ func (in *inbound) write(b []byte) {
 	if in.closed.Load() {
 		return
 	}
-	err := in.conn.SetWriteDeadline(time.Now().Add(in.s.cfg.Timeout))
+	err := in.wdl.Arm(in.conn, time.Now(), in.s.cfg.Timeout)
 	if err == nil {
 		_, err = in.w.Write(b)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ferrymq/ferry/internal/deadline"
 )
 
 // connBufferBytes sizes the buffered reader and writer of a shared
@@ -184,6 +186,7 @@ type link struct {
 	r     *bufio.Reader
 
 	wmu     sync.Mutex
+	wdl     deadline.Writer // the write deadline; under wmu
 	w       *bufio.Writer
 	writers atomic.Int32 // callers waiting for or holding wmu
 
@@ -229,7 +232,7 @@ func (l *link) send(b []byte) error {
 	if err := l.failed(); err != nil {
 		return err
 	}
-	err := l.conn.SetWriteDeadline(time.Now().Add(l.peer.s.cfg.Timeout))
+	err := l.wdl.Arm(l.conn, time.Now(), l.peer.s.cfg.Timeout)
 	if err == nil {
 		_, err = l.w.Write(b)
 	}
