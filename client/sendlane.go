@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -275,16 +276,23 @@ func (u *laneUnit) fail(err error) {
 }
 
 // mergedContext returns a context that ends once every unit's context has
-// ended (with the last one's cause), and its release.
+// ended (with the last one's cause), and its release. Callers usually
+// share one context or a few, so it watches each distinct Done channel
+// once (contexts sharing one end together, with one cause); a context that
+// can never end keeps the merged one alive, so nothing is watched then.
 func mergedContext(units []*laneUnit) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(units[0].ctx))
+	watched := distinctEndings(units)
+	if watched == nil {
+		return ctx, func() { cancel(nil) }
+	}
 	left := atomic.Int64{}
-	left.Store(int64(len(units)))
-	stops := make([]func() bool, len(units))
-	for k, u := range units {
-		stops[k] = context.AfterFunc(u.ctx, func() {
+	left.Store(int64(len(watched)))
+	stops := make([]func() bool, len(watched))
+	for k, wctx := range watched {
+		stops[k] = context.AfterFunc(wctx, func() {
 			if left.Add(-1) == 0 {
-				cancel(context.Cause(u.ctx))
+				cancel(context.Cause(wctx))
 			}
 		})
 	}
@@ -294,4 +302,38 @@ func mergedContext(units []*laneUnit) (context.Context, func()) {
 		}
 		cancel(nil)
 	}
+}
+
+// distinctEndingsScanMax is how many distinct Done channels
+// distinctEndings compares by scanning before it indexes them.
+const distinctEndingsScanMax = 8
+
+// distinctEndings returns one context of the units' per distinct Done
+// channel, or nil when one of them can never end.
+func distinctEndings(units []*laneUnit) []context.Context {
+	var ctxs []context.Context
+	var dones []<-chan struct{}
+	var index map[<-chan struct{}]struct{}
+	for _, u := range units {
+		d := u.ctx.Done()
+		if d == nil {
+			return nil
+		}
+		if index != nil {
+			if _, ok := index[d]; ok {
+				continue
+			}
+			index[d] = struct{}{}
+		} else if slices.Contains(dones, d) {
+			continue
+		}
+		ctxs, dones = append(ctxs, u.ctx), append(dones, d)
+		if index == nil && len(dones) > distinctEndingsScanMax {
+			index = make(map[<-chan struct{}]struct{}, len(units))
+			for _, d := range dones {
+				index[d] = struct{}{}
+			}
+		}
+	}
+	return ctxs
 }
