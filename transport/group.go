@@ -151,6 +151,24 @@ func (g *GroupTransport) deliver(rpc raft.RPC) (any, error) { return g.deliverWi
 func (g *GroupTransport) deliverWithin(rpc raft.RPC, wait time.Duration) (any, error) {
 	ch := make(chan raft.RPCResponse, 1)
 	rpc.RespChan = ch
+	select {
+	case g.consumeCh <- rpc: // raft was waiting for it: no timer needed
+	default:
+		if err := g.handOver(rpc, wait); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case resp := <-ch:
+		return resp.Response, resp.Error
+	case <-g.done:
+		return nil, ErrGroupClosed
+	}
+}
+
+// handOver waits until raft takes rpc, the group closes (ErrGroupClosed)
+// or wait passes (ErrBusy; no limit when wait is 0).
+func (g *GroupTransport) handOver(rpc raft.RPC, wait time.Duration) error {
 	var expired <-chan time.Time
 	if wait > 0 {
 		t := time.NewTimer(wait)
@@ -159,16 +177,11 @@ func (g *GroupTransport) deliverWithin(rpc raft.RPC, wait time.Duration) (any, e
 	}
 	select {
 	case g.consumeCh <- rpc:
+		return nil
 	case <-g.done:
-		return nil, ErrGroupClosed
+		return ErrGroupClosed
 	case <-expired:
-		return nil, fmt.Errorf("%w: group %q took no RPC for %v", ErrBusy, g.id, wait)
-	}
-	select {
-	case resp := <-ch:
-		return resp.Response, resp.Error
-	case <-g.done:
-		return nil, ErrGroupClosed
+		return fmt.Errorf("%w: group %q took no RPC for %v", ErrBusy, g.id, wait)
 	}
 }
 
