@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -101,35 +100,4 @@ func driveGroup(s *Store, name string, seed, rounds int) ([]*raft.Log, error) {
 		}
 	}
 	return model, nil
-}
-
-// A call that finds no commit under way is committed by its caller, with
-// no hand-off to the writer goroutine; the writer still compacts what the
-// callers' deletes leave behind (the committing caller wakes it).
-func TestRaftlog_LoneCallsCommitOnTheCallerAndCompactionGoesOn(t *testing.T) {
-	cfg := testConfig(t.TempDir())
-	s, _ := openStore(t, cfg)
-	a, b := mustGroup(t, s, "q/lone/0"), mustGroup(t, s, "q/lone/1")
-	const rounds = 100
-	for i := uint64(1); i <= rounds; i++ {
-		mustStore(t, a, entries(i, i, 1, 1024))
-		mustStore(t, b, entries(i, i, 1, 16))
-	}
-	st := s.Stats()
-	if st.BatchesByCallers != 2*rounds || st.Batches != 2*rounds {
-		t.Fatalf("%d sequential calls: %d batches, %d of them by callers; want every one by its caller",
-			2*rounds, st.Batches, st.BatchesByCallers)
-	}
-	// Cut a's prefix: the sealed segments keep only b's small entries, and
-	// the writer copies those forward.
-	mustDelete(t, a, 1, rounds-10)
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Stats().RecordsCompacted == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing compacted after the prefix was cut: %+v", s.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	checkGroup(t, a, entries(rounds-9, rounds, 1, 1024))
-	checkGroup(t, b, entries(1, rounds, 1, 16))
 }

@@ -75,13 +75,8 @@
 //
 // # Group commit
 //
-// One committer at a time owns all appends. Every StoreLogs, DeleteRange
-// and DropGroup call queues a request and waits. A call that finds no
-// commit under way commits on its own goroutine (it holds the writer's
-// token until its own request is answered, taking what queued ahead of it
-// first), so a lone call costs no hand-off to the writer goroutine and
-// back; calls that find a commit under way wait for it, and the committer
-// of the moment, the writer goroutine or such a caller, takes every
+// One writer goroutine owns all appends. Every StoreLogs, DeleteRange and
+// DropGroup call queues a request and waits. The writer takes every
 // request queued while it was busy (at most Config.BatchCallsMax calls and
 // Config.BatchBytesMax bytes; a single larger call goes alone), validates
 // each against the group's extent as the earlier requests of the batch
@@ -89,10 +84,8 @@
 // flush and one fdatasync. Only then does it apply the batch to the
 // indexes (under the store's lock, which readers share) and answer every
 // caller. Stats reports batches, calls and syncs, so the batching factor
-// can be measured (BatchesByCallers, the batches callers committed
-// themselves). Between batches the writer goroutine runs one bounded
-// compaction step; a caller that committed wakes it when a record died or
-// a segment was sealed.
+// can be measured. Between batches the writer runs one bounded compaction
+// step.
 //
 // If an append or the sync fails, the writer cuts the log back to where
 // the batch began (wal.RollbackTo: later segments deleted, the segment

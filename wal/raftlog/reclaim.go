@@ -32,7 +32,6 @@ func (s *Store) killLocked(p wal.Pos) {
 
 // markDeadLocked tells the wal that nothing needs the record at p.
 func (s *Store) markDeadLocked(p wal.Pos) {
-	s.compactDue = true
 	if s.holding {
 		s.heldDead = append(s.heldDead, p)
 		return

@@ -30,13 +30,10 @@ type Store struct {
 	regNext    *regBatch
 	regWaiting map[string]*regBatch // names being registered, by batch
 
-	// The writer's queue. Callers append under qmu. One committer at a
-	// time holds the writer's token (writing): the writer goroutine, or a
-	// caller that found none (writer.go).
+	// The writer's queue. Callers append under qmu and wake the writer.
 	qmu     sync.Mutex
 	queue   []*request
 	qclosed bool
-	writing bool
 	wake    chan struct{}
 	closing chan struct{}
 	done    chan struct{}
@@ -54,11 +51,8 @@ type Store struct {
 	heldDead  []wal.Pos // records found dead while holding
 	nextRet   uint64
 	noCompact map[uint32]bool // segments whose accounting found nothing to move
-	// compactDue is set when a record dies: a caller that committed wakes
-	// the writer goroutine to look for compaction work.
-	compactDue bool
 
-	// Committer-only: whoever holds the writer's token.
+	// Writer-only.
 	nextSeq uint64
 	scratch []byte
 
@@ -70,7 +64,6 @@ type counters struct {
 	entriesAppended, entryBytesAppended       atomic.Uint64
 	registrySaves                             atomic.Uint64
 	batches, callsCommitted, syncs, bytesSync atomic.Uint64
-	batchesByCallers                          atomic.Uint64
 	segmentsDeleted                           atomic.Uint64
 	recordsCompacted, bytesCompacted          atomic.Uint64
 	writeErrors                               atomic.Uint64
@@ -220,10 +213,6 @@ type Stats struct {
 	// Batches is the average batching factor; MaxBatchCalls the largest.
 	Batches, CallsCommitted uint64
 	MaxBatchCalls           int
-	// BatchesByCallers counts the batches a calling goroutine committed
-	// itself, finding no commit under way, instead of handing them to the
-	// writer goroutine.
-	BatchesByCallers uint64
 	// Syncs counts fdatasync calls for batches and compaction steps;
 	// BytesSynced the record bytes they made durable.
 	Syncs, BytesSynced uint64
@@ -264,7 +253,6 @@ func (s *Store) Stats() Stats {
 	st.EntryBytesAppended = s.st.entryBytesAppended.Load()
 	st.Batches = s.st.batches.Load()
 	st.CallsCommitted = s.st.callsCommitted.Load()
-	st.BatchesByCallers = s.st.batchesByCallers.Load()
 	st.MaxBatchCalls = int(s.st.maxBatchCalls.Load())
 	st.Syncs = s.st.syncs.Load()
 	st.BytesSynced = s.st.bytesSync.Load()

@@ -2,7 +2,6 @@ package raftlog
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/ferrymq/ferry/wal"
 	"github.com/hashicorp/raft"
@@ -46,19 +45,22 @@ type groupView struct {
 
 // submit queues r for the writer and waits for its answer.
 func (s *Store) submit(r *request) error {
-	return s.submitAll([]*request{r})
+	r.done = make(chan error, 1)
+	s.qmu.Lock()
+	if s.qclosed {
+		s.qmu.Unlock()
+		return ErrClosed
+	}
+	s.queue = append(s.queue, r)
+	s.qmu.Unlock()
+	s.nudge()
+	return <-r.done
 }
 
 // submitAll queues rs together, in order, and waits for every answer;
-// it returns the first error. Batches are taken in queue order and each
-// is synced before the next, so a later request of rs is never durable
-// without the earlier ones.
-//
-// When no batch is being committed, the caller commits itself (see
-// commitAsCaller): a lone call then costs no hand-off to the writer
-// goroutine and back, two goroutine switches on every store of a
-// synchronous send. Otherwise the committer of the moment takes rs with
-// what else queued.
+// it returns the first error. The writer takes requests in queue order
+// and syncs each batch before the next, so a later request of rs is never
+// durable without the earlier ones.
 func (s *Store) submitAll(rs []*request) error {
 	for _, r := range rs {
 		r.done = make(chan error, 1)
@@ -69,12 +71,8 @@ func (s *Store) submitAll(rs []*request) error {
 		return ErrClosed
 	}
 	s.queue = append(s.queue, rs...)
-	commit := !s.writing
-	s.writing = true
 	s.qmu.Unlock()
-	if commit {
-		s.commitAsCaller(rs[len(rs)-1])
-	}
+	s.nudge()
 	var first error
 	for _, r := range rs {
 		if err := <-r.done; err != nil && first == nil {
@@ -82,40 +80,6 @@ func (s *Store) submitAll(rs []*request) error {
 		}
 	}
 	return first
-}
-
-// commitAsCaller commits queued batches on the calling goroutine, which
-// holds the writer's token, until the one holding last is answered; the
-// calls queued ahead of it (at most a few batches) go first. It then
-// gives the token back and wakes the writer goroutine if calls are still
-// queued, the store is closing, or the commits may have left work for
-// compaction (a record died or a segment was sealed).
-func (s *Store) commitAsCaller(last *request) {
-	segment := s.log.End().Pos().Segment
-	for {
-		s.qmu.Lock()
-		batch := s.cutBatchLocked()
-		s.qmu.Unlock()
-		if len(batch) == 0 {
-			panic("raftlog: a committing caller found its own call gone from the queue")
-		}
-		s.commit(batch)
-		s.st.batchesByCallers.Add(1)
-		if slices.Contains(batch, last) {
-			break
-		}
-	}
-	s.mu.Lock()
-	compact := s.compactDue || s.log.End().Pos().Segment != segment
-	s.compactDue = false
-	s.mu.Unlock()
-	s.qmu.Lock()
-	s.writing = false
-	wake := compact || len(s.queue) > 0 || s.qclosed
-	s.qmu.Unlock()
-	if wake {
-		s.nudge()
-	}
 }
 
 // nudge wakes the writer without blocking.
@@ -127,84 +91,41 @@ func (s *Store) nudge() {
 }
 
 // run is the writer goroutine: it takes batches of queued calls, commits
-// them, and between batches runs bounded compaction steps. It waits while
-// a caller commits (that caller wakes it when it is done).
+// them, and between batches runs bounded compaction steps.
 func (s *Store) run() {
 	defer close(s.done)
 	for {
-		batch, closing, held := s.take()
-		switch {
-		case !held:
-			continue
-		case len(batch) > 0:
+		batch, closing := s.take()
+		if len(batch) > 0 {
 			s.commit(batch)
-			s.release()
 			// A commit may have made segments compactable: look once the
 			// queue is empty.
 			s.nudge()
 			continue
-		case closing:
-			s.release()
+		}
+		if closing {
 			return
 		}
-		s.mu.Lock()
-		s.compactDue = false
-		s.mu.Unlock()
-		more := s.compactStep()
-		s.release()
-		if more {
+		if s.compactStep() {
 			s.nudge()
 		}
 	}
 }
 
-// take waits for work, takes the writer's token and returns the next
-// batch (possibly empty after a wake-up with nothing queued); closing
-// reports that Close was called. It returns held false, and no batch,
-// when a caller holds the token.
-func (s *Store) take() (batch []*request, closing, held bool) {
+// take waits for work and returns the next batch (possibly empty after a
+// wake-up with nothing queued), bounded by BatchCallsMax and
+// BatchBytesMax; closing reports that Close was called.
+func (s *Store) take() (batch []*request, closing bool) {
 	s.qmu.Lock()
-	if s.writing || (len(s.queue) == 0 && !s.qclosed) {
-		closed := s.qclosed
+	if len(s.queue) == 0 && !s.qclosed {
 		s.qmu.Unlock()
-		if closed {
-			<-s.wake // a caller still commits; it wakes the writer when done
-		} else {
-			select {
-			case <-s.wake:
-			case <-s.closing:
-			}
+		select {
+		case <-s.wake:
+		case <-s.closing:
 		}
 		s.qmu.Lock()
 	}
 	defer s.qmu.Unlock()
-	if s.writing {
-		return nil, s.qclosed, false
-	}
-	s.writing = true
-	batch = s.cutBatchLocked()
-	if len(s.queue) > 0 {
-		s.nudge()
-	}
-	return batch, s.qclosed, true
-}
-
-// release gives the writer goroutine's token back. Calls that queued
-// meanwhile found the token taken and wait for a committer: the writer
-// wakes itself to take them.
-func (s *Store) release() {
-	s.qmu.Lock()
-	s.writing = false
-	queued := len(s.queue) > 0
-	s.qmu.Unlock()
-	if queued {
-		s.nudge()
-	}
-}
-
-// cutBatchLocked removes the next batch from the queue, bounded by
-// BatchCallsMax and BatchBytesMax (a single larger call goes alone).
-func (s *Store) cutBatchLocked() []*request {
 	var n int
 	var bytes int64
 	for n < len(s.queue) && n < s.cfg.BatchCallsMax {
@@ -214,11 +135,14 @@ func (s *Store) cutBatchLocked() []*request {
 		bytes += s.queue[n].bytes
 		n++
 	}
-	batch := append([]*request(nil), s.queue[:n]...)
+	batch = append([]*request(nil), s.queue[:n]...)
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])
 	s.queue = s.queue[:rest]
-	return batch
+	if rest > 0 {
+		s.nudge()
+	}
+	return batch, s.qclosed
 }
 
 // commit writes a batch with one append and one sync, cuts it back on
