@@ -336,7 +336,12 @@ func (c *serverConn) readRequest(r *wire.Reader) (wire.Request, error) {
 		}
 		return wire.Request{}, err
 	}
-	c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	if !c.frameBuffered() {
+		// The rest of the frame is still to come: bound its arrival. A
+		// small request arrives whole with its first byte and needs no
+		// deadline change (none of its bytes is read from the network).
+		c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.FrameTimeout))
+	}
 	return r.ReadRequest()
 }
 
