@@ -417,6 +417,15 @@ type SegmentInfo struct {
 	DeadBytes int64
 }
 
+// SegmentsDeleted counts the segment files deleted since Open (as
+// Stats().SegmentsDeleted, without building the rest of Stats): a caller
+// that keeps per-segment state can tell from it whether any went away.
+func (l *Log) SegmentsDeleted() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segmentsDeleted
+}
+
 // Segments describes every segment file, oldest first.
 func (l *Log) Segments() []SegmentInfo {
 	l.mu.RLock()

@@ -96,6 +96,11 @@ func (s *Store) checkMarkersLocked(g *GroupLog, mins map[uint32]uint32) {
 // reapLocked notices segments the wal deleted, drops their accounting and
 // re-checks markers, until nothing more dies.
 func (s *Store) reapLocked() {
+	deleted := s.log.SegmentsDeleted()
+	if deleted == s.reapedAt {
+		return // no segment went away since the last reap: nothing to forget
+	}
+	defer func() { s.reapedAt = s.log.SegmentsDeleted() }()
 	for {
 		exists := make(map[uint32]bool)
 		for _, info := range s.log.Segments() {

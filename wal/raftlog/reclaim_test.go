@@ -234,3 +234,37 @@ func TestRaftlog_HoldDeadAtOpenLetsOwnerRetainAfterRestart(t *testing.T) {
 	ret.Release()
 	checkGroup(t, mustGroup(t, s, "g"), entries(6, 6, 1, 600))
 }
+
+// A commit reaps (lists the wal's segments to forget deleted ones) only
+// when a segment went away since the last reap; otherwise it costs no
+// allocation. A deletion is still reaped.
+func TestRaftlog_ReapOnlyAfterASegmentIsDeleted(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	s, _ := openStore(t, cfg)
+	g := mustGroup(t, s, "q/reap/0")
+	for i := uint64(1); i <= 100; i++ {
+		mustStore(t, g, entries(i, i, 1, 1024))
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		s.mu.Lock()
+		s.reapLocked()
+		s.mu.Unlock()
+	})
+	if allocs != 0 {
+		t.Fatalf("a reap with no segment deleted allocated %v times, want 0", allocs)
+	}
+	segments := func() int {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return len(s.segs)
+	}
+	before := segments()
+	mustDelete(t, g, 1, 90) // the early segments die and are deleted
+	if s.Stats().SegmentsDeleted == 0 {
+		t.Fatal("no segment deleted after the prefix was cut")
+	}
+	if after := segments(); after >= before {
+		t.Fatalf("per-segment accounting kept %d segments after deletions (had %d)", after, before)
+	}
+	checkGroup(t, g, entries(91, 100, 1, 1024))
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,10 @@ type Store struct {
 	heldDead  []wal.Pos // records found dead while holding
 	nextRet   uint64
 	noCompact map[uint32]bool // segments whose accounting found nothing to move
+	// reapedAt is the log's SegmentsDeleted when reapLocked last ran to
+	// the end; it starts at a value the count never takes, so the first
+	// reap (at recovery) always runs.
+	reapedAt uint64
 
 	// Writer-only.
 	nextSeq uint64
@@ -105,6 +110,7 @@ func Open(cfg Config) (*Store, RecoverySummary, error) {
 		holding:    cfg.HoldDeadAtOpen,
 		noCompact:  make(map[uint32]bool),
 		nextSeq:    1,
+		reapedAt:   math.MaxUint64,
 	}
 	for name, id := range reg.ids {
 		g := &GroupLog{s: s, name: name, id: id}
