@@ -191,25 +191,15 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 	}
 	results := make([]SendResult, len(msgs))
 	errs := make([]error, len(msgs))
-	byPart := make(map[int][]int)
-	for i, m := range wms {
-		key := m.Group
-		if key == "" {
-			key = m.ID
-		}
-		p := wire.PartitionFor(key, n)
-		results[i] = SendResult{ID: m.ID, Partition: p}
-		if w := messageWeight(m); w > maxFrameMessageBytes {
-			errs[i] = wire.Errorf(wire.CodeMessageTooLarge,
-				"message %d of about %d bytes exceeds the protocol's frame limit of %d", i, w, maxFrameMessageBytes)
-			continue
-		}
-		byPart[p] = append(byPart[p], i)
-	}
+	byPart := routeBatch(wms, n, results, errs)
 	// One partition's chunks go one after the other, keeping the order of
 	// its groups; partitions go in parallel, the last one on this
 	// goroutine (a batch for one partition starts no goroutine at all).
 	sendPart := func(p int, idx []int) {
+		if len(idx) == 1 { // one message is one chunk
+			q.sendShared(ctx, p, idx, wms, results, errs)
+			return
+		}
 		chunks := chunk(idx, func(i int) int { return messageWeight(wms[i]) })
 		if len(chunks) == 1 {
 			q.sendShared(ctx, p, idx, wms, results, errs)
@@ -217,6 +207,11 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 		}
 		for _, ch := range chunks {
 			q.sendChunk(ctx, p, ch, wms, results, errs)
+		}
+	}
+	if byPart == nil {
+		if idx := sendable(errs); len(idx) > 0 {
+			sendPart(results[idx[0]].Partition, idx)
 		}
 	}
 	var wg sync.WaitGroup
@@ -239,6 +234,55 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []Message) ([]SendResult, er
 		}
 	}
 	return results, nil
+}
+
+// routeBatch records each message's id and partition (of n) in results,
+// and in errs ErrMessageTooLarge for one over the protocol's frame limit.
+// It returns the indexes of the others by partition, or nil when they all
+// go to one partition (always for a single message), which spares a map
+// on the path of every Send.
+func routeBatch(wms []wire.Message, n int, results []SendResult, errs []error) map[int][]int {
+	single, first := true, -1
+	for i, m := range wms {
+		key := m.Group
+		if key == "" {
+			key = m.ID
+		}
+		p := wire.PartitionFor(key, n)
+		results[i] = SendResult{ID: m.ID, Partition: p}
+		if w := messageWeight(m); w > maxFrameMessageBytes {
+			errs[i] = wire.Errorf(wire.CodeMessageTooLarge,
+				"message %d of about %d bytes exceeds the protocol's frame limit of %d", i, w, maxFrameMessageBytes)
+			continue
+		}
+		if first < 0 {
+			first = p
+		} else if p != first {
+			single = false
+		}
+	}
+	if single {
+		return nil
+	}
+	byPart := make(map[int][]int)
+	for i := range wms {
+		if errs[i] == nil {
+			byPart[results[i].Partition] = append(byPart[results[i].Partition], i)
+		}
+	}
+	return byPart
+}
+
+// sendable returns the indexes of the messages routeBatch found no error
+// in.
+func sendable(errs []error) []int {
+	idx := make([]int, 0, len(errs))
+	for i, err := range errs {
+		if err == nil {
+			idx = append(idx, i)
+		}
+	}
+	return idx
 }
 
 // sendChunk sends the messages at idx to partition p and records their
