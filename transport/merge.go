@@ -6,8 +6,20 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// maxMergedAppends bounds the queued appends handed to raft as one.
-const maxMergedAppends = 16
+// Bounds of one merged append. A follower applies what it stores right
+// after the write, reading the entries back from its log store, which
+// keeps the newest ones in a bounded cache (a Ferry partition's holds 256
+// entries and 4 MiB): a merged append stays well inside such a cache, so
+// merging never turns those reads into disk reads. A single append larger
+// than the bounds is handed over alone, as before.
+const (
+	// maxMergedAppends bounds the queued appends handed to raft as one.
+	maxMergedAppends = 16
+	// maxMergedEntries bounds the entries of a merged append.
+	maxMergedEntries = 128
+	// maxMergedBytes bounds its request bytes (RPCBytesMax too, if lower).
+	maxMergedBytes = 2 << 20
+)
 
 // Why appends are merged: raft stores a follower's appends one at a time
 // on its main loop, and the transport hands it the next append only once
@@ -27,24 +39,26 @@ const maxMergedAppends = 16
 // index and quiescence, as raft would have seen them a moment later.
 
 // takeChainedLocked returns first and the queued appends that continue
-// it, taken from the front of g.queue, in order: at most maxMergedAppends
-// parts and RPCBytesMax request bytes (first alone may exceed it), none
-// older than stale. parts is reused for the result. g.mu must be held.
+// it, taken from the front of g.queue, in order, within the bounds above
+// and RPCBytesMax request bytes (first alone may exceed them), none older
+// than stale. parts is reused for the result. g.mu must be held.
 func (g *GroupTransport) takeChainedLocked(first *inboundRPC, parts []*inboundRPC, stale time.Duration) []*inboundRPC {
 	parts = append(parts[:0], first)
 	prev, ok := first.rpc.Command.(*raft.AppendEntriesRequest)
 	if !ok || len(prev.Entries) == 0 {
 		return parts
 	}
-	size := first.size
+	size, entries := first.size, len(prev.Entries)
+	maxBytes := int64(min(maxMergedBytes, g.s.cfg.RPCBytesMax))
 	for len(g.queue) > 0 && len(parts) < maxMergedAppends {
 		next := g.queue[0]
 		req, ok := next.rpc.Command.(*raft.AppendEntriesRequest)
-		if !ok || !continues(prev, req) || size+next.size > int64(g.s.cfg.RPCBytesMax) ||
+		if !ok || !continues(prev, req) || size+next.size > maxBytes || entries+len(req.Entries) > maxMergedEntries ||
 			time.Since(next.arrived) > stale {
 			break
 		}
 		size += next.size
+		entries += len(req.Entries)
 		parts = append(parts, next)
 		g.queue[0] = nil
 		g.queue = g.queue[1:]

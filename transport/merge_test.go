@@ -86,6 +86,21 @@ func TestMerge_BoundedInPartsAndStopsAtFirstBreak(t *testing.T) {
 		t.Fatalf("took %d parts leaving %d queued, want %d and 5", len(parts), len(g.queue), maxMergedAppends)
 	}
 
+	// Entries: 100 + 28 fit, one more does not.
+	g = testGroup(1 << 20)
+	g.queue = []*inboundRPC{appendPart(104, 28), appendPart(132, 1)}
+	if parts := g.takeChainedLocked(appendPart(4, 100), nil, time.Second); len(parts) != 2 || len(g.queue) != 1 {
+		t.Fatalf("entries: took %d parts leaving %d queued, want 2 and 1", len(parts), len(g.queue))
+	}
+	// Bytes: maxMergedBytes even when RPCBytesMax is higher.
+	g = testGroup(64 << 20)
+	big := appendPart(7, 1)
+	big.size = maxMergedBytes
+	g.queue = []*inboundRPC{big}
+	if parts := g.takeChainedLocked(appendPart(4, 3), nil, time.Second); len(parts) != 1 {
+		t.Fatalf("bytes: took %d parts, want 1", len(parts))
+	}
+
 	// A break in the chain stops the merge even if later appends would
 	// continue the earlier ones.
 	g = testGroup(1 << 20)
