@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
-	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wire"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,9 +22,7 @@ func (f fakeParts) consumerCount(queue string, index int, _ time.Time) int {
 }
 func (f fakeParts) shapeListing() (*wire.ListNodesResponse, bool) { return f.listing, f.listing != nil }
 func (f fakeParts) catchUps() (int, bool)                         { return 3, true }
-func (f fakeParts) raftTransportStats() (transport.SharedStats, bool) {
-	return transport.SharedStats{}, false
-}
+func (f fakeParts) snapshotBytesSent() (uint64, bool)             { return 0, false }
 
 // gatherValues collects reg and returns each series' value by metric name
 // and its label values joined by ",".

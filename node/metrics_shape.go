@@ -1,7 +1,6 @@
 package node
 
 import (
-	"github.com/ferrymq/ferry/transport"
 	"github.com/ferrymq/ferry/wire"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,9 +20,8 @@ type shapeSource interface {
 	// catchUps counts the new replicas catching up in the partitions the
 	// node leads.
 	catchUps() (int, bool)
-	// raftTransportStats is the shared raft transport's counters (the
-	// snapshot bytes the node streamed to peers, the appends merged).
-	raftTransportStats() (transport.SharedStats, bool)
+	// snapshotBytesSent is the snapshot bytes the node streamed to peers.
+	snapshotBytesSent() (uint64, bool)
 }
 
 // shapeListing implements shapeSource.
@@ -42,12 +40,12 @@ func (n *Node) catchUps() (int, bool) {
 	return n.mover.CatchingUp(), true
 }
 
-// raftTransportStats implements shapeSource.
-func (n *Node) raftTransportStats() (transport.SharedStats, bool) {
+// snapshotBytesSent implements shapeSource.
+func (n *Node) snapshotBytesSent() (uint64, bool) {
 	if n.raftNet == nil {
-		return transport.SharedStats{}, false
+		return 0, false
 	}
-	return n.raftNet.Stats(), true
+	return n.raftNet.Stats().SnapshotBytesSent, true
 }
 
 var (
@@ -67,14 +65,12 @@ var (
 		"New replicas catching up in the partitions this node leads.", nil, nil)
 	snapshotBytesDesc = prometheus.NewDesc("ferry_raft_snapshot_bytes_sent_total",
 		"Snapshot bytes this node streamed to peers (rebuilding replicas).", nil, nil)
-	appendsMergedDesc = prometheus.NewDesc("ferry_raft_appends_merged_total",
-		"AppendEntries from peers this node's raft groups stored within an earlier one they continued (one write for several).", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c shapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{underReplicatedDesc, movesDesc, nodeReplicasDesc, nodePreferredDesc,
-		nodeLeadingDesc, nodeDrainingDesc, catchUpsDesc, snapshotBytesDesc, appendsMergedDesc} {
+		nodeLeadingDesc, nodeDrainingDesc, catchUpsDesc, snapshotBytesDesc} {
 		ch <- d
 	}
 }
@@ -104,8 +100,7 @@ func (c shapeCollector) Collect(ch chan<- prometheus.Metric) {
 	if k, ok := c.src.catchUps(); ok {
 		ch <- prometheus.MustNewConstMetric(catchUpsDesc, prometheus.GaugeValue, float64(k))
 	}
-	if st, ok := c.src.raftTransportStats(); ok {
-		ch <- prometheus.MustNewConstMetric(snapshotBytesDesc, prometheus.CounterValue, float64(st.SnapshotBytesSent))
-		ch <- prometheus.MustNewConstMetric(appendsMergedDesc, prometheus.CounterValue, float64(st.MergedAppends))
+	if sent, ok := c.src.snapshotBytesSent(); ok {
+		ch <- prometheus.MustNewConstMetric(snapshotBytesDesc, prometheus.CounterValue, float64(sent))
 	}
 }

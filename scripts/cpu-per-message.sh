@@ -19,7 +19,7 @@
 # stage a message passes (client request, the leader's own log write, an
 # AppendEntries round and the follower's store, commit, waiting for and
 # running the state machine), from the nodes' /metrics histograms scraped
-# before and after each run, and the appends each follower merged. Linux only; not part of `make test`.
+# before and after each run. Linux only; not part of `make test`.
 set -euo pipefail
 cd "${REPO:-$(dirname "$0")/..}"
 make -s build >/dev/null
@@ -67,18 +67,13 @@ stage_sums() {
           sub(/^ferry_(raft_)?/, "", name)
           v[name op, kind] += $2; seen[name op] = 1
         }
-        /^ferry_raft_appends_merged_total / { merged = $2 }
-        END {
-          for (k in seen) print node, k, v[k, "sum"] + 0, v[k, "count"] + 0
-          print node, "appends_merged", 0, merged + 0
-        }'
+        END { for (k in seen) print node, k, v[k, "sum"] + 0, v[k, "count"] + 0 }'
   done
 }
 # stage_means prints the mean microseconds of each stage that ran between
 # two stage_sums outputs (files $1, before, and $2, after).
 stage_means() {
   awk 'NR == FNR { s[$1, $2] = $3; c[$1, $2] = $4; next }
-    $2 == "appends_merged" { if ($4 > c[$1, $2]) printf "  node%s %-26s %8d\n", $1, $2, $4 - c[$1, $2]; next }
     { dc = $4 - c[$1, $2]; if (dc > 0) printf "  node%s %-26s %8.0f us mean over %d\n", $1, $2, ($3 - s[$1, $2]) * 1e6 / dc, dc }' "$1" "$2" | sort
 }
 TIMEFORMAT="%U %S" # the bench client's CPU seconds, from bash's time

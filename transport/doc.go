@@ -37,11 +37,7 @@
 // Appends queue per group (MaxQueuedPerGroup, one goroutine per group
 // only while its queue is not empty, so a group's appends stay in order);
 // beyond the bound, or beyond MaxQueuedBytes per connection, an append is
-// answered ErrBusy at once and raft retries. Queued appends that continue
-// each other (same leader and term, each starting where the last ended)
-// are handed to raft as one append, stored with one write, and each is
-// answered with its outcome (merge.go): a follower slower than its leader
-// stores several pipelined appends per write instead of one after another. Votes and TimeoutNow run on
+// answered ErrBusy at once and raft retries. Votes and TimeoutNow run on
 // goroutines of their own (at most 256 per connection). Heartbeats and
 // votes never wait behind appends, which travel on the bulk connection;
 // snapshots travel on connections of their own. A lost connection fails

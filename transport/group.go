@@ -25,7 +25,6 @@ type GroupTransport struct {
 	mu       sync.Mutex
 	queue    []*inboundRPC // appends waiting for raft, in arrival order
 	draining bool          // a goroutine is handing queue to raft
-	parts    []*inboundRPC // appends drain hands over as one (merge.go); drain's own
 }
 
 var (
@@ -120,8 +119,7 @@ func (g *GroupTransport) enqueue(r *inboundRPC) {
 	}
 }
 
-// drain hands queued appends to raft until none is left: one at a time,
-// or several that continue each other as one (merge.go).
+// drain hands queued appends to raft, one at a time, until none is left.
 func (g *GroupTransport) drain() {
 	for {
 		g.mu.Lock()
@@ -133,18 +131,14 @@ func (g *GroupTransport) drain() {
 		r := g.queue[0]
 		g.queue[0] = nil
 		g.queue = g.queue[1:]
-		stale := g.s.cfg.Timeout / 2
-		if waited := time.Since(r.arrived); waited > stale {
-			g.mu.Unlock()
+		g.mu.Unlock()
+		if waited := time.Since(r.arrived); waited > g.s.cfg.Timeout/2 {
 			// Its sender gives up at Timeout: answer now, so that the
 			// sender can tell a stuck group from a dead connection.
 			r.answer(nil, fmt.Errorf("%w: group %q took no append for %v", ErrBusy, g.id, waited.Round(time.Millisecond)))
 			continue
 		}
-		g.parts = g.takeChainedLocked(r, g.parts, stale)
-		g.mu.Unlock()
-		g.deliverParts(g.parts, stale)
-		clear(g.parts)
+		r.answer(g.deliverWithin(r.rpc, g.s.cfg.Timeout/2))
 	}
 }
 

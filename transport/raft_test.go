@@ -69,8 +69,6 @@ type replica struct {
 	fsm   *countFSM
 	logs  *raft.InmemStore
 	snaps *raft.InmemSnapshotStore
-	// logStore, when set, is the log store raft uses (wrapping logs).
-	logStore raft.LogStore
 }
 
 // testNode is one cluster member: a Mux hosting several groups, each on
@@ -88,11 +86,8 @@ type cluster struct {
 	rpcBytesMax int    // 0: the default
 	shared      bool   // groups share each node's Shared transport
 	trailing    uint64 // raft's TrailingLogs; 0: raft's default
-	// wrapLogs, when set, gives node i's replicas the log store it
-	// returns around their in-memory one.
-	wrapLogs func(i int, logs *raft.InmemStore) raft.LogStore
-	nodes    []*testNode
-	groups   []string
+	nodes       []*testNode
+	groups      []string
 }
 
 // startCluster starts one Mux per IP and, on each, one raft replica per
@@ -147,11 +142,8 @@ func startClusterOf(t *testing.T, c *cluster, ips []string, edit func(int, *MuxC
 		servers = append(servers, raft.Server{ID: n.id, Address: raft.ServerAddress(n.mux.Addr().String())})
 	}
 	for _, g := range groups {
-		for i, n := range c.nodes {
+		for _, n := range c.nodes {
 			rep := &replica{logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
-			if c.wrapLogs != nil {
-				rep.logStore = c.wrapLogs(i, rep.logs)
-			}
 			c.startReplica(n, g, rep)
 			err := rep.r.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
 			if err != nil {
@@ -188,11 +180,7 @@ func (c *cluster) startReplica(n *testNode, g string, rep *replica) {
 		cfg.TrailingLogs = c.trailing
 	}
 	cfg.Logger = raftutil.NewHCLogger(testLogger().With("node", string(n.id), "group", g))
-	var logStore raft.LogStore = rep.logs
-	if rep.logStore != nil {
-		logStore = rep.logStore
-	}
-	r, err := raft.NewRaft(cfg, rep.fsm, logStore, rep.logs, rep.snaps, rep.trans)
+	r, err := raft.NewRaft(cfg, rep.fsm, rep.logs, rep.logs, rep.snaps, rep.trans)
 	if err != nil {
 		c.t.Fatalf("NewRaft %s/%s: %v", n.id, g, err)
 	}

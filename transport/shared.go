@@ -212,7 +212,6 @@ type Shared struct {
 
 	heartbeats      atomic.Uint64
 	heartbeatFrames atomic.Uint64
-	mergedAppends   atomic.Uint64
 	// snapshots paces every snapshot sent (pacer.go).
 	snapshots *pacer
 }
@@ -225,15 +224,11 @@ type SharedStats struct {
 	HeartbeatFrames uint64
 	// SnapshotBytesSent is the number of snapshot bytes streamed to peers.
 	SnapshotBytesSent uint64
-	// MergedAppends is the number of appends from peers that raft took
-	// within an earlier one they continued (see merge.go).
-	MergedAppends uint64
 }
 
 // Stats returns the transport's counters.
 func (s *Shared) Stats() SharedStats {
-	return SharedStats{Heartbeats: s.heartbeats.Load(), HeartbeatFrames: s.heartbeatFrames.Load(), SnapshotBytesSent: s.snapshots.bytesSent(),
-		MergedAppends: s.mergedAppends.Load()}
+	return SharedStats{Heartbeats: s.heartbeats.Load(), HeartbeatFrames: s.heartbeatFrames.Load(), SnapshotBytesSent: s.snapshots.bytesSent()}
 }
 
 // NewShared validates cfg and starts the shared transport on mux: from then

@@ -458,9 +458,7 @@ func TestShared_PipelineAnswersInOrder(t *testing.T) {
 	const n = 50
 	go func() {
 		for i := range n {
-			// Every other index: appends that do not continue each other,
-			// so that none is merged and each answer is its own.
-			if _, err := pl.AppendEntries(appendReq(2, uint64(2*i), 1, 64), new(raft.AppendEntriesResponse)); err != nil {
+			if _, err := pl.AppendEntries(appendReq(2, uint64(i), 1, 64), new(raft.AppendEntriesResponse)); err != nil {
 				t.Errorf("pipeline append %d: %v", i, err)
 				return
 			}
@@ -469,7 +467,7 @@ func TestShared_PipelineAnswersInOrder(t *testing.T) {
 	for i := range n {
 		select {
 		case f := <-pl.Consumer():
-			if f.Error() != nil || !f.Response().Success || f.Request().PrevLogEntry != uint64(2*i) || f.Response().LastLog != uint64(2*i+1) {
+			if f.Error() != nil || !f.Response().Success || f.Request().PrevLogEntry != uint64(i) || f.Response().LastLog != uint64(i+1) {
 				t.Fatalf("future %d: prev %d, %+v, %v", i, f.Request().PrevLogEntry, f.Response(), f.Error())
 			}
 		case <-time.After(waitTimeout):
