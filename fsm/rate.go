@@ -25,13 +25,19 @@ func (f *FSM) rateSpacing() int64 {
 // rateRoom returns how many deliveries the bound allows now, at most
 // want.
 func (f *FSM) rateRoom(want int) int {
+	return int(f.rateRoomAt(f.clock, int64(want)))
+}
+
+// rateRoomAt returns how many deliveries the bound allows at clock (Unix
+// nanoseconds, not before the FSM's clock), at most want.
+func (f *FSM) rateRoomAt(clock, want int64) int64 {
 	spacing := f.rateSpacing()
 	if spacing == 0 {
 		return want
 	}
-	base := max(f.rateTAT, f.clock)
-	room := (f.clock + rateBurstWindow - base) / spacing
-	return int(min(int64(want), max(0, room)))
+	base := max(f.rateTAT, clock)
+	room := (clock + rateBurstWindow - base) / spacing
+	return min(want, max(0, room))
 }
 
 // rateTake books n deliveries made now.

@@ -60,3 +60,38 @@ func snapshotCopy(t *testing.T, f *FSM) *FSM {
 	wantNoErr(t, g.Restore(&buf))
 	return g
 }
+
+// Leasable says how many messages a receive applied now would lease: the
+// eligible ones, within max_in_flight and the delivery rate bound, none
+// while paused; a receive then leases exactly that many.
+func TestFSM_LeasableMatchesWhatAReceiveLeases(t *testing.T) {
+	h := newHarness(t, func(c *QueueConfig) { c.MaxDeliveryRate = 4; c.MaxInFlight = 6 })
+	if n := h.f.Leasable(h.now); n != 0 {
+		t.Fatalf("empty partition: Leasable %d", n)
+	}
+	for i := range 20 {
+		h.send(genID(i), "", "x")
+	}
+	wantLeasable := func(want int64) {
+		t.Helper()
+		n := h.f.Leasable(h.now)
+		if n != want {
+			t.Fatalf("Leasable %d, want %d", n, want)
+		}
+		if got := h.receive("c", 100, time.Minute); int64(len(got)) != n {
+			t.Fatalf("Leasable said %d, a receive leased %d", n, len(got))
+		}
+	}
+	wantLeasable(4) // the rate's burst
+	h.advance(500 * time.Millisecond)
+	wantLeasable(2) // max_in_flight leaves 2 of the 2 the rate allows
+	h.advance(2 * time.Second)
+	wantLeasable(0) // at max_in_flight
+	wantNoErr(t, h.pause(true, "ops"))
+	cfg := h.f.Config()
+	cfg.MaxInFlight, cfg.MaxDeliveryRate = 0, 0
+	wantNoErr(t, h.apply(Command{Type: CmdSetConfig, SetConfig: &cfg}).Err)
+	wantLeasable(0) // paused
+	wantNoErr(t, h.pause(false, "ops"))
+	wantLeasable(14)
+}

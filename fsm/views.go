@@ -54,6 +54,23 @@ func (f *FSM) HasEligible() bool {
 	return f.gauges.eligible > 0 && !f.pause.Paused && !atBound
 }
 
+// Leasable returns how many messages a receive stamped now (the leader's
+// clock, Unix nanoseconds) could lease: the eligible ones, within
+// MaxInFlight and the delivery rate bound; 0 while paused. A leader
+// budgets its waiting receives with it, so that one eligible message
+// draws one receive, not one from every waiting consumer. Apply never
+// uses it.
+func (f *FSM) Leasable(now int64) int64 {
+	if f.pause.Paused || f.gauges.eligible <= 0 {
+		return 0
+	}
+	n := f.gauges.eligible
+	if limit := f.cfg.MaxInFlight; limit > 0 {
+		n = min(n, max(0, limit-f.gauges.inFlight))
+	}
+	return f.rateRoomAt(max(now, f.clock), n)
+}
+
 // CompactBodies asks the body store, if it can, to move live payloads out
 // of mostly dead segments or log entries. It is not a command: locations
 // are local to a replica and nothing logical changes. The caller holds the

@@ -162,6 +162,8 @@ var (
 			"more than a second or two means ticks are not firing.", partLabels, nil)
 	pausedDesc = prometheus.NewDesc("ferry_partition_paused",
 		"1 while the partition's deliveries are paused (receives lease nothing), else 0.", partLabels, nil)
+	receivesDesc = prometheus.NewDesc("ferry_partition_receives_waiting",
+		"Receives in progress at the partition's leader: long polls waiting for messages and receives being applied.", partLabels, nil)
 	consumersDesc = prometheus.NewDesc("ferry_partition_consumers",
 		"Distinct consumer ids that received from the partition in the last minute (counted by its leader).", partLabels, nil)
 	gaugeHelp = map[string]string{
@@ -200,6 +202,9 @@ type ledPartition struct {
 	queue string
 	index int
 	stats fsm.Stats
+	// receives counts the receives in progress at the leader (long polls
+	// waiting included).
+	receives int64
 }
 
 // ledPartitions implements partitionSource.
@@ -210,7 +215,7 @@ func (n *Node) ledPartitions() []ledPartition {
 	var out []ledPartition
 	for _, r := range n.replicas.all() {
 		if r.p.IsLeader() {
-			out = append(out, ledPartition{queue: r.a.Queue, index: r.a.Index, stats: r.p.Stats()})
+			out = append(out, ledPartition{queue: r.a.Queue, index: r.a.Index, stats: r.p.Stats(), receives: r.p.ReceivesWaiting()})
 		}
 	}
 	return out
@@ -230,6 +235,7 @@ func (c partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- ageDesc
 	ch <- deadAgeDesc
 	ch <- consumersDesc
+	ch <- receivesDesc
 	ch <- pausedDesc
 	ch <- schedulesDesc
 	ch <- scheduleTicksDesc
@@ -253,6 +259,7 @@ func (c partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(deadAgeDesc, prometheus.GaugeValue, secondsSince(st.OldestDeadAt, now), labels...)
 		ch <- prometheus.MustNewConstMetric(consumersDesc, prometheus.GaugeValue,
 			float64(c.src.consumerCount(lp.queue, lp.index, now)), labels...)
+		ch <- prometheus.MustNewConstMetric(receivesDesc, prometheus.GaugeValue, float64(lp.receives), labels...)
 		paused := 0.0
 		if st.Pause.Paused {
 			paused = 1

@@ -49,13 +49,16 @@ func gatherValues(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // The collectors read only what their interfaces give them: they run on a
 // fake with no node behind it.
 func TestMetrics_CollectorsReadTheirSourcesOnly(t *testing.T) {
-	src := fakeParts{led: []ledPartition{{queue: "orders", index: 1, stats: fsm.Stats{Ready: 7}},
+	src := fakeParts{led: []ledPartition{{queue: "orders", index: 1, stats: fsm.Stats{Ready: 7}, receives: 5},
 		{queue: "orders", index: 2, stats: fsm.Stats{Pause: fsm.PauseState{Paused: true, By: "oncall", At: 1}}}}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(partitionCollector{src}, shapeCollector{src})
 	got := gatherValues(t, reg)
 	if got["ferry_partition_ready{1,orders}"] != 7 || got["ferry_partition_consumers{1,orders}"] != 7 {
 		t.Fatalf("partition series %v, want ready 7 and consumers 7 for orders/1", got)
+	}
+	if got["ferry_partition_receives_waiting{1,orders}"] != 5 {
+		t.Fatalf("receives series %v, want 5 for orders/1", got)
 	}
 	if v, ok := got["ferry_partition_paused{1,orders}"]; !ok || v != 0 || got["ferry_partition_paused{2,orders}"] != 1 {
 		t.Fatalf("paused series %v, want orders/1 at 0 and orders/2 at 1", got)

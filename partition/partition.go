@@ -29,10 +29,15 @@ type Partition struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	mu      sync.Mutex // guards fsm, applied, ready
+	mu      sync.Mutex // guards fsm, applied, ready, receiveClaimed
 	fsm     *fsm.FSM
 	applied uint64        // index of the last raft entry applied
 	ready   chan struct{} // closed and replaced when messages become eligible
+	// receiveClaimed counts the messages that receives proposed and not
+	// yet answered count on (claimReceive); guarded by mu.
+	receiveClaimed int64
+	// receivesWaiting counts the Receive calls in progress.
+	receivesWaiting atomic.Int64
 	// digestWaits are the DigestAt requests waiting for an entry; guarded
 	// by mu, at most digestWaitsMax.
 	digestWaits []*digestWait

@@ -52,10 +52,8 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	p.markClockLocked(clockBefore)
 	after, hasDeadline := p.fsm.NextDeadline()
 	p.noteDeadline(after, hasDeadline)
-	eligible := p.fsm.HasEligible()
-	if eligible {
-		close(p.ready)
-		p.ready = make(chan struct{})
+	if p.fsm.HasEligible() {
+		p.wakeReceivesLocked()
 	}
 	counts := p.fsm.Counters()
 	p.mu.Unlock()
