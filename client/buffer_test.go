@@ -220,3 +220,88 @@ func TestClient_CloseReleasesBufferedLeases(t *testing.T) {
 		t.Fatalf("%d leases still held after Close", n)
 	}
 }
+
+// longPolls counts the receive requests with a wait the fake got, by
+// partition.
+func longPolls(fc *fakeCluster) map[int]int {
+	out := map[int]int{}
+	for _, r := range fc.requests(wire.OpReceive) {
+		if req, ok := r.body.(*wire.ReceiveRequest); ok && req.Wait > 0 {
+			out[req.Partition]++
+		}
+	}
+	return out
+}
+
+// A consumer calling Receive in a loop, answered each time by one busy
+// partition, leaves the long polls of the idle partitions running (their
+// leases would go to the buffer). Later calls wait on those polls rather
+// than start more: one long poll per idle partition, not one per call.
+func TestClient_ReceiveLoopKeepsOneLongPollPerPartition(t *testing.T) {
+	fc := newFake(t, 1)
+	fc.addQueue("q", wire.QueueConfig{Partitions: 4, VisibilityTimeout: time.Minute})
+	c := dial(t, fc)
+	q := c.Queue("q")
+	ctx := testCtx(t, 20*time.Second)
+	const calls = 8
+	for i := range calls {
+		busy := longPolls(fc)[0]
+		got := make(chan []*client.Delivery, 1)
+		go func() {
+			ds, err := q.Receive(ctx, client.ReceiveOptions{Max: 1, Wait: 10 * time.Second})
+			if err != nil {
+				t.Errorf("Receive %d: %v", i, err)
+			}
+			got <- ds
+		}()
+		// Send once the call long-polls the busy partition.
+		testwait.Until(t, 5*time.Second, "a long poll of partition 0", func() bool { return longPolls(fc)[0] > busy })
+		if _, err := q.Send(ctx, client.Message{ID: idFor(0, 4, fmt.Sprintf("m%d", i))}); err != nil {
+			t.Fatalf("Send %d: %v", i, err)
+		}
+		if ds := <-got; len(ds) != 1 || ds[0].Partition != 0 {
+			t.Fatalf("call %d got %d deliveries, want the one of partition 0", i, len(ds))
+		}
+	}
+	for p, n := range longPolls(fc) {
+		if p != 0 && n != 1 {
+			t.Errorf("partition %d: %d long polls over %d calls, want 1", p, n, calls)
+		}
+	}
+}
+
+// A call that left a partition to an earlier call's poll polls it itself
+// once that poll ends empty, for the rest of its own wait.
+func TestClient_ReceivePollsAPartitionOnceItsOrphanPollEnds(t *testing.T) {
+	fc := newFake(t, 1)
+	fc.addQueue("q", wire.QueueConfig{Partitions: 2, VisibilityTimeout: time.Minute})
+	c := dial(t, fc)
+	q := c.Queue("q")
+	ctx := testCtx(t, 20*time.Second)
+	first := make(chan []*client.Delivery, 1)
+	go func() {
+		ds, _ := q.Receive(ctx, client.ReceiveOptions{Max: 1, Wait: 500 * time.Millisecond})
+		first <- ds
+	}()
+	testwait.Until(t, 5*time.Second, "both partitions long-polled", func() bool { return len(longPolls(fc)) == 2 })
+	if _, err := q.Send(ctx, client.Message{ID: idFor(0, 2, "a")}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if ds := <-first; len(ds) != 1 {
+		t.Fatalf("first call got %d deliveries", len(ds))
+	}
+	second := make(chan []*client.Delivery, 1)
+	go func() {
+		ds, _ := q.Receive(ctx, client.ReceiveOptions{Max: 1, Wait: 5 * time.Second})
+		second <- ds
+	}()
+	// Partition 1's orphan ends after half a second; the second call then
+	// polls partition 1 itself.
+	testwait.Until(t, 5*time.Second, "partition 1 polled again", func() bool { return longPolls(fc)[1] == 2 })
+	if _, err := q.Send(ctx, client.Message{ID: idFor(1, 2, "b")}); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if ds := <-second; len(ds) != 1 || ds[0].Partition != 1 {
+		t.Fatalf("second call got %d deliveries, want the one of partition 1", len(ds))
+	}
+}

@@ -109,6 +109,7 @@ func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) ([]*Delivery, 
 		until = dl.Add(-min(time.Second, time.Until(dl)/10))
 	}
 	g := newGather(q, q.stash)
+	g.orphans, g.live = true, make(map[int]int)
 	defer g.close()
 	ds, err := q.sweep(ctx, g, n, opts)
 	if len(ds) > 0 || err != nil || opts.Wait == 0 || !time.Now().Before(until) {
@@ -170,27 +171,46 @@ func unlessGot(ds []*Delivery, err error) error {
 
 // longPoll polls every partition at once until until and returns the
 // first non-empty answer, or what the buffer receives meanwhile (answers
-// to earlier calls); the answers that come later go to the buffer.
+// to earlier calls); the answers that come later go to the buffer. A
+// partition that a poll of an earlier call still waits on (an orphan,
+// whose answer goes to the buffer) gets no second poll: the call waits
+// for that answer, and polls the partition itself only if the orphan
+// ends empty before until. So a consumer that calls Receive in a loop
+// keeps at most one long poll per partition, not one per call.
 func (q *Queue) longPoll(ctx context.Context, g *gather, n int, opts ReceiveOptions, until time.Time) ([]*Delivery, error) {
-	for p := 0; p < n; p++ {
-		if !g.launch(p, q.receiveRequest(p, opts.Max, opts), until) {
-			return nil, ErrClosed
-		}
-	}
+	expired := time.NewTimer(time.Until(until))
+	defer expired.Stop()
+	launched := make([]bool, n)
+	left, waiting := n, 0 // partitions not yet polled; polls not yet answered
 	var fatal error
-	for answered := 0; answered < n; {
+	for {
 		buffered := q.bufferSignal()
 		if ds := q.takeBuffered(opts.Max); len(ds) > 0 {
 			return ds, nil
 		}
-		r, ok, err := g.nextOr(ctx, buffered)
+		for p := 0; p < n && left > 0; p++ {
+			if launched[p] || q.orphanPolls(p) > 0 {
+				continue
+			}
+			if !g.launch(p, q.receiveRequest(p, opts.Max, opts), until) {
+				return nil, ErrClosed
+			}
+			launched[p], left, waiting = true, left-1, waiting+1
+		}
+		if left == 0 && waiting == 0 {
+			return nil, fatal
+		}
+		r, ok, err := g.nextOr(ctx, buffered, expired.C)
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
-			continue // something was buffered: look again
+			if !time.Now().Before(until) {
+				return q.takeBuffered(opts.Max), fatal
+			}
+			continue // something was buffered or an orphan ended: look again
 		}
-		answered++
+		waiting--
 		if len(r.ds) > 0 {
 			return q.trim(r.ds, opts.Max), nil
 		}
@@ -198,7 +218,6 @@ func (q *Queue) longPoll(ctx context.Context, g *gather, n int, opts ReceiveOpti
 			fatal = r.err
 		}
 	}
-	return nil, fatal
 }
 
 // receiveRequest builds the request for one partition.
@@ -223,6 +242,7 @@ type pollResult struct {
 	part  int
 	asked int           // the receive's Max
 	took  time.Duration // from launch to answer
+	long  bool          // a long poll of a Receive call (see gather.orphans)
 	ds    []*Delivery
 	err   error
 	cl    class
@@ -233,12 +253,17 @@ type pollResult struct {
 // context, so that its answer is never lost: once the call has returned
 // (close), answers go to the Queue's buffer instead.
 type gather struct {
-	q       *Queue
-	late    func([]*Delivery) // takes the deliveries that come after close
-	wake    chan struct{}
+	q    *Queue
+	late func([]*Delivery) // takes the deliveries that come after close
+	wake chan struct{}
+	// orphans: the long polls still running at close are counted as the
+	// Queue's orphan polls (Receive's gathers; a consumer's poller keeps
+	// its own count of the polls it runs).
+	orphans bool
 	mu      sync.Mutex
 	closed  bool
 	results []pollResult
+	live    map[int]int // by partition: long polls launched, not answered
 }
 
 // newGather returns a gather whose late deliveries go to late.
@@ -252,7 +277,13 @@ func newGather(q *Queue, late func([]*Delivery)) *gather {
 // It reports false when the client is closed.
 func (g *gather) launch(p int, req wire.ReceiveRequest, until time.Time) bool {
 	c := g.q.c
-	return c.goBackground(func() {
+	long := g.orphans && !until.IsZero()
+	if long {
+		g.mu.Lock()
+		g.live[p]++
+		g.mu.Unlock()
+	}
+	launched := c.goBackground(func() {
 		limit := time.Now().Add(receiveGrace)
 		if !until.IsZero() {
 			limit = until.Add(receiveGrace)
@@ -261,9 +292,15 @@ func (g *gather) launch(p int, req wire.ReceiveRequest, until time.Time) bool {
 		defer cancel()
 		start := time.Now()
 		r := g.q.poll(ctx, req, until)
-		r.part, r.asked, r.took = p, req.Max, time.Since(start)
+		r.part, r.asked, r.took, r.long = p, req.Max, time.Since(start), long
 		g.deliver(r)
 	})
+	if !launched && long {
+		g.mu.Lock()
+		g.live[p]--
+		g.mu.Unlock()
+	}
+	return launched
 }
 
 // launchAcks starts the receive of one partition carrying the acks of
@@ -292,7 +329,13 @@ func (g *gather) deliver(r pollResult) {
 		if len(r.ds) > 0 {
 			g.late(r.ds)
 		}
+		if r.long {
+			g.q.orphanEnded(r.part)
+		}
 		return
+	}
+	if r.long {
+		g.live[r.part]--
 	}
 	g.results = append(g.results, r)
 	g.mu.Unlock()
@@ -304,13 +347,13 @@ func (g *gather) deliver(r pollResult) {
 
 // next waits for the next result.
 func (g *gather) next(ctx context.Context) (pollResult, error) {
-	r, _, err := g.nextOr(ctx, nil)
+	r, _, err := g.nextOr(ctx, nil, nil)
 	return r, err
 }
 
-// nextOr waits for the next result (ok true) or for stop to be closed (ok
-// false).
-func (g *gather) nextOr(ctx context.Context, stop <-chan struct{}) (r pollResult, ok bool, err error) {
+// nextOr waits for the next result (ok true), or for stop to be closed
+// or expired to fire (ok false).
+func (g *gather) nextOr(ctx context.Context, stop <-chan struct{}, expired <-chan time.Time) (r pollResult, ok bool, err error) {
 	for {
 		g.mu.Lock()
 		if len(g.results) > 0 {
@@ -323,6 +366,8 @@ func (g *gather) nextOr(ctx context.Context, stop <-chan struct{}) (r pollResult
 		select {
 		case <-g.wake:
 		case <-stop:
+			return pollResult{}, false, nil
+		case <-expired:
 			return pollResult{}, false, nil
 		case <-ctx.Done():
 			return pollResult{}, false, context.Cause(ctx)
@@ -346,6 +391,10 @@ func (g *gather) close() {
 	g.closed = true
 	left := g.results
 	g.results = nil
+	for p, k := range g.live {
+		g.q.orphansStarted(p, k)
+	}
+	clear(g.live)
 	g.mu.Unlock()
 	for _, r := range left {
 		if len(r.ds) > 0 {

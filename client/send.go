@@ -22,6 +22,7 @@ type Queue struct {
 	buf      []bufferedLease   // leases received but not yet returned (see Receive)
 	bufReady chan struct{}     // closed when leases are buffered; nil until asked for
 	bufTimer *time.Timer       // releases buffered leases nobody took in time
+	orphans  map[int]int       // by partition: polls of returned Receive calls still waiting (receive_orphans.go)
 	lanes    map[int]*sendLane // by partition: concurrent sends merged (see sendLane)
 }
 
