@@ -117,9 +117,11 @@ func (p *Partition) claimReceive(maxN int) (claim int64, rateWait time.Duration,
 }
 
 // releaseReceive returns a claim once its receive is answered, and wakes
-// the waiting receives when the leader's state has messages nobody counts
-// on any more (the receive leased fewer than it claimed, or messages
-// became eligible while every one was counted on).
+// the waiting receives while messages are eligible: some may be counted
+// on by nobody now (the receive leased fewer than it claimed, or messages
+// became eligible while every one was counted on), or held back by the
+// delivery rate bound, whose wait a receive that saw every message
+// claimed has not armed. Waking costs no raft entry: each looks again.
 func (p *Partition) releaseReceive(claim int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -127,7 +129,7 @@ func (p *Partition) releaseReceive(claim int64) {
 	if p.receiveClaimed < 0 {
 		panic("partition: receive claims below zero")
 	}
-	if p.fsm.Leasable(p.now().UnixNano()) > p.receiveClaimed {
+	if p.fsm.HasEligible() {
 		p.wakeReceivesLocked()
 	}
 }

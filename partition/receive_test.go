@@ -121,3 +121,23 @@ func TestPartition_WaitingReceivesAtMaxInFlightProposeOnePerFreedLease(t *testin
 		t.Fatalf("%d deliveries, want %d", len(got), len(first))
 	}
 }
+
+// Under a delivery rate bound the waiting polls are served at the rate,
+// one receive entry each: none proposes a receive the bound would leave
+// empty when the bound's wait ends for all of them at once.
+func TestPartition_WaitingReceivesUnderARateBoundProposeOnePerDelivery(t *testing.T) {
+	c := newTestCluster(t, 1, func(cfg *Config) { cfg.Queue.MaxDeliveryRate = 10 })
+	p := c.reps[c.leader()]
+	const polls = 16
+	done := pollers(t, p, polls, 5*time.Second)
+	waitReceives(t, p, polls)
+	before := receiveEntries(t, p)
+	send(t, p, "m", 2*polls) // a burst of 10, then one every 100 ms
+	got := done()
+	if len(got) != polls {
+		t.Fatalf("%d deliveries, want one per poll (%d)", len(got), polls)
+	}
+	if n := receiveEntries(t, p) - before; n != polls {
+		t.Fatalf("%d receive entries for %d deliveries under the rate bound, want one each", n, polls)
+	}
+}
