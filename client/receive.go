@@ -70,7 +70,10 @@ func (o *ReceiveOptions) normalize(c *Client) error {
 // keep waiting on the servers, or after ctx was cancelled) go to the
 // Queue's buffer: a Receive that is waiting right now takes them at once,
 // and otherwise the next Receive on the Queue returns them first, without
-// asking the server. A buffered lease is handed out only while at least
+// asking the server. Those requests still waiting are not repeated: a
+// later long poll leaves their partitions to them and waits for their
+// answers, so a loop of Receive calls keeps one request per partition at
+// the servers. A buffered lease is handed out only while at least
 // half of the time it had left when it arrived remains; after that the
 // client releases it, which gives the message back at once without
 // counting a delivery attempt (no backoff, no step towards max_receives;
