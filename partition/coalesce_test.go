@@ -211,7 +211,20 @@ func TestPartition_DeepQueueOverlapsProposals(t *testing.T) {
 		t.Run(fmt.Sprintf("OverlapItemsMin=%d", min), func(t *testing.T) {
 			c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = min })
 			p := c.reps[c.leader()]
+			// The leader's first apply of the run waits (up to a second)
+			// for a second proposal to start, so that the requests queue
+			// behind the first however fast this machine's disk is.
+			var once sync.Once
+			hold := func() {
+				once.Do(func() {
+					for end := time.Now().Add(time.Second); time.Now().Before(end) && p.sends.overlapped.Load() == 0; {
+						time.Sleep(time.Millisecond)
+					}
+				})
+			}
+			p.beforeApply.Store(&hold)
 			pipeliningSenders(t, p, 4, 64, 256)
+			p.beforeApply.Store(nil)
 			overlapped := p.sends.overlapped.Load()
 			t.Logf("OverlapItemsMin %d: %d proposals overlapped", min, overlapped)
 			if min == 0 && overlapped != 0 {
