@@ -112,7 +112,7 @@ func (q *Queue) Receive(ctx context.Context, opts ReceiveOptions) ([]*Delivery, 
 		until = dl.Add(-min(time.Second, time.Until(dl)/10))
 	}
 	g := newGather(q, q.stash)
-	g.orphans, g.live = true, make(map[int]int)
+	g.orphans = true
 	defer g.close()
 	ds, err := q.sweep(ctx, g, n, opts)
 	if len(ds) > 0 || err != nil || opts.Wait == 0 || !time.Now().Before(until) {
@@ -283,6 +283,9 @@ func (g *gather) launch(p int, req wire.ReceiveRequest, until time.Time) bool {
 	long := g.orphans && !until.IsZero()
 	if long {
 		g.mu.Lock()
+		if g.live == nil {
+			g.live = make(map[int]int) // only calls that long-poll need it
+		}
 		g.live[p]++
 		g.mu.Unlock()
 	}
