@@ -32,6 +32,7 @@ func (s *Store) killLocked(p wal.Pos) {
 
 // markDeadLocked tells the wal that nothing needs the record at p.
 func (s *Store) markDeadLocked(p wal.Pos) {
+	s.deadMarks.Add(1)
 	if s.holding {
 		s.heldDead = append(s.heldDead, p)
 		return

@@ -15,8 +15,9 @@ import (
 )
 
 // Store is one node's raft log store: a single segmented log holding the
-// entries of every group, written by one goroutine that group-commits the
-// calls of all groups. See the package documentation.
+// entries of every group, written one batch at a time (by the first caller
+// to find no commit in progress, or by the writer goroutine) so that the
+// calls of all groups are group-committed. See the package documentation.
 type Store struct {
 	cfg    Config
 	logger *slog.Logger
@@ -57,9 +58,20 @@ type Store struct {
 	// reap (at recovery) always runs.
 	reapedAt uint64
 
-	// Writer-only.
-	nextSeq uint64
-	scratch []byte
+	// commitMu is held by whoever commits a batch or runs a compaction
+	// step: the writer goroutine, or a caller committing the queue itself
+	// (commitQueued). It guards the committer-only fields below.
+	commitMu sync.Mutex
+	nextSeq  uint64
+	scratch  []byte
+	// compactSeen is what deadMarks and the active segment were when a
+	// compaction step last found nothing to do; compaction is looked at
+	// again only once either has moved.
+	compactSeen compactState
+	// deadMarks counts records marked dead (markDeadLocked): the only
+	// way, with a segment being sealed, that a segment can become a
+	// compaction candidate.
+	deadMarks atomic.Uint64
 
 	st counters
 }
@@ -69,6 +81,7 @@ type counters struct {
 	entriesAppended, entryBytesAppended       atomic.Uint64
 	registrySaves                             atomic.Uint64
 	batches, callsCommitted, syncs, bytesSync atomic.Uint64
+	callerBatches                             atomic.Uint64
 	segmentsDeleted                           atomic.Uint64
 	recordsCompacted, bytesCompacted          atomic.Uint64
 	writeErrors                               atomic.Uint64
@@ -217,7 +230,10 @@ type Stats struct {
 	// Batches counts group-commit writes; CallsCommitted the StoreLogs,
 	// DeleteRange and DropGroup calls they answered. CallsCommitted /
 	// Batches is the average batching factor; MaxBatchCalls the largest.
+	// CallerBatches counts the batches a caller committed itself, the
+	// writer being idle (the rest were the writer goroutine's).
 	Batches, CallsCommitted uint64
+	CallerBatches           uint64
 	MaxBatchCalls           int
 	// Syncs counts fdatasync calls for batches and compaction steps;
 	// BytesSynced the record bytes they made durable.
@@ -259,6 +275,7 @@ func (s *Store) Stats() Stats {
 	st.EntryBytesAppended = s.st.entryBytesAppended.Load()
 	st.Batches = s.st.batches.Load()
 	st.CallsCommitted = s.st.callsCommitted.Load()
+	st.CallerBatches = s.st.callerBatches.Load()
 	st.MaxBatchCalls = int(s.st.maxBatchCalls.Load())
 	st.Syncs = s.st.syncs.Load()
 	st.BytesSynced = s.st.bytesSync.Load()
