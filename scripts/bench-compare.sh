@@ -72,6 +72,23 @@ pki="$work/pki"
 # record SYSTEM SHAPE MSGS_PER_S P50_MS
 record() { printf '%s\t%s\t%s\t%s\n' "$@" >> "$results"; }
 
+# disk_probe SYSTEM: times 500 writes of 4 KiB with O_DSYNC in the work
+# directory (the file system both systems store on) just before SYSTEM's
+# runs, and keeps the milliseconds per write for the table's footer. This
+# disk's flush time moves by 2-4x from minute to minute on a shared
+# machine, and every Ferry confirm waits for fdatasyncs (NATS at its
+# defaults does not), so a row compares only beside its probe.
+probes="$work/probes.txt"
+: > "$probes"
+disk_probe() {
+  local t0 t1
+  t0=$(date +%s%N)
+  dd if=/dev/zero of="$work/probe.bin" bs=4k count=500 oflag=dsync 2>/dev/null
+  t1=$(date +%s%N)
+  rm -f "$work/probe.bin"
+  echo "$1 $(awk -v ns=$((t1 - t0)) 'BEGIN{printf "%.2f", ns / 500 / 1e6}')" >> "$probes"
+}
+
 run_nats() {
 nats_port=24222
 for i in 1 2 3; do
@@ -197,14 +214,15 @@ ferry_stats "drain, Consume 4 x 8 / 32" "$("${ferry[@]}" consume -c 4 --handlers
 stop_all
 }
 
-[ "$only" = ferry ] || run_nats
-[ "$only" = nats ] || run_ferry
+if [ "$only" != ferry ]; then disk_probe NATS; run_nats; fi
+if [ "$only" != nats ]; then disk_probe Ferry; run_ferry; fi
 
 # Latencies: per call for the publish rows; in the drain rows NATS reports
 # per message and Ferry per receive of up to 100, so only rates compare.
-python3 - "$results" <<'PY'
+python3 - "$results" "$probes" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+probes = [l.split() for l in open(sys.argv[2]) if l.strip()]
 shapes, got = [], {}
 for system, shape, rate, p50 in rows:
     if shape not in shapes:
@@ -223,4 +241,7 @@ print("NATS: the nats CLI's defaults; NATS matched: the same run with Ferry's ba
       " (async publish 64, fetch 100, consume 256 or 32) where they differ.")
 print("publish async: 4 x N is N messages in flight per client (NATS's default is 500);"
       " defaults is each at its own (Ferry's Publisher: 4,096 per client).")
+if probes:
+    print("disk: 4 KiB O_DSYNC write before the runs, " +
+          ", ".join(f"{who} {ms} ms" for who, ms in probes) + ".")
 PY
