@@ -90,9 +90,9 @@ func (s *Store) enqueue(rs ...*request) error {
 // goroutine when nobody is committing, and otherwise wakes the writer,
 // which commits it once the batch in progress is durable. Committing in
 // the caller spares the two goroutine hand-offs of going through the
-// writer (waking it, and it waking the caller): under a synchronous load
-// of one or a few groups those are most of a call's CPU beside the
-// fdatasync, and part of its latency. Batching is unchanged: calls
+// writer (waking it, and it waking the caller), which under a
+// synchronous load of one group on a 2-core machine measured about a
+// tenth of a round's latency and CPU. Batching is unchanged: calls
 // queued while a commit runs go together in the next one. A caller
 // commits one batch at most; anything left, and compaction, is the
 // writer's.
