@@ -7,10 +7,12 @@ import (
 	"testing"
 )
 
-// TestRaftlog_LoneCallerCommitsItself checks that a call made while the
-// writer is idle is committed on the caller's goroutine (no hand-off to
-// the writer and back), and that what it wrote is durable across a
-// reopen.
+// TestRaftlog_LoneCallerCommitsItself checks that calls made one after
+// another are each committed alone and nearly all on the caller's
+// goroutine (no hand-off to the writer and back), and that what they
+// wrote is durable across a reopen. Not all: after a commit that makes
+// compaction worth a look the writer holds commitMu briefly, and a call
+// arriving then is handed to it, as designed.
 func TestRaftlog_LoneCallerCommitsItself(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	s, _ := openStore(t, cfg)
@@ -22,9 +24,9 @@ func TestRaftlog_LoneCallerCommitsItself(t *testing.T) {
 	}
 	st := s.Stats()
 	batches, byCaller := st.Batches-before.Batches, st.CallerBatches-before.CallerBatches
-	if batches != calls || byCaller != calls {
-		t.Fatalf("%d calls one after another: %d batches, %d committed by their caller; want %d of each",
-			calls, batches, byCaller, calls)
+	if batches != calls || byCaller < calls*3/4 {
+		t.Fatalf("%d calls one after another: %d batches, %d committed by their caller; want %d batches, at least %d by callers",
+			calls, batches, byCaller, calls, calls*3/4)
 	}
 	mustClose(t, s)
 	s2, _ := openStore(t, cfg)
