@@ -148,10 +148,25 @@ func (t *BoundedTransport) AppendEntriesPipeline(id raft.ServerID, target raft.S
 	if err != nil {
 		return nil, err
 	}
-	p := &boundedPipeline{inner: inner, maxBytes: t.RPCBytesMax, split: &t.split, out: make(chan raft.AppendFuture, 128),
+	p := &boundedPipeline{inner: inner, maxBytes: t.RPCBytesMax, split: &t.split,
 		closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	if c, ok := inner.(convertingPipeline); ok {
+		// The shared transport's pipeline converts its answers as it hands
+		// them over: raft reads them from it, with no goroutine between.
+		c.setConvert(p.convert)
+		p.out = inner.Consumer()
+		return p, nil
+	}
+	p.gathered = make(chan raft.AppendFuture, 128)
+	p.out = p.gathered
 	go p.gather()
 	return p, nil
+}
+
+// convertingPipeline is an inner pipeline that lets a function convert
+// its answered futures, in send order, before raft gets them.
+type convertingPipeline interface {
+	setConvert(func(raft.AppendFuture) (raft.AppendFuture, bool))
 }
 
 // boundedPipeline sends each request's parts down the inner pipeline and
@@ -160,12 +175,14 @@ type boundedPipeline struct {
 	inner    raft.AppendPipeline
 	maxBytes int
 	split    *atomic.Uint64
-	out      chan raft.AppendFuture
+	out      <-chan raft.AppendFuture // what raft reads: gather's, or the inner pipeline's
+	gathered chan raft.AppendFuture   // gather's output; nil with a converting inner pipeline
 	closed   chan struct{}
 	wake     chan struct{}
 
 	mu        sync.Mutex
 	pending   []*splitFuture // in send order
+	stopped   bool           // convert hands raft nothing more
 	closeOnce sync.Once
 }
 
@@ -174,11 +191,15 @@ type boundedPipeline struct {
 func (p *boundedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	parts := splitAppend(args, p.maxBytes)
 	if len(parts) == 1 {
+		// Listed before it is sent: its answer may be handed over
+		// before AppendEntries returns.
+		sf := &splitFuture{start: time.Now(), req: args, resp: resp, want: 1, single: true}
+		p.push(sf)
 		f, err := p.inner.AppendEntries(args, resp)
 		if err != nil {
+			p.dropLast(sf)
 			return nil, err
 		}
-		p.push(&splitFuture{start: time.Now(), req: args, resp: resp, want: 1, single: f})
 		return f, nil
 	}
 	p.split.Add(1)
@@ -194,6 +215,16 @@ func (p *boundedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *r
 		}
 	}
 	return sf, nil
+}
+
+// dropLast removes sf, the last request listed, which was not sent.
+func (p *boundedPipeline) dropLast(sf *splitFuture) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.pending); n > 0 && p.pending[n-1] == sf {
+		p.pending[n-1] = nil
+		p.pending = p.pending[:n-1]
+	}
 }
 
 func (p *boundedPipeline) push(sf *splitFuture) {
@@ -225,7 +256,7 @@ func (p *boundedPipeline) gather() {
 		if sf == nil {
 			return // an answer to nothing sent: the pipeline is broken
 		}
-		if sf.single != nil {
+		if sf.single {
 			p.pop()
 			if !p.emit(f) || f.Error() != nil {
 				return
@@ -239,6 +270,46 @@ func (p *boundedPipeline) gather() {
 				return
 			}
 		}
+	}
+}
+
+// convert is gather's work done by a converting inner pipeline as it
+// hands over each answer f: it returns the future raft gets for f, or
+// false while f's request has parts unanswered, and once raft has been
+// handed a failed answer (see gather).
+func (p *boundedPipeline) convert(f raft.AppendFuture) (raft.AppendFuture, bool) {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return nil, false
+	}
+	if len(p.pending) == 0 { // an answer to nothing sent: the pipeline is broken
+		p.stopped = true
+		p.mu.Unlock()
+		return nil, false
+	}
+	sf := p.pending[0]
+	p.mu.Unlock()
+	if sf.single {
+		p.pop()
+		p.stopIf(f.Error() != nil)
+		return f, true
+	}
+	if !p.record(sf, f) {
+		return nil, false
+	}
+	p.pop()
+	close(sf.done)
+	p.stopIf(sf.err != nil || sf.short)
+	return sf, true
+}
+
+// stopIf stops convert handing raft anything more when stop is set.
+func (p *boundedPipeline) stopIf(stop bool) {
+	if stop {
+		p.mu.Lock()
+		p.stopped = true
+		p.mu.Unlock()
 	}
 }
 
@@ -263,6 +334,7 @@ func (p *boundedPipeline) head() *splitFuture {
 
 func (p *boundedPipeline) pop() {
 	p.mu.Lock()
+	p.pending[0] = nil
 	p.pending = p.pending[1:]
 	p.mu.Unlock()
 }
@@ -298,7 +370,7 @@ func (p *boundedPipeline) record(sf *splitFuture, f raft.AppendFuture) bool {
 
 func (p *boundedPipeline) emit(f raft.AppendFuture) bool {
 	select {
-	case p.out <- f:
+	case p.gathered <- f:
 		return true
 	case <-p.closed:
 		return false
@@ -320,7 +392,7 @@ type splitFuture struct {
 	req    *raft.AppendEntriesRequest
 	resp   *raft.AppendEntriesResponse
 	want   int
-	single raft.AppendFuture // set when the request went whole
+	single bool // the request went whole: its one answer is handed on as it is
 	done   chan struct{}
 
 	// Guarded by the pipeline's mu until done is closed.

@@ -29,12 +29,24 @@ func (f *fakeFuture) Request() *raft.AppendEntriesRequest   { return f.req }
 func (f *fakeFuture) Response() *raft.AppendEntriesResponse { return f.resp }
 
 // fakePipeline answers the parts sent to it as scripted, in order, once
-// the test releases them.
+// the test releases them. With converting set it hands its answers
+// through the bounded pipeline's convert function, as the shared
+// transport's pipeline does; otherwise the bounded pipeline's gather
+// goroutine reads them.
 type fakePipeline struct {
-	script  []fakePart
-	sent    atomic.Int32
-	answers chan raft.AppendFuture
-	held    []raft.AppendFuture
+	script     []fakePart
+	sent       atomic.Int32
+	answers    chan raft.AppendFuture
+	held       []raft.AppendFuture
+	converting bool
+	convert    func(raft.AppendFuture) (raft.AppendFuture, bool)
+}
+
+// convertingFake is a fakePipeline that offers setConvert.
+type convertingFake struct{ *fakePipeline }
+
+func (p convertingFake) setConvert(c func(raft.AppendFuture) (raft.AppendFuture, bool)) {
+	p.convert = c
 }
 
 func (p *fakePipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
@@ -54,7 +66,11 @@ func (p *fakePipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft
 
 func (p *fakePipeline) release() {
 	for _, f := range p.held {
-		p.answers <- f
+		if p.convert == nil {
+			p.answers <- f
+		} else if out, ok := p.convert(f); ok {
+			p.answers <- out
+		}
 	}
 	p.held = nil
 }
@@ -72,15 +88,48 @@ func splitRequest() *raft.AppendEntriesRequest {
 	return args
 }
 
-func newTestPipeline(script []fakePart) (*boundedPipeline, *fakePipeline) {
+// pipelineModes are the two ways a bounded pipeline gets its inner
+// pipeline's answers: read by its gather goroutine, or converted by the
+// inner pipeline as it hands them over.
+var pipelineModes = []string{"gather", "convert"}
+
+// newTestPipeline builds a bounded pipeline over a scripted inner one,
+// the way BoundedTransport.AppendEntriesPipeline does.
+func newTestPipeline(script []fakePart, mode string) (raft.AppendPipeline, *fakePipeline) {
 	inner := &fakePipeline{script: script, answers: make(chan raft.AppendFuture, 8)}
-	p := &boundedPipeline{inner: inner, maxBytes: 1000, split: new(atomic.Uint64), out: make(chan raft.AppendFuture, 8),
-		closed: make(chan struct{}), wake: make(chan struct{}, 1)}
-	go p.gather()
+	var pl raft.AppendPipeline = inner
+	if mode == "convert" {
+		pl = convertingFake{inner}
+	}
+	t := &BoundedTransport{Transport: fakeTransport{pl: pl}, RPCBytesMax: 1000}
+	p, err := t.AppendEntriesPipeline("b", "b")
+	if err != nil {
+		panic(err)
+	}
+	if got := p.(*boundedPipeline).gathered == nil; got != (mode == "convert") {
+		panic("the bounded pipeline did not take the mode of its inner pipeline")
+	}
 	return p, inner
 }
 
-func waitAnswer(t *testing.T, p *boundedPipeline) raft.AppendFuture {
+// fakeTransport returns its pipeline; nothing else of it is used (the
+// embedded nil interface panics if it were).
+type fakeTransport struct {
+	pl raft.AppendPipeline
+	fullTransport
+}
+
+type fullTransport interface {
+	raft.Transport
+	raft.WithClose
+	raft.WithPreVote
+}
+
+func (f fakeTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return f.pl, nil
+}
+
+func waitAnswer(t *testing.T, p raft.AppendPipeline) raft.AppendFuture {
 	t.Helper()
 	select {
 	case f := <-p.Consumer():
@@ -110,23 +159,32 @@ func TestTransport_SplitRequestSucceedsOnlyWhenEveryPartDid(t *testing.T) {
 		"first part errors":   {[]fakePart{{err: errors.New("EOF")}, ok, ok}, false},
 	}
 	for name, c := range cases {
-		p, inner := newTestPipeline(c.script)
-		args := splitRequest()
-		if n := len(splitAppend(args, 1000)); n != 3 {
-			t.Fatalf("request cut into %d parts, want 3", n)
+		for _, mode := range pipelineModes {
+			splitCase(t, name+", "+mode, c.script, mode, c.want)
 		}
-		if _, err := p.AppendEntries(args, new(raft.AppendEntriesResponse)); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		inner.release()
-		f := waitAnswer(t, p)
-		if f.Request() != args {
-			t.Fatalf("%s: the future should carry the whole request", name)
-		}
-		if got := f.Response().Success; got != c.want {
-			t.Errorf("%s: success %v, want %v", name, got, c.want)
-		}
-		p.Close()
+	}
+}
+
+// splitCase sends one request cut in three parts down a pipeline whose
+// inner parts answer as scripted, and checks the request's success.
+func splitCase(t *testing.T, name string, script []fakePart, mode string, want bool) {
+	t.Helper()
+	p, inner := newTestPipeline(script, mode)
+	defer p.Close()
+	args := splitRequest()
+	if n := len(splitAppend(args, 1000)); n != 3 {
+		t.Fatalf("request cut into %d parts, want 3", n)
+	}
+	if _, err := p.AppendEntries(args, new(raft.AppendEntriesResponse)); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	inner.release()
+	f := waitAnswer(t, p)
+	if f.Request() != args {
+		t.Fatalf("%s: the future should carry the whole request", name)
+	}
+	if got := f.Response().Success; got != want {
+		t.Errorf("%s: success %v, want %v", name, got, want)
 	}
 }
 
@@ -134,13 +192,15 @@ func TestTransport_SplitRequestSucceedsOnlyWhenEveryPartDid(t *testing.T) {
 // part cannot be sent, the answers to the parts that were sent must not
 // make the request look stored.
 func TestTransport_SplitRequestWithAPartNotSentNeverSucceeds(t *testing.T) {
-	p, inner := newTestPipeline([]fakePart{{success: true}, {sendErr: errors.New("broken pipe")}, {success: true}})
-	defer p.Close()
-	if _, err := p.AppendEntries(splitRequest(), new(raft.AppendEntriesResponse)); err == nil {
-		t.Fatal("a part that could not be sent should fail the send")
-	}
-	inner.release() // the first part's success arrives after the failure
-	if f := waitAnswer(t, p); f.Response().Success {
-		t.Fatal("a request missing a part answered success")
+	for _, mode := range pipelineModes {
+		p, inner := newTestPipeline([]fakePart{{success: true}, {sendErr: errors.New("broken pipe")}, {success: true}}, mode)
+		if _, err := p.AppendEntries(splitRequest(), new(raft.AppendEntriesResponse)); err == nil {
+			t.Fatalf("%s: a part that could not be sent should fail the send", mode)
+		}
+		inner.release() // the first part's success arrives after the failure
+		if f := waitAnswer(t, p); f.Response().Success {
+			t.Fatalf("%s: a request missing a part answered success", mode)
+		}
+		p.Close()
 	}
 }

@@ -142,7 +142,11 @@
 // connection that is still sending its header (at most HandshakeTimeout,
 // and at most MaxHandshakes of them). A Shared runs one sweeper, and one
 // reader per open connection (a handful per peer); a group's goroutines
-// exist only while it has appends queued, a pipeline with appends in
-// flight, or a vote being served. raft's NetworkTransport, where used,
+// exist only while it has appends queued, a pipeline whose answers raft
+// is slow to take, or a vote being served. A pipeline's answers are
+// handed to raft by the reader that reads them (converted on the way when
+// a request went in parts, see BoundedTransport), so an answer reaches
+// raft's decoder with one goroutine hand-off; only when raft has not
+// taken earlier answers does a goroutine wait on raft for the rest. raft's NetworkTransport, where used,
 // runs one per accepted connection and one listener per group.
 package transport

@@ -154,13 +154,24 @@ func (p *peer) close(err error) {
 }
 
 // call is one RPC in flight on a link. done is closed once kind and
-// payload (the answer) or err are set.
+// payload (the answer) or err are set; then ended, if set, is called on
+// the goroutine that ended the call (the link's reader, or whoever failed
+// the link). ended must not block.
 type call struct {
 	deadline time.Time
 	done     chan struct{}
+	ended    func()
 	kind     byte
 	payload  []byte
 	err      error
+}
+
+// end marks the call done and tells its ended function.
+func (c *call) end() {
+	close(c.done)
+	if c.ended != nil {
+		c.ended()
+	}
 }
 
 // result returns the answer's payload, or the error: the call's own, or
@@ -205,9 +216,10 @@ func newLink(p *peer, class byte, conn, raw net.Conn) *link {
 	}
 }
 
-// start registers a new call and returns it with its id.
-func (l *link) start() (*call, uint64, error) {
-	c := &call{deadline: time.Now().Add(l.peer.s.cfg.Timeout), done: make(chan struct{})}
+// start registers a new call and returns it with its id; ended, if not
+// nil, is called once the call is done (see call).
+func (l *link) start(ended func()) (*call, uint64, error) {
+	c := &call{deadline: time.Now().Add(l.peer.s.cfg.Timeout), done: make(chan struct{}), ended: ended}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -249,7 +261,7 @@ func (l *link) send(b []byte) error {
 // roundTrip sends a request frame built by build (given the call's id) and
 // waits for its answer.
 func (l *link) roundTrip(build func(id uint64) []byte) ([]byte, error) {
-	c, id, err := l.start()
+	c, id, err := l.start(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +286,7 @@ func (l *link) finish(id uint64, f *frame, err error) {
 	} else {
 		c.err = err
 	}
-	close(c.done)
+	c.end()
 }
 
 // readReplies reads answers until the connection fails.
@@ -319,7 +331,7 @@ func (l *link) fail(err error) {
 	_ = l.raw.Close()
 	for _, c := range calls {
 		c.err = err
-		close(c.done)
+		c.end()
 	}
 }
 

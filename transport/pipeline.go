@@ -12,8 +12,12 @@ import (
 const pipelineDepth = 2
 
 // pipeline is raft's AppendPipeline to one follower on the shared bulk
-// connection. Answers are handed to raft in send order by a goroutine
-// that runs only while appends are in flight.
+// connection. Answers are handed to raft in send order. The goroutine that
+// ends a call (the link's reader, as a rule) hands over the answers at the
+// head of the line itself while raft's channel has room, so an answer
+// reaches raft's decoder with one goroutine hand-off instead of two; when
+// raft has not yet taken earlier answers (the channel is full), a drain
+// goroutine takes over until none is in flight, as it waits on raft.
 type pipeline struct {
 	g      *GroupTransport
 	p      *peer
@@ -22,9 +26,40 @@ type pipeline struct {
 	closed chan struct{}
 	once   sync.Once
 
+	// convert, when set (before the first append), turns each answered
+	// future into the future raft gets, or none (false); see
+	// boundedPipeline. It is called in send order, one call at a time.
+	convert func(raft.AppendFuture) (raft.AppendFuture, bool)
+
 	mu       sync.Mutex
 	inflight []*pipeFuture
 	draining bool
+	drains   int // drain goroutines started, for tests
+}
+
+// setConvert sets the pipeline's convert function; before any append.
+func (pl *pipeline) setConvert(convert func(raft.AppendFuture) (raft.AppendFuture, bool)) {
+	pl.convert = convert
+}
+
+// handOver gives raft what it gets of answered future f: never blocks
+// while doneCh has room. It reports false when the pipeline is closed.
+func (pl *pipeline) handOver(f *pipeFuture) bool {
+	var out raft.AppendFuture = f
+	if pl.convert != nil {
+		var ok bool
+		if out, ok = pl.convert(f); !ok {
+			<-pl.slots
+			return true
+		}
+	}
+	select {
+	case pl.doneCh <- out:
+		<-pl.slots
+		return true
+	case <-pl.closed:
+		return false
+	}
 }
 
 func newPipeline(g *GroupTransport, p *peer) *pipeline {
@@ -62,13 +97,51 @@ func (pl *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.Ap
 	}
 	pl.mu.Lock()
 	pl.inflight = append(pl.inflight, f)
-	start := !pl.draining
-	pl.draining = true
+	pl.handAnsweredLocked() // its answer may have come already
 	pl.mu.Unlock()
-	if start {
-		go pl.drain()
-	}
 	return f, nil
+}
+
+// callEnded is each call's ended function: the call of some append in
+// flight is done.
+func (pl *pipeline) callEnded() {
+	pl.mu.Lock()
+	pl.handAnsweredLocked()
+	pl.mu.Unlock()
+}
+
+// handAnsweredLocked hands raft the answered appends at the head of the
+// line, in send order, without blocking: while the drain goroutine runs,
+// it hands them; when raft's channel is full, the drain goroutine is
+// started for the rest. The caller holds mu.
+func (pl *pipeline) handAnsweredLocked() {
+	if pl.draining {
+		return
+	}
+	for len(pl.inflight) > 0 {
+		f := pl.inflight[0]
+		if !f.answered() {
+			return // its call's end hands it
+		}
+		select {
+		case <-pl.closed:
+			return
+		default:
+		}
+		if len(pl.doneCh) == cap(pl.doneCh) {
+			// Only this function and drain send on doneCh, both under
+			// the rule that drain runs alone: so the send below never
+			// blocks, and here the drain goroutine waits on raft instead.
+			pl.draining = true
+			pl.drains++
+			go pl.drain()
+			return
+		}
+		f.settle()
+		pl.inflight[0] = nil
+		pl.inflight = pl.inflight[1:]
+		pl.handOver(f)
+	}
 }
 
 // send writes one append on the bulk connection.
@@ -80,7 +153,7 @@ func (pl *pipeline) send(args *raft.AppendEntriesRequest, resp *raft.AppendEntri
 	if err != nil {
 		return nil, err
 	}
-	c, id, err := l.start()
+	c, id, err := l.start(pl.callEnded)
 	if err != nil {
 		return nil, err
 	}
@@ -103,34 +176,35 @@ func appendSizeHint(args *raft.AppendEntriesRequest) int {
 	return n
 }
 
-// drain hands answered futures to raft in send order until none is in
-// flight.
+// drain hands raft the answered appends at the head of the line, in send
+// order, waiting for raft to take each; when the head has no answer yet
+// (or none is in flight) it ends, and the calls' ends hand answers again.
 func (pl *pipeline) drain() {
 	for {
 		pl.mu.Lock()
-		if len(pl.inflight) == 0 {
+		if len(pl.inflight) == 0 || !pl.inflight[0].answered() {
 			pl.draining = false
 			pl.mu.Unlock()
 			return
 		}
 		f := pl.inflight[0]
-		pl.mu.Unlock()
-		select {
-		case <-f.c.done:
-		case <-pl.closed:
-			return
-		}
 		f.settle()
-		pl.mu.Lock()
 		pl.inflight[0] = nil
 		pl.inflight = pl.inflight[1:]
 		pl.mu.Unlock()
-		select {
-		case pl.doneCh <- f:
-			<-pl.slots
-		case <-pl.closed:
+		if !pl.handOver(f) {
 			return
 		}
+	}
+}
+
+// answered reports whether f's call is done.
+func (f *pipeFuture) answered() bool {
+	select {
+	case <-f.c.done:
+		return true
+	default:
+		return false
 	}
 }
 
