@@ -34,12 +34,11 @@ func (f *fakeFuture) Response() *raft.AppendEntriesResponse { return f.resp }
 // transport's pipeline does; otherwise the bounded pipeline's gather
 // goroutine reads them.
 type fakePipeline struct {
-	script     []fakePart
-	sent       atomic.Int32
-	answers    chan raft.AppendFuture
-	held       []raft.AppendFuture
-	converting bool
-	convert    func(raft.AppendFuture) (raft.AppendFuture, bool)
+	script  []fakePart
+	sent    atomic.Int32
+	answers chan raft.AppendFuture
+	held    []raft.AppendFuture
+	convert func(raft.AppendFuture) (raft.AppendFuture, bool)
 }
 
 // convertingFake is a fakePipeline that offers setConvert.
