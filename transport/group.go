@@ -25,6 +25,7 @@ type GroupTransport struct {
 	mu       sync.Mutex
 	queue    []*inboundRPC // appends waiting for raft, in arrival order
 	draining bool          // a goroutine is handing queue to raft
+	direct   uint64        // appends handed to a waiting raft by the reader, for tests
 }
 
 var (
@@ -95,15 +96,29 @@ func (g *GroupTransport) isClosed() bool {
 	}
 }
 
-// enqueue queues an append for raft; appends of a group are handed over
-// in arrival order by at most one goroutine, which ends when the queue is
-// empty.
+// enqueue hands an append to raft, which answers it by writing the answer
+// itself (raft.RPC.Reply: a small frame on a connection the leader keeps
+// reading), so no goroutine stands between raft and the connection. When
+// raft is waiting for an RPC and no earlier append of the group is queued,
+// the append goes to raft at once; otherwise it is queued, and appends of
+// a group are handed over in arrival order by at most one goroutine,
+// which ends when the queue is empty.
 func (g *GroupTransport) enqueue(r *inboundRPC) {
+	r.rpc.Reply = r.answer
 	g.mu.Lock()
 	if g.isClosed() {
 		g.mu.Unlock()
 		r.answer(nil, ErrGroupClosed)
 		return
+	}
+	if !g.draining && len(g.queue) == 0 {
+		select {
+		case g.consumeCh <- r.rpc:
+			g.direct++
+			g.mu.Unlock()
+			return
+		default:
+		}
 	}
 	if len(g.queue) >= g.s.cfg.MaxQueuedPerGroup {
 		g.mu.Unlock()
@@ -119,7 +134,8 @@ func (g *GroupTransport) enqueue(r *inboundRPC) {
 	}
 }
 
-// drain hands queued appends to raft, one at a time, until none is left.
+// drain hands queued appends to raft, one at a time in arrival order,
+// until none is left; raft answers each (see enqueue).
 func (g *GroupTransport) drain() {
 	for {
 		g.mu.Lock()
@@ -138,7 +154,9 @@ func (g *GroupTransport) drain() {
 			r.answer(nil, fmt.Errorf("%w: group %q took no append for %v", ErrBusy, g.id, waited.Round(time.Millisecond)))
 			continue
 		}
-		r.answer(g.deliverWithin(r.rpc, g.s.cfg.Timeout/2))
+		if err := g.handOver(r.rpc, g.s.cfg.Timeout/2); err != nil {
+			r.answer(nil, err)
+		}
 	}
 }
 

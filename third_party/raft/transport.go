@@ -19,10 +19,21 @@ type RPC struct {
 	Command  interface{}
 	Reader   io.Reader // Set only for InstallSnapshot
 	RespChan chan<- RPCResponse
+
+	// Reply, when set, is called with the response instead of sending it
+	// on RespChan (Ferry fork): a transport that can answer without
+	// blocking raft for long (its answer is a small write on a connection
+	// the peer keeps reading) spares a goroutine hand-off per RPC. It is
+	// called once, on the goroutine that handled the RPC.
+	Reply func(resp interface{}, err error)
 }
 
 // Respond is used to respond with a response, error or both
 func (r *RPC) Respond(resp interface{}, err error) {
+	if r.Reply != nil {
+		r.Reply(resp, err)
+		return
+	}
 	r.RespChan <- RPCResponse{resp, err}
 }
 
