@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -120,5 +121,33 @@ func TestGroup_QueuedAppendsReachRaftInOrder(t *testing.T) {
 	}
 	if err := <-answered; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInbound_AnswerToAPeerThatStoppedReadingIsBounded: an answer that
+// cannot be written because the peer stopped reading gives up within
+// about answerWriteMax and closes the connection, so a raft goroutine
+// writing its answer is never held for long.
+func TestInbound_AnswerToAPeerThatStoppedReadingIsBounded(t *testing.T) {
+	ours, theirs := net.Pipe() // unbuffered: every write waits for a read
+	defer theirs.Close()
+	s := &Shared{cfg: DefaultSharedConfig()}
+	in := newInbound(s, ours, ours, classBulk)
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		in.write(make([]byte, 64)) // nobody reads theirs
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("an answer to a peer that reads nothing was never given up")
+	}
+	if took := time.Since(start); took < answerWriteMax/2 || took > 20*answerWriteMax {
+		t.Fatalf("gave up after %v, want about %v", took, answerWriteMax)
+	}
+	if !in.closed.Load() {
+		t.Fatal("the connection stayed open after an answer could not be written")
 	}
 }

@@ -19,9 +19,19 @@ import (
 // maxHeartbeatFrames bounds its heartbeat frames being answered: apart,
 // so that an election storm's votes (each a durable write) never crowd
 // out the heartbeats that would end it.
+//
+// answerWriteMax bounds one write of answers on an accepted connection
+// (or Config.Timeout, if shorter). The answers are small and the peer
+// that sent the requests keeps reading them, so a write that cannot finish
+// in this time means the peer stopped reading (a paused or cut-off
+// process whose buffers filled): the connection is closed, and the peer
+// dials again. It is short because a group's raft goroutine writes its
+// append answers itself (see GroupTransport.enqueue) and must never be
+// held for longer than an election timeout.
 const (
 	maxControlRPCs     = 256
 	maxHeartbeatFrames = 64
+	answerWriteMax     = 250 * time.Millisecond
 )
 
 // inbound is an accepted shared connection: requests come in, and are
@@ -232,7 +242,7 @@ func (in *inbound) write(b []byte) {
 	if in.closed.Load() {
 		return
 	}
-	err := in.wdl.Arm(in.conn, time.Now(), in.s.cfg.Timeout)
+	err := in.wdl.Arm(in.conn, time.Now(), min(in.s.cfg.Timeout, answerWriteMax))
 	if err == nil {
 		_, err = in.w.Write(b)
 	}
