@@ -174,9 +174,16 @@ func (p *Partition) ReceiveAck(ctx context.Context, receipts []fsm.Receipt, rc f
 // future raft took into its apply queue just as it shut down is never
 // answered (its wait has no shutdown channel), and Close, which waits for
 // the replica's loops after shutting raft down, would wait for it forever.
-// In that case the goroutine waiting on f is left behind, blocked for
-// good; it holds nothing else.
+// raft's own futures wait with ErrorUnless on the goroutine that asks;
+// for any other future a goroutine calls Error, and is left behind,
+// blocked for good, if raft went down first (it holds nothing else).
 func (p *Partition) waitApplied(f raft.Future) error {
+	if w, ok := f.(errorUnless); ok {
+		if err, answered := w.ErrorUnless(p.raftDown); answered {
+			return err
+		}
+		return raft.ErrRaftShutdown
+	}
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -190,4 +197,10 @@ func (p *Partition) waitApplied(f raft.Future) error {
 			return raft.ErrRaftShutdown
 		}
 	}
+}
+
+// errorUnless is a future that can be waited on until a channel closes
+// (the raft fork's futures).
+type errorUnless interface {
+	ErrorUnless(stop <-chan struct{}) (error, bool)
 }

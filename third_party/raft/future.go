@@ -118,6 +118,34 @@ func (d *deferError) Error() error {
 	return d.err
 }
 
+// ErrorUnless is Error, giving up when stop is closed first (Ferry fork):
+// it then reports false, and the future may still be answered later. An
+// answer already there when stop closes is returned. It spares a caller
+// that must not wait past some event (its own shutdown) a goroutine per
+// future to call Error on.
+func (d *deferError) ErrorUnless(stop <-chan struct{}) (error, bool) {
+	if d.err != nil {
+		return d.err, true
+	}
+	if d.errCh == nil {
+		panic("waiting for response on nil channel")
+	}
+	select {
+	case d.err = <-d.errCh:
+		return d.err, true
+	case <-d.ShutdownCh:
+		d.err = ErrRaftShutdown
+		return d.err, true
+	case <-stop:
+		select {
+		case d.err = <-d.errCh:
+			return d.err, true
+		default:
+			return nil, false
+		}
+	}
+}
+
 func (d *deferError) respond(err error) {
 	if d.errCh == nil {
 		return
