@@ -96,15 +96,16 @@ func (g *GroupTransport) isClosed() bool {
 	}
 }
 
-// enqueue hands an append to raft, which answers it by writing the answer
-// itself (raft.RPC.Reply: a small frame on a connection the leader keeps
-// reading), so no goroutine stands between raft and the connection. When
+// enqueue hands an append to raft, which answers it through
+// raft.RPC.Reply: the answer goes to the connection's answer writer
+// (inbound.queueAnswer), which writes what queued meanwhile together, and
+// raft never waits on the network nor on a goroutine to take its answer. When
 // raft is waiting for an RPC and no earlier append of the group is queued,
 // the append goes to raft at once; otherwise it is queued, and appends of
 // a group are handed over in arrival order by at most one goroutine,
 // which ends when the queue is empty.
 func (g *GroupTransport) enqueue(r *inboundRPC) {
-	r.rpc.Reply = r.answer
+	r.rpc.Reply = r.answerQueued
 	g.mu.Lock()
 	if g.isClosed() {
 		g.mu.Unlock()

@@ -19,19 +19,9 @@ import (
 // maxHeartbeatFrames bounds its heartbeat frames being answered: apart,
 // so that an election storm's votes (each a durable write) never crowd
 // out the heartbeats that would end it.
-//
-// answerWriteMax bounds one write of answers on an accepted connection
-// (or Config.Timeout, if shorter). The answers are small and the peer
-// that sent the requests keeps reading them, so a write that cannot finish
-// in this time means the peer stopped reading (a paused or cut-off
-// process whose buffers filled): the connection is closed, and the peer
-// dials again. It is short because a group's raft goroutine writes its
-// append answers itself (see GroupTransport.enqueue) and must never be
-// held for longer than an election timeout.
 const (
 	maxControlRPCs     = 256
 	maxHeartbeatFrames = 64
-	answerWriteMax     = 250 * time.Millisecond
 )
 
 // inbound is an accepted shared connection: requests come in, and are
@@ -54,6 +44,15 @@ type inbound struct {
 	control chan struct{} // a slot per control RPC being served
 	beats   chan struct{} // a slot per heartbeat frame being answered
 	closed  atomic.Bool
+
+	// Append answers raft hands over (see queueAnswer), waiting for the
+	// answer writer: encoded frames, and the request bytes they release
+	// once written.
+	amu          sync.Mutex
+	answers      []byte
+	answersFreed int64
+	answering    bool   // the answer writer runs
+	spare        []byte // the writer's last buffer, reused
 }
 
 func newInbound(s *Shared, conn, raw net.Conn, class byte) *inbound {
@@ -186,16 +185,66 @@ type inboundRPC struct {
 // answer sends the response (or error) and releases the request's bytes.
 func (r *inboundRPC) answer(resp any, err error) {
 	r.in.queued.Add(-r.size)
+	r.in.write(r.answerFrame(resp, err))
+}
+
+// answerQueued is answer for raft's own goroutine (raft.RPC.Reply): the
+// frame is queued for the connection's answer writer, so raft never waits
+// on the network; the request's bytes are released once it is written.
+func (r *inboundRPC) answerQueued(resp any, err error) {
+	r.in.queueAnswer(r.answerFrame(resp, err), r.size)
+}
+
+// answerFrame encodes the answer frame of the response (or error).
+func (r *inboundRPC) answerFrame(resp any, err error) []byte {
 	if err != nil {
-		r.in.replyError(r.id, err)
-		return
+		return errorFrame(r.id, err)
 	}
 	e := beginFrame(kindReply, r.id, "", 64)
 	if !encodeResponse(e, resp) {
-		r.in.replyError(r.id, fmt.Errorf("%w: unexpected response %T", ErrRemote, resp))
-		return
+		return errorFrame(r.id, fmt.Errorf("%w: unexpected response %T", ErrRemote, resp))
 	}
-	r.in.write(finishFrame(e))
+	return finishFrame(e)
+}
+
+// queueAnswer adds an answer frame for the answer writer, starting it if
+// it is not running; it never blocks on the network. The writer writes
+// what queued meanwhile together, then releases the requests' bytes
+// (freed), so answers the peer does not read hold back further requests
+// (MaxQueuedBytes) instead of piling up here.
+func (in *inbound) queueAnswer(frame []byte, freed int64) {
+	in.amu.Lock()
+	in.answers = append(in.answers, frame...)
+	in.answersFreed += freed
+	start := !in.answering
+	in.answering = true
+	in.amu.Unlock()
+	if start {
+		go in.writeAnswers()
+	}
+}
+
+// writeAnswers is the answer writer: it writes the queued answers until
+// none is left.
+func (in *inbound) writeAnswers() {
+	for {
+		in.amu.Lock()
+		b, freed := in.answers, in.answersFreed
+		if len(b) == 0 {
+			in.answering = false
+			in.amu.Unlock()
+			return
+		}
+		in.answers, in.answersFreed, in.spare = in.spare[:0], 0, nil
+		in.amu.Unlock()
+		in.write(b)
+		in.queued.Add(-freed)
+		in.amu.Lock()
+		if cap(b) <= connBufferBytes { // keep a small buffer, let a burst's go
+			in.spare = b
+		}
+		in.amu.Unlock()
+	}
 }
 
 // encodeResponse appends a raft response; false for an unknown type.
@@ -225,11 +274,14 @@ func (in *inbound) reply(id uint64, payload []byte) {
 }
 
 // replyError answers a request with an error message.
-func (in *inbound) replyError(id uint64, err error) {
+func (in *inbound) replyError(id uint64, err error) { in.write(errorFrame(id, err)) }
+
+// errorFrame encodes an error answer to request id.
+func errorFrame(id uint64, err error) []byte {
 	msg := errorPayload(err)
 	e := beginFrame(kindError, id, "", len(msg))
 	e.b = append(e.b, msg...)
-	in.write(finishFrame(e))
+	return finishFrame(e)
 }
 
 // write sends a frame, flushing unless another writer is waiting; a
@@ -242,7 +294,7 @@ func (in *inbound) write(b []byte) {
 	if in.closed.Load() {
 		return
 	}
-	err := in.wdl.Arm(in.conn, time.Now(), min(in.s.cfg.Timeout, answerWriteMax))
+	err := in.wdl.Arm(in.conn, time.Now(), in.s.cfg.Timeout)
 	if err == nil {
 		_, err = in.w.Write(b)
 	}
