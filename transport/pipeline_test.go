@@ -54,6 +54,18 @@ func nextFuture(t *testing.T, pl *pipeline, prev uint64) {
 	}
 }
 
+// appendEach sends the appends after from..to-1 down pl one at a time,
+// reading each one's answer before the next.
+func appendEach(t *testing.T, pl *pipeline, from, to uint64) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if _, err := pl.AppendEntries(appendReq(2, i, 1, 64), new(raft.AppendEntriesResponse)); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		nextFuture(t, pl, i)
+	}
+}
+
 // TestPipeline_AnswersReachRaftWithoutADrainGoroutine: while raft takes
 // the answers as they come, the goroutine that reads them off the
 // connection hands them over itself; no drain goroutine is started.
@@ -62,12 +74,7 @@ func TestPipeline_AnswersReachRaftWithoutADrainGoroutine(t *testing.T) {
 	ga, gb := mustSharedGroup(t, p.a, "g1"), mustSharedGroup(t, p.b, "g1")
 	answerAll(gb, 0)
 	pl := sharedPipeline(t, p, ga)
-	for i := range uint64(40) {
-		if _, err := pl.AppendEntries(appendReq(2, i, 1, 64), new(raft.AppendEntriesResponse)); err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-		nextFuture(t, pl, i)
-	}
+	appendEach(t, pl, 0, 40)
 	if _, drains := pipelineState(pl); drains != 0 {
 		t.Fatalf("%d drain goroutines started for answers raft took at once, want 0", drains)
 	}
@@ -102,12 +109,7 @@ func TestPipeline_SlowRaftGetsEveryAnswerInOrder(t *testing.T) {
 		nextFuture(t, pl, i)
 	}
 	waitPipeline(t, pl, "ended its drain goroutine", func(d bool, _ int) bool { return !d })
-	for i := uint64(n); i < n+10; i++ {
-		if _, err := pl.AppendEntries(appendReq(2, i, 1, 64), new(raft.AppendEntriesResponse)); err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-		nextFuture(t, pl, i)
-	}
+	appendEach(t, pl, n, n+10)
 	if _, drains := pipelineState(pl); drains != 1 {
 		t.Fatalf("%d drain goroutines started, want 1 (answers taken at once need none)", drains)
 	}
