@@ -1,10 +1,13 @@
 package fsm
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 func TestFSM_CommandTypesHaveNames(t *testing.T) {
@@ -103,4 +106,70 @@ func TestFSM_ApplyPanicsOnUndecodableEntry(t *testing.T) {
 		}
 	}()
 	h.f.Apply([]byte{0xc1, 0x00})
+}
+
+// TestFSM_ReceiveAckFirstFormStillDecodes writes a receive-ack as the
+// reflection-based encoder did before its codec existed (a map per struct
+// and per receipt) and checks that it decodes to the same command as the
+// current form, which is several times smaller.
+func TestFSM_ReceiveAckFirstFormStillDecodes(t *testing.T) {
+	many := []Receipt{{Seq: 7, Attempt: 2}, {Seq: 1 << 40, Attempt: 1<<32 - 1}}
+	for i := range 98 {
+		many = append(many, Receipt{Seq: uint64(1000 + i), Attempt: 1})
+	}
+	for _, ra := range []ReceiveAckCmd{
+		{Receipts: many, Receive: ReceiveCmd{Consumer: "c", Max: 3, Visibility: time.Minute, MaxBytes: 1 << 20}},
+		{Receipts: many[:1], Receive: ReceiveCmd{Consumer: "c", Max: 100}},
+		{Receive: ReceiveCmd{Consumer: "c", Max: 1}},
+	} {
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		enc.UseCompactInts(true)
+		first := receiveAckFirstForm(ra)
+		if err := encodeAll(enc.Encode(&commandHeader{Type: CmdReceiveAck, At: t0}), enc.Encode(&first)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeCommand(buf.Bytes())
+		if err != nil {
+			t.Fatalf("first form: %v", err)
+		}
+		want := Command{Type: CmdReceiveAck, At: t0, ReceiveAck: &ra}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("first form decoded as %+v, want %+v", got.ReceiveAck, ra)
+		}
+		current, err := EncodeCommand(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ra.Receipts) == len(many) && 2*len(current) > buf.Len() {
+			t.Fatalf("current form %d bytes, first form %d: want under half", len(current), buf.Len())
+		}
+	}
+}
+
+// TestFSM_ReceiptsDecodeBounded checks that a receipts array claiming more
+// pairs than it holds, or an odd count, is refused without allocating for
+// the claim.
+func TestFSM_ReceiptsDecodeBounded(t *testing.T) {
+	for name, tail := range map[string][]byte{
+		"odd":   {0x93, 1, 1, 1},                   // 3 values
+		"claim": {0xdd, 0x00, 0x10, 0x00, 0x00, 1}, // 2^20 values, one present
+		"huge":  {0xdd, 0x7f, 0xff, 0xff, 0xfe},    // over decodeItemsMax
+	} {
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		if err := enc.Encode(&commandHeader{Type: CmdReceiveAck, At: t0}); err != nil {
+			t.Fatal(err)
+		}
+		buf.WriteByte(0x92) // the current form's array of 2
+		buf.Write(tail)
+		allocs := testing.AllocsPerRun(1, func() {
+			if _, err := DecodeCommand(buf.Bytes()); err == nil {
+				t.Errorf("%s: decoded", name)
+			}
+		})
+		if allocs > 20 {
+			t.Errorf("%s: %v allocations", name, allocs)
+		}
+	}
 }
