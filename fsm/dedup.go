@@ -3,9 +3,9 @@ package fsm
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 )
 
@@ -71,10 +71,13 @@ type dedupTable struct {
 	tags  []uint8
 	slots []uint32
 	shift uint8 // 64 - log2(len(tags))
-	seed  maphash.Seed
+
+	// seedHi and seedLo are the index hash's secret, drawn per table
+	// from the process's random source.
+	seedHi, seedLo uint64
 }
 
-func newDedupTable() dedupTable { return dedupTable{seed: maphash.MakeSeed()} }
+func newDedupTable() dedupTable { return dedupTable{seedHi: rand.Uint64(), seedLo: rand.Uint64()} }
 
 // len returns the number of ids held.
 func (t *dedupTable) len() int { return t.n }
@@ -95,8 +98,18 @@ func (t *dedupTable) entryAt(i int) *dedupEntry {
 }
 
 // hash returns the seeded hash of k: its top bits choose the home slot,
-// its low byte gives the tag.
-func (t *dedupTable) hash(k idKey) uint64 { return maphash.Comparable(t.seed, k) }
+// its low byte gives the tag. A key is already uniform (SHA-256 bits), but
+// anyone can compute it for an id of their choosing, so the slot must not
+// follow from the key alone: ids crafted to share a home slot would build
+// probe runs that make every insert and removal slow. Both halves are
+// mixed with a secret seed and multiplied into 128 bits, folded to 64 (the
+// mixing step of wyhash): a few cycles, where a general-purpose keyed hash
+// of the 16 bytes cost ten times as much, and removal rehashes every key
+// it moves.
+func (t *dedupTable) hash(k idKey) uint64 {
+	hi, lo := bits.Mul64(k.Hi^t.seedHi, k.Lo^t.seedLo)
+	return hi ^ lo
+}
 
 func tagOf(h uint64) uint8 {
 	if tag := uint8(h); tag != tagEmpty {

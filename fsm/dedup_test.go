@@ -223,3 +223,41 @@ func TestDedupTable_SlidingWindowNeverRebuildsItsIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupTable_CraftedKeysStillSpread pushes keys that share all but a
+// few bits, as ids searched for to collide under an unseeded slot choice
+// would, and checks that the index keeps every key near its home slot and
+// that two tables place the same keys differently (the seed is secret and
+// per table).
+func TestDedupTable_CraftedKeysStillSpread(t *testing.T) {
+	const n = 1 << 14
+	crafted := func(i int) idKey { return idKey{Hi: 7, Lo: uint64(i)} } // same top bits: one home slot if taken from the key
+	a, b := newDedupTable(), newDedupTable()
+	for i := range n {
+		a.push(crafted(i), uint64(i))
+		b.push(crafted(i), uint64(i))
+	}
+	if err := a.check(); err != nil {
+		t.Fatal(err)
+	}
+	mask := len(a.tags) - 1
+	worst, same := 0, 0
+	for i, tag := range a.tags {
+		if tag == tagEmpty {
+			continue
+		}
+		k := a.entryAt(int(a.slots[i] - uint32(a.first))).key
+		worst = max(worst, (i-a.home(a.hash(k)))&mask)
+		if a.home(a.hash(k)) == b.home(b.hash(k)) {
+			same++
+		}
+	}
+	// A uniform spread at this load keeps the longest displacement to a
+	// few dozen slots; a shared home would make it about n.
+	if worst > 200 {
+		t.Fatalf("a key sits %d slots past its home among %d", worst, n)
+	}
+	if same > n/16 {
+		t.Fatalf("%d of %d keys have the same home slot in two tables", same, n)
+	}
+}
