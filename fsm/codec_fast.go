@@ -313,54 +313,172 @@ func (c *AckCmd) DecodeMsgpack(dec *msgpack.Decoder) error {
 	return err
 }
 
-// A receive-ack is encoded in one of two forms, told apart by its first
-// byte:
-//
-//	array of 2 (current): the receipts as AckCmd writes them (a flat
-//	    array of seq, attempt pairs), then the receive.
-//	map (first form, still decoded): the struct's fields by name, each
-//	    receipt a map of its own, as the reflection-based encoder wrote
-//	    them. Several times larger, and decoded far more slowly.
+// A receive-ack keeps the form the reflection-based encoder gave it: a map
+// of the struct's fields by name ("receipts", "receive"), the receipts nil
+// or an array of maps ("seq", "attempt"), the receive as ReceiveCmd
+// writes it. Every build reads it, so a cluster being upgraded node by node
+// never meets an entry an older node cannot decode. The codec below writes
+// that form by hand, byte for byte what reflection wrote, and reads it
+// without reflection or allocations for the keys; keys may come in any
+// order, and keys it does not know are skipped, as reflection did.
 
-// EncodeMsgpack writes the current form.
+const (
+	receiveAckKeyReceipts = "receipts"
+	receiveAckKeyReceive  = "receive"
+	receiptKeySeq         = "seq"
+	receiptKeyAttempt     = "attempt"
+)
+
+// EncodeMsgpack writes the map form.
 func (c *ReceiveAckCmd) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeArrayLen(2); err != nil {
+	if err := encodeAll(enc.EncodeMapLen(2), enc.EncodeString(receiveAckKeyReceipts)); err != nil {
 		return err
 	}
-	if err := encodeReceipts(enc, c.Receipts); err != nil {
+	if err := encodeReceiptMaps(enc, c.Receipts); err != nil {
+		return err
+	}
+	if err := enc.EncodeString(receiveAckKeyReceive); err != nil {
 		return err
 	}
 	return c.Receive.EncodeMsgpack(enc)
 }
 
-// receiveAckFirstForm is ReceiveAckCmd without its codec: decoding into it
-// reads the first form.
-type receiveAckFirstForm ReceiveAckCmd
+// encodeReceiptMaps writes rs as reflection did: nil as nil, else an array
+// of two-key maps.
+func encodeReceiptMaps(enc *msgpack.Encoder, rs []Receipt) error {
+	if rs == nil {
+		return enc.EncodeNil()
+	}
+	if err := enc.EncodeArrayLen(len(rs)); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		err := encodeAll(enc.EncodeMapLen(2), enc.EncodeString(receiptKeySeq), enc.EncodeUint(r.Seq),
+			enc.EncodeString(receiptKeyAttempt), enc.EncodeUint(uint64(r.Attempt)))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-// DecodeMsgpack reads either form. Receipts is nil when there are none.
-func (c *ReceiveAckCmd) DecodeMsgpack(dec *msgpack.Decoder) error {
-	code, err := dec.PeekCode()
+// DecodeMsgpack reads what EncodeMsgpack wrote.
+func (c *ReceiveAckCmd) DecodeMsgpack(dec *msgpack.Decoder) error { return c.decode(dec, nil) }
+
+// decode reads the map form; with src, keys are compared where the entry
+// holds them instead of being decoded into strings.
+func (c *ReceiveAckCmd) decode(dec *msgpack.Decoder, src *entrySource) error {
+	n, err := dec.DecodeMapLen()
+	if err != nil || n == -1 {
+		return err // a nil map is the zero command, as for reflection
+	}
+	if n > decodeItemsMax {
+		return fmt.Errorf("receive-ack with %d fields", n)
+	}
+	*c = ReceiveAckCmd{}
+	for range n {
+		key, err := decodeKey(dec, src)
+		if err != nil {
+			return err
+		}
+		switch key {
+		case receiveAckKeyReceipts:
+			c.Receipts, err = decodeReceiptMaps(dec, src)
+		case receiveAckKeyReceive:
+			err = c.Receive.DecodeMsgpack(dec)
+		default:
+			err = dec.Skip()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeReceiptMaps reads what encodeReceiptMaps wrote. The slice grows as
+// receipts decode, so a few bytes claiming a million receipts allocate
+// nothing for them.
+func decodeReceiptMaps(dec *msgpack.Decoder, src *entrySource) ([]Receipt, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n == -1 {
+		return nil, err
+	}
+	if n > decodeItemsMax {
+		return nil, fmt.Errorf("%d receipts", n)
+	}
+	rs := make([]Receipt, 0, min(n, 1024))
+	for range n {
+		var r Receipt
+		if err := r.decodeMap(dec, src); err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+// decodeMap reads one receipt's map.
+func (r *Receipt) decodeMap(dec *msgpack.Decoder, src *entrySource) error {
+	n, err := dec.DecodeMapLen()
 	if err != nil {
 		return err
 	}
-	if msgpcode.IsFixedMap(code) || code == msgpcode.Map16 || code == msgpcode.Map32 {
-		var first receiveAckFirstForm
-		if err := dec.Decode(&first); err != nil {
+	if n > decodeItemsMax {
+		return fmt.Errorf("receipt with %d fields", n)
+	}
+	for range n {
+		key, err := decodeKey(dec, src)
+		if err != nil {
 			return err
 		}
-		if len(first.Receipts) == 0 {
-			first.Receipts = nil
+		switch key {
+		case receiptKeySeq:
+			r.Seq, err = dec.DecodeUint64()
+		case receiptKeyAttempt:
+			r.Attempt, err = dec.DecodeUint32()
+		default:
+			err = dec.Skip()
 		}
-		*c = ReceiveAckCmd(first)
-		return nil
+		if err != nil {
+			return err
+		}
 	}
-	if err := expectArray(dec, "receive-ack", 2); err != nil {
-		return err
+	return nil
+}
+
+// decodeKey reads a map key of the receive-ack form. With src it returns
+// one of the known keys, compared in place, or "" for any other string (the
+// key's bytes are passed over); without src it decodes the string.
+func decodeKey(dec *msgpack.Decoder, src *entrySource) (string, error) {
+	if src == nil {
+		return dec.DecodeString()
 	}
-	if c.Receipts, err = decodeReceipts(dec); err != nil {
-		return err
+	code, err := dec.PeekCode()
+	if err != nil {
+		return "", err
 	}
-	return c.Receive.DecodeMsgpack(dec)
+	if !msgpcode.IsFixedString(code) {
+		return dec.DecodeString() // not one of ours: any string form
+	}
+	if _, err := src.r.ReadByte(); err != nil {
+		return "", err
+	}
+	size := int(code & msgpcode.FixedStrMask)
+	if size > src.r.Len() {
+		return "", fmt.Errorf("key of %d bytes with %d left", size, src.r.Len())
+	}
+	off := len(src.data) - src.r.Len()
+	key := src.data[off : off+size]
+	if _, err := src.r.Seek(int64(size), io.SeekCurrent); err != nil {
+		return "", err
+	}
+	for _, known := range [...]string{receiptKeySeq, receiptKeyAttempt, receiveAckKeyReceipts, receiveAckKeyReceive} {
+		if string(key) == known {
+			return known, nil
+		}
+	}
+	return "", nil
 }
 
 // encodeReceipts writes rs as a flat array of seq, attempt pairs.

@@ -108,61 +108,112 @@ func TestFSM_ApplyPanicsOnUndecodableEntry(t *testing.T) {
 	h.f.Apply([]byte{0xc1, 0x00})
 }
 
-// TestFSM_ReceiveAckFirstFormStillDecodes writes a receive-ack as the
-// reflection-based encoder did before its codec existed (a map per struct
-// and per receipt) and checks that it decodes to the same command as the
-// current form, which is several times smaller.
-func TestFSM_ReceiveAckFirstFormStillDecodes(t *testing.T) {
-	many := []Receipt{{Seq: 7, Attempt: 2}, {Seq: 1 << 40, Attempt: 1<<32 - 1}}
-	for i := range 98 {
-		many = append(many, Receipt{Seq: uint64(1000 + i), Attempt: 1})
+// receiveAckByReflection is ReceiveAckCmd without its codec: msgpack's
+// reflection encodes and decodes it as it did before the codec existed.
+type receiveAckByReflection ReceiveAckCmd
+
+// TestFSM_ReceiveAckKeepsTheReflectionForm checks that a receive-ack entry
+// is byte for byte what the reflection-based encoder wrote (so builds from
+// before the codec read entries from builds after it, and the other way
+// round) and that both decoders read it alike.
+func TestFSM_ReceiveAckKeepsTheReflectionForm(t *testing.T) {
+	many := []Receipt{{Seq: 7, Attempt: 2}, {Seq: 1<<64 - 1, Attempt: 1<<32 - 1}, {Seq: 0, Attempt: 0}}
+	for i := range 97 {
+		many = append(many, Receipt{Seq: uint64(1000 + i*100_000), Attempt: uint32(i)})
 	}
-	for _, ra := range []ReceiveAckCmd{
-		{Receipts: many, Receive: ReceiveCmd{Consumer: "c", Max: 3, Visibility: time.Minute, MaxBytes: 1 << 20}},
-		{Receipts: many[:1], Receive: ReceiveCmd{Consumer: "c", Max: 100}},
-		{Receive: ReceiveCmd{Consumer: "c", Max: 1}},
+	for name, ra := range map[string]ReceiveAckCmd{
+		"many":  {Receipts: many, Receive: ReceiveCmd{Consumer: "c", Max: 3, Visibility: time.Minute, MaxBytes: 1 << 20}},
+		"one":   {Receipts: many[:1], Receive: ReceiveCmd{Consumer: "c", Max: 100}},
+		"nil":   {Receive: ReceiveCmd{Consumer: "c", Max: 1}},
+		"empty": {Receipts: []Receipt{}, Receive: ReceiveCmd{Consumer: "", Max: 1}},
 	} {
 		var buf bytes.Buffer
 		enc := msgpack.NewEncoder(&buf)
-		enc.UseCompactInts(true)
-		first := receiveAckFirstForm(ra)
-		if err := encodeAll(enc.Encode(&commandHeader{Type: CmdReceiveAck, At: t0}), enc.Encode(&first)); err != nil {
+		enc.UseCompactInts(true) // as EncodeCommand
+		byReflection := receiveAckByReflection(ra)
+		if err := encodeAll(enc.Encode(&commandHeader{Type: CmdReceiveAck, At: t0}), enc.Encode(&byReflection)); err != nil {
 			t.Fatal(err)
-		}
-		got, err := DecodeCommand(buf.Bytes())
-		if err != nil {
-			t.Fatalf("first form: %v", err)
 		}
 		want := Command{Type: CmdReceiveAck, At: t0, ReceiveAck: &ra}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("first form decoded as %+v, want %+v", got.ReceiveAck, ra)
-		}
-		current, err := EncodeCommand(want)
+		data, err := EncodeCommand(want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ra.Receipts) == len(many) && 2*len(current) > buf.Len() {
-			t.Fatalf("current form %d bytes, first form %d: want under half", len(current), buf.Len())
+		if !bytes.Equal(data, buf.Bytes()) {
+			t.Fatalf("%s: encoded\n%x\nreflection wrote\n%x", name, data, buf.Bytes())
+		}
+		got, err := DecodeCommand(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var back receiveAckByReflection
+		dec := msgpack.NewDecoder(bytes.NewReader(data))
+		if err := encodeAll(dec.Decode(&commandHeader{}), dec.Decode(&back)); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(*got.ReceiveAck, ReceiveAckCmd(back)) || len(got.ReceiveAck.Receipts) != len(ra.Receipts) {
+			t.Fatalf("%s: decoded %+v, reflection decoded %+v", name, *got.ReceiveAck, back)
+		}
+		if !reflect.DeepEqual(got.ReceiveAck.Receipts, ra.Receipts) && len(ra.Receipts) > 0 {
+			t.Fatalf("%s: receipts %v, want %v", name, got.ReceiveAck.Receipts, ra.Receipts)
 		}
 	}
 }
 
-// TestFSM_ReceiptsDecodeBounded checks that a receipts array claiming more
-// pairs than it holds, or an odd count, is refused without allocating for
-// the claim.
+// TestFSM_ReceiveAckKeysInAnyOrder decodes a receive-ack whose keys come in
+// another order, with a key this build does not know, as reflection did.
+func TestFSM_ReceiveAckKeysInAnyOrder(t *testing.T) {
+	type receipt struct {
+		Extra   string `msgpack:"extra"`
+		Attempt uint32 `msgpack:"attempt"`
+		Seq     uint64 `msgpack:"seq"`
+	}
+	type shuffled struct {
+		Receive  ReceiveCmd `msgpack:"receive"`
+		Note     []int      `msgpack:"a_key_from_a_later_build"`
+		Receipts []receipt  `msgpack:"receipts"`
+	}
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	v := shuffled{Receive: ReceiveCmd{Consumer: "c", Max: 2}, Note: []int{1, 2},
+		Receipts: []receipt{{Extra: "x", Attempt: 3, Seq: 9}, {Attempt: 1, Seq: 1 << 40}}}
+	if err := encodeAll(enc.Encode(&commandHeader{Type: CmdReceiveAck, At: t0}), enc.Encode(&v)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeCommand(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ReceiveAckCmd{Receipts: []Receipt{{Seq: 9, Attempt: 3}, {Seq: 1 << 40, Attempt: 1}}, Receive: v.Receive}
+	if !reflect.DeepEqual(*got.ReceiveAck, want) {
+		t.Fatalf("decoded %+v, want %+v", *got.ReceiveAck, want)
+	}
+}
+
+// TestFSM_ReceiptsDecodeBounded checks that receipts arrays claiming more
+// entries than they hold, or an odd count of flat values, are refused
+// without allocating for the claim.
 func TestFSM_ReceiptsDecodeBounded(t *testing.T) {
-	for name, tail := range map[string][]byte{
-		"odd":   {0x93, 1, 1, 1},                   // 3 values
-		"claim": {0xdd, 0x00, 0x10, 0x00, 0x00, 1}, // 2^20 values, one present
-		"huge":  {0xdd, 0x7f, 0xff, 0xff, 0xfe},    // over decodeItemsMax
+	recvAck := func(tail ...byte) []byte { // the map form up to the receipts' array
+		return append([]byte{0x82, 0xa8, 'r', 'e', 'c', 'e', 'i', 'p', 't', 's'}, tail...)
+	}
+	for name, c := range map[string]struct {
+		typ  CommandType
+		tail []byte
+	}{
+		"ack odd":           {CmdAck, []byte{0x93, 1, 1, 1}},                   // 3 values
+		"ack claim":         {CmdAck, []byte{0xdd, 0x00, 0x10, 0x00, 0x00, 1}}, // 2^20 values, one present
+		"ack huge":          {CmdAck, []byte{0xdd, 0x7f, 0xff, 0xff, 0xfe}},    // over decodeItemsMax
+		"receive-ack claim": {CmdReceiveAck, recvAck(0xdd, 0x00, 0x0f, 0xff, 0xff, 0x80)},
+		"receive-ack huge":  {CmdReceiveAck, recvAck(0xdd, 0x7f, 0xff, 0xff, 0xfe)},
+		"receipt huge":      {CmdReceiveAck, recvAck(0x91, 0xdf, 0x7f, 0xff, 0xff, 0xfe)},
 	} {
 		var buf bytes.Buffer
 		enc := msgpack.NewEncoder(&buf)
-		if err := enc.Encode(&commandHeader{Type: CmdReceiveAck, At: t0}); err != nil {
+		if err := enc.Encode(&commandHeader{Type: c.typ, At: t0}); err != nil {
 			t.Fatal(err)
 		}
-		buf.WriteByte(0x92) // the current form's array of 2
-		buf.Write(tail)
+		buf.Write(c.tail)
 		allocs := testing.AllocsPerRun(1, func() {
 			if _, err := DecodeCommand(buf.Bytes()); err == nil {
 				t.Errorf("%s: decoded", name)

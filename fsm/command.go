@@ -369,7 +369,9 @@ func decodeCommand(data []byte) (Command, error) {
 		target = c.SetConfig
 	case CmdReceiveAck:
 		c.ReceiveAck = new(ReceiveAckCmd)
-		target = c.ReceiveAck
+		if err := c.ReceiveAck.decode(dec, &entrySource{r: r, data: data}); err != nil {
+			return Command{}, fmt.Errorf("decode %s payload: %w", h.Type, err)
+		}
 	case CmdPause:
 		c.Pause = new(PauseCmd)
 		target = c.Pause
