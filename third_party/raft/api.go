@@ -231,6 +231,10 @@ type Raft struct {
 	campaigns      CampaignLimiter
 	campaignHeld   bool
 	campaignRounds int
+	// outrankedAt is when this server last refused a vote or pre-vote to
+	// a candidate whose log is behind its own (Ferry fork: see
+	// mayCampaign). Main thread only.
+	outrankedAt time.Time
 	// liveness is Config.Liveness (Ferry fork): nil when quiescence is off.
 	liveness Liveness
 	// followerQuiesced (Ferry fork) is set while the leader's latest

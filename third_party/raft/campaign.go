@@ -49,7 +49,8 @@ type followerCampaign struct {
 
 // mayCampaign decides, on a follower whose leader is silent, whether it
 // starts an election now. A follower waits its rank times two election
-// timeouts first (its place among the voters in configuration order, the
+// timeouts first (none when it refused a candidate with a shorter log in
+// the last two election timeouts) (its place among the voters in configuration order, the
 // silent leader left out: a round of the first, and a retry if its first
 // pre-vote came before the others noticed the silence), so that the
 // replicas of a group do not split the vote and the first in order
@@ -66,7 +67,16 @@ func (r *Raft) mayCampaign(fc *followerCampaign, lastLeaderID ServerID) bool {
 		fc.priority = campaignPriority(fc.idle, r.followerQuiesced.Load(),
 			time.Unix(0, r.lastEntriesNanos.Load()), now, r.config().HeartbeatTimeout)
 	}
-	if now.Sub(fc.timedOutAt) < r.campaignRank(fc.deadLeader)*2*r.config().ElectionTimeout {
+	wait := r.campaignRank(fc.deadLeader) * 2 * r.config().ElectionTimeout
+	if now.Sub(r.outrankedAt) < 2*r.config().ElectionTimeout {
+		// A candidate of this group asked for a vote with a log behind
+		// ours: it cannot win, so nobody ranked before us can split the
+		// vote with us. Waiting out our rank would leave the group
+		// leaderless for that long (a busy partition's first-ranked
+		// follower is often an entry or two behind its peer).
+		wait = 0
+	}
+	if now.Sub(fc.timedOutAt) < wait {
 		return false
 	}
 	if r.campaignHeld {

@@ -319,3 +319,54 @@ func TestCampaignPriority(t *testing.T) {
 		}
 	}
 }
+
+// When the follower ranked first after a lost leader is behind its peer
+// (a busy group: the leader died with entries on their way), its pre-vote
+// is refused for its shorter log, and the peer, which refused it, campaigns
+// at its next timeout instead of waiting out its rank (two election
+// timeouts, 10 s here): the group has a leader well within that.
+func TestCampaign_RefusingAShorterLogSkipsTheRankWait(t *testing.T) {
+	c := newTestCluster(t, 3, func(_ int, conf *Config) {
+		conf.Campaigns = &testLimiter{capacity: 4}
+		conf.HeartbeatTimeout, conf.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond
+		conf.ElectionTimeout = 5 * time.Second
+	})
+	old := c.leader(10 * time.Second)
+	c.apply(old, "a")
+	var ids []ServerID
+	for _, node := range c.nodes {
+		ids = append(ids, node.id)
+	}
+	ranks := campaignRanks(ids, old.raft.config().CampaignSeed, old.id)
+	var behind, ahead *quiesceNode
+	for _, node := range c.nodes {
+		switch {
+		case node == old:
+		case ranks[node.id] == 0:
+			behind = node
+		default:
+			ahead = node
+		}
+	}
+	// The first-ranked follower misses the next entry; the other has it.
+	old.trans.Disconnect(behind.addr)
+	behind.trans.Disconnect(old.addr)
+	c.apply(old, "b")
+	waitFor(t, 5*time.Second, "the entry on the other follower", func() bool {
+		return ahead.raft.getLastIndex() == old.raft.getLastIndex()
+	})
+	if behind.raft.getLastIndex() >= ahead.raft.getLastIndex() {
+		t.Fatalf("the first-ranked follower is not behind: %d against %d", behind.raft.getLastIndex(), ahead.raft.getLastIndex())
+	}
+	old.trans.DisconnectAll()
+	for _, node := range c.nodes {
+		node.trans.Disconnect(old.addr)
+	}
+	c.setDown(old.addr, true)
+	waitFor(t, 5*time.Second, "the follower with the longer log to lead", func() bool {
+		if behind.raft.State() == Leader {
+			t.Fatal("the follower with the shorter log won")
+		}
+		return ahead.raft.State() == Leader
+	})
+}

@@ -1857,6 +1857,7 @@ func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 	// Reject if their term is older
 	lastIdx, lastTerm := r.getLastEntry()
 	if lastTerm > req.LastLogTerm {
+		r.outrankedAt = time.Now() // Ferry fork: see mayCampaign
 		r.logger.Warn("rejecting vote request since our last term is greater",
 			"candidate", candidate,
 			"last-term", lastTerm,
@@ -1865,6 +1866,7 @@ func (r *Raft) requestVote(rpc RPC, req *RequestVoteRequest) {
 	}
 
 	if lastTerm == req.LastLogTerm && lastIdx > req.LastLogIndex {
+		r.outrankedAt = time.Now() // Ferry fork: see mayCampaign
 		r.logger.Warn("rejecting vote request since our last index is greater",
 			"candidate", candidate,
 			"last-index", lastIdx,
@@ -1945,6 +1947,7 @@ func (r *Raft) requestPreVote(rpc RPC, req *RequestPreVoteRequest) {
 	// Reject if their term is older
 	lastIdx, lastTerm := r.getLastEntry()
 	if lastTerm > req.LastLogTerm {
+		r.outrankedAt = time.Now() // Ferry fork: see mayCampaign
 		r.logger.Warn("rejecting pre-vote request since our last term is greater",
 			"candidate", candidate,
 			"last-term", lastTerm,
@@ -1953,6 +1956,7 @@ func (r *Raft) requestPreVote(rpc RPC, req *RequestPreVoteRequest) {
 	}
 
 	if lastTerm == req.LastLogTerm && lastIdx > req.LastLogIndex {
+		r.outrankedAt = time.Now() // Ferry fork: see mayCampaign
 		r.logger.Warn("rejecting pre-vote request since our last index is greater",
 			"candidate", candidate,
 			"last-index", lastIdx,
