@@ -2,6 +2,7 @@ package raft
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 )
 
@@ -50,6 +51,11 @@ func (r *Raft) replicateThenStore(stager LogStager, applyLogs []*logFuture, logs
 	stager.StageLogs(logs)
 	r.setLastLog(last.Index, last.Term)
 	r.notifyReplicators(now)
+	// Let the replicators just woken send before the write: they wait on
+	// this goroutine's processor, which a blocking fdatasync holds until
+	// the runtime takes it back (tens of microseconds), while the
+	// followers' round, not this write, is what a commit waits for.
+	runtime.Gosched()
 
 	err := r.logs.StoreLogs(logs)
 	stager.UnstageLogs()

@@ -4,6 +4,7 @@ package raft
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ type stagingStore struct {
 	staged []*Log
 	gate   chan struct{} // when set, StoreLogs waits for it to close
 	fail   error         // when set, StoreLogs fails with it once
+	// onStore, when set, is called as StoreLogs begins.
+	onStore func(logs []*Log)
 }
 
 func (s *stagingStore) StageLogs(logs []*Log) {
@@ -46,9 +49,12 @@ func (s *stagingStore) GetLog(index uint64, out *Log) error {
 
 func (s *stagingStore) StoreLogs(logs []*Log) error {
 	s.mu.Lock()
-	gate, fail := s.gate, s.fail
+	gate, fail, onStore := s.gate, s.fail, s.onStore
 	s.fail = nil
 	s.mu.Unlock()
+	if onStore != nil {
+		onStore(logs)
+	}
 	if gate != nil {
 		<-gate
 	}
@@ -125,6 +131,52 @@ func TestReplicateBeforeStore_FollowersWriteWhileTheLeaderDoes(t *testing.T) {
 	}
 	c.WaitForReplication(2)
 	c.EnsureSame(t)
+}
+
+// The leader lets its replicators run before its own write begins: on a
+// single processor, where nothing else runs until the leader's main loop
+// blocks, the followers hold each new entry by the time the leader starts
+// writing it. Without the yield the leader's write always comes first
+// (the test then fails), and with a blocking disk write the entries
+// waited for the runtime to take the processor back from the system call.
+func TestReplicateBeforeStore_ReplicatorsSendBeforeTheLeaderWrites(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	c, stores := makeStagingCluster(t)
+	leader := c.Leader()
+	li := c.IndexOf(leader)
+	if err := leader.Apply([]byte("first"), 5*time.Second).Error(); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	var mu sync.Mutex
+	ahead, writes := 0, 0
+	stores[li].mu.Lock()
+	stores[li].onStore = func(logs []*Log) {
+		last := logs[len(logs)-1].Index
+		held := false
+		for i, s := range stores {
+			if i != li && storedLast(t, s) >= last {
+				held = true
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		writes++
+		if held {
+			ahead++
+		}
+	}
+	stores[li].mu.Unlock()
+	const entries = 20
+	for i := 0; i < entries; i++ {
+		if err := leader.Apply([]byte("x"), 5*time.Second).Error(); err != nil {
+			t.Fatalf("Apply %d: %v", i, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if writes < entries || ahead < writes/2 {
+		t.Fatalf("a follower held the entry when the leader began writing it in %d of %d writes, want at least half", ahead, writes)
+	}
 }
 
 // A failed local write after the entries were sent is an unknown outcome
