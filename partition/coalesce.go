@@ -16,18 +16,15 @@ import (
 // in flight, new requests queue up and go out together next. When at
 // least Config.OverlapItemsMin items (or a quarter of ProposalBytesMax)
 // wait behind a proposal in flight, the worker hands raft a second one
-// before the first is answered, so that the leader writes one while the
-// followers store the other; never more than ProposalsInFlightMax. Below
-// that threshold proposals go one at a time: two in flight would split a
-// short queue into more, smaller proposals and more fsyncs on every
-// replica. Measured on three nodes sharing one disk (`ferry bench`, TLS,
-// fsync before every confirm): 16 synchronous clients 7,000-9,200 msgs/s
-// one at a time, 11,300-13,700 with OverlapItemsMin 8; 4 clients x 64
-// pipelined sends 23,200-28,800 and 33,200-38,500 (later runs, with the
-// machine slower for every system, showed a smaller gain within
-// run-to-run noise); a third proposal in flight added nothing measurable.
-// Once the CPU rather than the disk bounded the rounds, a threshold of 8
-// cost more than it gained (see DefaultOverlapItemsMin). The worker starts proposals in queue
+// before the first is answered; never more than ProposalsInFlightMax.
+// Below that threshold proposals go one at a time: two in flight would
+// split a short queue into more, smaller proposals and more fsyncs on
+// every replica. Overlap once gained much on a disk-bound machine (16
+// synchronous clients 7,000-9,200 msgs/s one at a time, 11,300-13,700
+// with a threshold of 8, when the leader stored its entries before
+// replicating them); since the leader writes beside replication and the
+// CPU bounds the rounds, it pays only when a whole proposal's worth
+// waits (see DefaultOverlapItemsMin). The worker starts proposals in queue
 // order, so they take the raft log in that order, and answers them in
 // that order; the slices of one request are never in flight together,
 // so a failed slice leaves the rest of its request unproposed.

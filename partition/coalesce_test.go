@@ -202,14 +202,24 @@ func pipeliningSenders(t *testing.T, p *Partition, senders, window, perSender in
 	}
 }
 
-// TestPartition_DeepQueueOverlapsProposals: with many requests waiting, a
-// second merged proposal starts while the first is in flight; with
-// OverlapItemsMin 0 never. Every request is answered with its own seq
+// TestPartition_DeepQueueOverlapsProposals: with OverlapItemsMin requests
+// waiting, a second merged proposal starts while the first is in flight;
+// with OverlapItemsMin 0 never, and at the default only once a whole
+// proposal's worth waits. Every request is answered with its own seq
 // either way, and the replicas agree.
 func TestPartition_DeepQueueOverlapsProposals(t *testing.T) {
-	for _, min := range []int{0, 16} {
-		t.Run(fmt.Sprintf("OverlapItemsMin=%d", min), func(t *testing.T) {
-			c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = min })
+	cases := []struct {
+		min, senders, window int
+		overlaps             bool
+	}{
+		{0, 4, 64, false},
+		{16, 4, 64, true},
+		{DefaultOverlapItemsMin, 4, 64, false}, // 256 waiting never fill a proposal
+		{DefaultOverlapItemsMin, 4, 300, true}, // 1,200 do
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("OverlapItemsMin=%d,waiting=%d", tc.min, tc.senders*tc.window), func(t *testing.T) {
+			c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = tc.min })
 			p := c.reps[c.leader()]
 			// The leader's first apply of the run waits (up to a second)
 			// for a second proposal to start, so that the requests queue
@@ -223,15 +233,15 @@ func TestPartition_DeepQueueOverlapsProposals(t *testing.T) {
 				})
 			}
 			p.beforeApply.Store(&hold)
-			pipeliningSenders(t, p, 4, 64, 256)
+			pipeliningSenders(t, p, tc.senders, tc.window, tc.window)
 			p.beforeApply.Store(nil)
 			overlapped := p.sends.overlapped.Load()
-			t.Logf("OverlapItemsMin %d: %d proposals overlapped", min, overlapped)
-			if min == 0 && overlapped != 0 {
-				t.Fatalf("%d proposals overlapped with OverlapItemsMin 0", overlapped)
+			t.Logf("%d proposals overlapped", overlapped)
+			if !tc.overlaps && overlapped != 0 {
+				t.Fatalf("%d proposals overlapped", overlapped)
 			}
-			if min > 0 && overlapped == 0 {
-				t.Fatal("256 pipelining senders never had two proposals in flight")
+			if tc.overlaps && overlapped == 0 {
+				t.Fatal("the senders never had two proposals in flight")
 			}
 			c.converged()
 		})

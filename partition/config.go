@@ -145,21 +145,31 @@ const DefaultGatherWait = 250 * time.Microsecond
 // GatherWaitMax bounds Config.GatherWait.
 const GatherWaitMax = 10 * time.Millisecond
 
-// DefaultOverlapItemsMin is Config.OverlapItemsMin in DefaultConfig. It
-// keeps up to sixteen synchronous clients in one proposal per round (the
-// gathering of GatherWait), and lets more, or pipelining clients, keep
-// two rounds in flight. It was 8, which split sixteen synchronous
-// clients into two proposals of about eight, doubling the rounds and
-// their fixed cost on every replica. Interleaved runs of 8, 16 and 32 on
-// the 2-core test machine (three nodes, one disk, TLS; `FERRYD_ARGS=
-// -proposal-overlap-items=N scripts/cpu-per-message.sh`, two rounds
-// each): 16 synchronous clients 5,007 msgs/s at 8, 5,900 at 16 and
-// 5,692 at 32 (8 was the slowest in five of six interleaved rounds
-// against other values that day), with the CPU per message of the three
-// nodes and the client 343, 284 and 285 us; 4 x 64 pipelined 27,760, 33,345 and 31,946; the async
-// Publisher at 4 x 64 37,184, 43,094 and 39,538, at 4 x 500 70,175,
-// 79,984 and 69,811; 64 synchronous clients 10,467, 11,586 and 10,683.
-const DefaultOverlapItemsMin = 16
+// DefaultOverlapItemsMin is Config.OverlapItemsMin in DefaultConfig:
+// fsm.BatchMax, so that a second proposal starts while one is in flight
+// only once a whole proposal's worth of items (or a quarter of
+// ProposalBytesMax) waits. Overlap was built so that the leader wrote one
+// proposal while the followers stored the other; since the leader writes
+// its log beside replication (raft's ReplicateBeforeStore), one proposal
+// already overlaps those writes, and a second in flight mostly split the
+// waiting requests into smaller proposals, each a raft round with an
+// fdatasync on every replica, on machines where the CPU bounds the rounds.
+// Interleaved runs on the 2-core test machine (three nodes, one disk,
+// TLS; `FERRYD_ARGS=-proposal-overlap-items=N STAGES=1
+// scripts/cpu-per-message.sh`), 16 (the previous default) against 1000,
+// three of each: per 200,000 messages the leader wrote its log
+// 3,162-3,386 times against 2,168-2,278 with 4 x 64 pipelined sends
+// (41,964/35,881/42,422 msgs/s against 41,338/43,696/38,840; CPU per
+// message of the nodes and the client 39/44/37 us against 36/34/38), and
+// 2,332-2,395 against 1,363-1,452 with the async Publisher at 4 x 64
+// (49,602/47,445/47,803 against 53,164/49,224/58,842 msgs/s; 34/32/32
+// against 28/30/24 us); 64 synchronous clients 2,101-2,125 writes per
+// 40,000 messages against 1,512-1,539 (13,024-14,471 against
+// 13,068-14,954 msgs/s). Sixteen synchronous clients rarely reach either
+// threshold, and 64 KiB messages ran as fast with overlap as without
+// (1,118-1,412 msgs/s). On a machine with spare cores and a slow disk per
+// node a lower value may keep more rounds in flight.
+const DefaultOverlapItemsMin = fsm.BatchMax
 
 // DefaultLeaderLeaseTimeout is how long a leader goes without answers from
 // a quorum before it steps down: the HeartbeatTimeout, the most raft
