@@ -72,10 +72,11 @@ type Config struct {
 	// partition.DefaultQuiesceAfter, a negative value turns quiescence off.
 	QuiesceAfter time.Duration
 	// ProposalGatherWait is partition.Config.GatherWait for every
-	// partition: how long a merged send or ack proposal waits, at most,
-	// for the requests it still expects (the clients its previous
-	// proposal answered). Zero takes partition.DefaultGatherWait; a
-	// negative value turns the wait off; at most partition.GatherWaitMax.
+	// partition: how long a merged send or ack proposal waits for the
+	// next of the requests it still expects (the clients its previous
+	// proposal answered), four times that at most in all. Zero takes
+	// partition.DefaultGatherWait; a negative value turns the wait off;
+	// at most partition.GatherWaitMax.
 	ProposalGatherWait time.Duration
 	// ProposalOverlapItemsMin is partition.Config.OverlapItemsMin for
 	// every partition: how many sends (or acks) must be waiting, with a

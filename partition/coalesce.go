@@ -332,12 +332,20 @@ func (b *batcher[I, O]) queued() (requests int, full bool) {
 	return len(b.queue), false
 }
 
-// gather waits, at most Config.GatherWait, until b.expect requests are
-// queued or a proposal's worth of items is (see queued): concurrent synchronous
-// clients answered by one proposal then share the next one, rather than
-// splitting into cohorts that take alternate raft rounds. It returns at
-// once when nothing more is expected, so a lone client never waits, and
-// when the partition closes.
+// gatherSpanWaits bounds one gathering: at most this many times
+// Config.GatherWait in all, however steadily requests keep coming.
+const gatherSpanWaits = 4
+
+// gather waits until b.expect requests are queued or a proposal's worth of
+// items is (see queued), for as long as they keep coming: it stops once
+// Config.GatherWait passes with no new request, or gatherSpanWaits times
+// that in all. Concurrent synchronous clients answered by one proposal
+// then share the next one, rather than splitting into cohorts that take
+// alternate raft rounds; on a busy machine their turnaround spreads out,
+// and a fixed wait left part of them to the round after. A client that
+// does not come back (it has other work between sends) costs the others
+// one GatherWait. It returns at once when nothing more is expected, so a
+// lone client never waits, and when the partition closes.
 func (b *batcher[I, O]) gather() {
 	wait := b.p.cfg.GatherWait
 	if wait <= 0 || b.expect <= 1 {
@@ -347,6 +355,7 @@ func (b *batcher[I, O]) gather() {
 	if requests == 0 || requests >= b.expect || full {
 		return
 	}
+	deadline := time.Now().Add(gatherSpanWaits * wait)
 	b.timer.Reset(wait)
 	defer b.timer.Stop()
 	for {
@@ -357,9 +366,17 @@ func (b *batcher[I, O]) gather() {
 			return
 		case <-b.wake:
 		}
-		requests, full = b.queued()
-		if requests >= b.expect || full {
+		n, full := b.queued()
+		if n >= b.expect || full {
 			return
+		}
+		if n > requests {
+			requests = n
+			left := time.Until(deadline)
+			if left <= 0 {
+				return
+			}
+			b.timer.Reset(min(wait, left))
 		}
 	}
 }

@@ -136,6 +136,63 @@ func TestPartition_GatherNeverDelaysALoneSender(t *testing.T) {
 	}
 }
 
+// TestPartition_GatherGoesOnWhileRequestsCome: gathering waits for the
+// next expected request at most GatherWait after the last one came, and
+// at most gatherSpanWaits GatherWaits in all; it ends once the expected
+// requests are queued. A fixed wait of one GatherWait from the start
+// fails the steady case.
+func TestPartition_GatherGoesOnWhileRequestsCome(t *testing.T) {
+	const wait = 50 * time.Millisecond
+	cases := []struct {
+		name     string
+		arrivals []time.Duration // after gathering starts, one request each
+		expect   int
+		atLeast  time.Duration
+		atMost   time.Duration
+	}{
+		{"all come back", []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}, 3, 20 * time.Millisecond, wait},
+		{"one does not come back", []time.Duration{10 * time.Millisecond}, 3, 10*time.Millisecond + wait, 3 * wait},
+		{"they keep coming", steady(30*time.Millisecond, 10), 100, gatherSpanWaits * wait, gatherSpanWaits*wait + 2*wait},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Partition{cfg: Config{GatherWait: wait}, closing: make(chan struct{})}
+			b := newBatcher[int, int](p, nil, nil, func(int) int { return 1 })
+			b.timer = time.NewTimer(time.Hour)
+			b.timer.Stop()
+			b.expect = tc.expect
+			add := func() {
+				b.mu.Lock()
+				b.queue = append(b.queue, &batchRequest[int, int]{items: []int{1}})
+				b.mu.Unlock()
+				select {
+				case b.wake <- struct{}{}:
+				default:
+				}
+			}
+			add()
+			start := time.Now()
+			for _, at := range tc.arrivals {
+				time.AfterFunc(at, add)
+			}
+			b.gather()
+			took := time.Since(start)
+			if took < tc.atLeast || took > tc.atMost {
+				t.Fatalf("gathering took %v, want %v..%v", took, tc.atLeast, tc.atMost)
+			}
+		})
+	}
+}
+
+// steady returns n arrival times every gap.
+func steady(gap time.Duration, n int) []time.Duration {
+	at := make([]time.Duration, n)
+	for i := range at {
+		at[i] = time.Duration(i+1) * gap
+	}
+	return at
+}
+
 // TestPartition_GatherStopsAtAFullProposal: the queue counts as a full
 // proposal at fsm.BatchMax untaken items or ProposalBytesMax bytes, so
 // gathering never waits for requests that could not join the proposal.

@@ -85,14 +85,15 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	// ApplyTimeout bounds how long a proposal waits to be handed to raft.
 	ApplyTimeout time.Duration
-	// GatherWait bounds how long a merged proposal waits for requests
-	// still expected: as many as the previous proposal answered plus
-	// those that queued during it (clients that were just answered
-	// usually send again at once). It ends early once they are queued or
-	// the proposal is full, so a lone synchronous client never waits; it
-	// keeps concurrent synchronous clients in one proposal per round
-	// instead of two cohorts taking alternate rounds. Zero: no waiting.
-	// At most GatherWaitMax.
+	// GatherWait is how long a merged proposal waits for the next of the
+	// requests still expected: as many as the previous proposal answered
+	// plus those that queued during it (clients that were just answered
+	// usually send again at once). Gathering goes on while they keep
+	// coming, at most four GatherWaits in all, and ends early once they
+	// are queued or the proposal is full, so a lone synchronous client
+	// never waits; it keeps concurrent synchronous clients in one proposal
+	// per round instead of cohorts taking alternate rounds. Zero: no
+	// waiting. At most GatherWaitMax.
 	GatherWait time.Duration
 	// OverlapItemsMin is how many items (sends or acks) must wait, with a
 	// merged proposal of their kind in flight, for a second one to start

@@ -211,7 +211,7 @@ func (r *raftOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&r.snapshotInterval, "raft-snapshot-interval", 0, "how often partitions check whether to snapshot (0 = default 2m)")
 	fs.DurationVar(&r.quiesceAfter, "raft-quiesce-after", 0, "how long an idle partition keeps heartbeating before it quiesces (0 = default 2s, negative = never)")
 	fs.DurationVar(&r.gatherWait, "proposal-gather-wait", partition.DefaultGatherWait,
-		"longest wait of a merged send or ack proposal for the clients its previous proposal answered (0 or negative = off, at most 10ms)")
+		"longest wait of a merged send or ack proposal for the next of the clients its previous proposal answered, four times that in all (0 or negative = off, at most 10ms)")
 	fs.IntVar(&r.overlapItems, "proposal-overlap-items", partition.DefaultOverlapItemsMin,
 		"sends (or acks) waiting behind a merged proposal in flight that start a second one before the first is answered (0 or negative = one at a time, at most 1000)")
 	fs.BoolVar(&r.logPrewrite, "raft-log-prewrite", true,
