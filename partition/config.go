@@ -140,7 +140,8 @@ type Config struct {
 
 // DefaultGatherWait is Config.GatherWait in DefaultConfig: about one
 // client's turnaround on loopback with TLS (answer written, next request
-// read and decoded), a fraction of a raft round.
+// read and decoded), a fraction of a raft round. Gathering ends 250 us
+// after the last expected request came, or after 1 ms in all.
 const DefaultGatherWait = 250 * time.Microsecond
 
 // GatherWaitMax bounds Config.GatherWait.
