@@ -272,25 +272,41 @@ func TestPartition_DeepQueueOverlapsProposals(t *testing.T) {
 		{0, 4, 64, false},
 		{16, 4, 64, true},
 		{DefaultOverlapItemsMin, 4, 64, false}, // 256 waiting never fill a proposal
-		{DefaultOverlapItemsMin, 4, 300, true}, // 1,200 do
+		{DefaultOverlapItemsMin, 4, 600, true}, // 2,400 do, whatever the first proposal takes
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("OverlapItemsMin=%d,waiting=%d", tc.min, tc.senders*tc.window), func(t *testing.T) {
 			c := newTestCluster(t, 3, func(cfg *Config) { cfg.OverlapItemsMin = tc.min })
 			p := c.reps[c.leader()]
-			// The leader's first apply of the run waits (up to a second)
-			// for a second proposal to start, so that the requests queue
-			// behind the first however fast this machine's disk is.
+			// The leader's first apply waits (up to a second) for a second
+			// proposal to start, and the senders start only once it waits:
+			// their requests queue behind a proposal in flight however
+			// fast this machine is.
+			entered := make(chan struct{})
 			var once sync.Once
 			hold := func() {
 				once.Do(func() {
+					close(entered)
 					for end := time.Now().Add(time.Second); time.Now().Before(end) && p.sends.overlapped.Load() == 0; {
 						time.Sleep(time.Millisecond)
 					}
 				})
 			}
 			p.beforeApply.Store(&hold)
-			pipeliningSenders(t, p, tc.senders, tc.window, tc.window)
+			first := make(chan error, 1)
+			go func() {
+				_, err := p.Send(ctxT(t), []fsm.NewMessage{{ID: "first", Body: []byte("x")}})
+				first <- err
+			}()
+			select {
+			case <-entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the first send was never applied")
+			}
+			pipeliningSenders(t, p, tc.senders, tc.window, 4*tc.window)
+			if err := <-first; err != nil {
+				t.Fatalf("first send: %v", err)
+			}
 			p.beforeApply.Store(nil)
 			overlapped := p.sends.overlapped.Load()
 			t.Logf("%d proposals overlapped", overlapped)
