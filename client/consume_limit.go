@@ -58,6 +58,10 @@ type prefetchLimit struct {
 	start       int // before any handler has finished
 	concurrency int
 
+	// held is how many of the slots the limit holds as its own tokens;
+	// newPrefetchLimit takes the first ones, run owns it after.
+	held int
+
 	leaseNs   atomic.Int64 // what a lease had left when it was handed to the handlers
 	bodyBytes atomic.Int64 // running average of a body's size
 	target    atomic.Int64 // the leases to hold now
@@ -73,6 +77,13 @@ func newPrefetchLimit(slots chan struct{}, pace *consumePace) *prefetchLimit {
 		changed: make(chan struct{}, 1)}
 	l.start = max(l.start, l.least)
 	l.target.Store(int64(l.start))
+	// Hold the slots above the starting target before any poller runs:
+	// left to run, a poller scheduled first could ask for every slot
+	// before a handler's pace is known. slots is new and empty, so this
+	// never blocks.
+	for ; l.held < most-l.start; l.held++ {
+		slots <- struct{}{}
+	}
 	pace.limit = l
 	return l
 }
@@ -134,7 +145,7 @@ func (l *prefetchLimit) compute() int {
 // run holds most-target slots until done is closed, taking a slot when
 // one frees and giving slots back as soon as the target rises.
 func (l *prefetchLimit) run(done <-chan struct{}) {
-	held := 0
+	held := l.held
 	for {
 		want := l.most - l.current()
 		switch {

@@ -39,28 +39,32 @@ func TestPrefetchLimit_Compute(t *testing.T) {
 	}
 }
 
-// TestPrefetchLimit_RunHoldsTheSlotsAboveTheTarget checks that run takes
-// the slots above the target as they free, and gives them back at once
-// when the target rises.
+// TestPrefetchLimit_RunHoldsTheSlotsAboveTheTarget checks that the limit
+// holds the slots above its starting target before any poller can ask for
+// them, that run gives slots back at once when the target rises, and that
+// it takes the slots above a lowered target as they free.
 func TestPrefetchLimit_RunHoldsTheSlotsAboveTheTarget(t *testing.T) {
 	slots := make(chan struct{}, 10)
 	pace := &consumePace{concurrency: 1}
 	l := newPrefetchLimit(slots, pace) // target 2 until a handler finishes
-	for range 5 {
-		slots <- struct{}{} // five leases held by pollers and handlers
+	if len(slots) != 8 {
+		t.Fatalf("the limit holds %d slots before any poller runs, want 8 (10 - 2)", len(slots))
+	}
+	for range 2 {
+		slots <- struct{}{} // the two leases the pollers may ask for
 	}
 	done := make(chan struct{})
 	ended := make(chan struct{})
 	go func() { defer close(ended); l.run(done) }()
-	waitLen(t, slots, 10) // the limiter holds the five free slots
-	for range 5 {
-		<-slots // the leases are settled: the limiter takes their slots
-	}
-	waitLen(t, slots, 8) // it holds 10 - 2
 	pace.handleNs.Store(int64(time.Microsecond))
 	l.leaseNs.Store(int64(30 * time.Second))
 	l.update() // fast handlers: the target rises to 10
-	waitLen(t, slots, 0)
+	waitLen(t, slots, 2)
+	pace.handleNs.Store(int64(time.Minute))
+	l.update() // very slow handlers: the target falls to 1
+	waitLen(t, slots, 10) // the limiter takes the 8 free slots
+	<-slots               // a lease is settled: the limiter takes its slot too
+	waitLen(t, slots, 10) // it holds 10 - 1
 	close(done)
 	<-ended
 }
