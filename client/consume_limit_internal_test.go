@@ -61,7 +61,7 @@ func TestPrefetchLimit_RunHoldsTheSlotsAboveTheTarget(t *testing.T) {
 	l.update() // fast handlers: the target rises to 10
 	waitLen(t, slots, 2)
 	pace.handleNs.Store(int64(time.Minute))
-	l.update() // very slow handlers: the target falls to 1
+	l.update()            // very slow handlers: the target falls to 1
 	waitLen(t, slots, 10) // the limiter takes the 8 free slots
 	<-slots               // a lease is settled: the limiter takes its slot too
 	waitLen(t, slots, 10) // it holds 10 - 1
