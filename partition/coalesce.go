@@ -67,14 +67,40 @@ type batcher[I, O any] struct {
 	running bool // the worker and finishAll run (see ensureRunningLocked)
 	wake    chan struct{}
 
+	// Guarded by mu: the queue's untaken items and their bytes, kept with
+	// it so that a submitter tells at once whether its arrival is one the
+	// worker waits for (see wakeLocked); what the worker waits for; the
+	// requests the next proposal expects (see Config.GatherWait); and,
+	// while it gathers, when the last request came.
+	untakenItems, untakenBytes int
+	waiting                    workerWait
+	expect                     int
+	lastArrival                time.Time
+
 	// overlapped counts proposals started while another was in flight.
 	overlapped atomic.Uint64
 
-	// Owned by the worker: how many requests the next proposal expects
-	// (see Config.GatherWait) and the timer that bounds the wait.
-	expect int
-	timer  *time.Timer
+	// Owned by the worker: the timer that bounds gathering.
+	timer *time.Timer
 }
+
+// workerWait is what a batcher's worker waits for, which decides whether
+// a new request wakes it: every wake-up of a parked goroutine costs a
+// thread switch, and under synchronous load most arrivals need none.
+type workerWait uint8
+
+const (
+	// workerAwake: the worker runs, or waits with nothing in flight;
+	// every arrival wakes it.
+	workerAwake workerWait = iota
+	// workerGathering: it gathers (see gather); only the arrival that
+	// completes the expected requests or fills a proposal wakes it, the
+	// others move its timer on (lastArrival).
+	workerGathering
+	// workerInFlight: it waits for a proposal's outcome; only a queue
+	// deep enough for a second proposal (deepLocked) wakes it.
+	workerInFlight
+)
 
 // inFlightProposal is a merged proposal handed to raft: its slices and
 // the future that answers them (nil with err when it never reached raft).
@@ -155,13 +181,14 @@ func (b *batcher[I, O]) submit(ctx context.Context, items []I) ([]O, error) {
 		return nil, err
 	}
 	req := &batchRequest[I, O]{ctx: ctx, items: items, done: make(chan batchReply[O], 1)}
+	bytes := b.bytesOf(items)
 	b.mu.Lock()
-	b.queue = append(b.queue, req)
+	b.enqueueLocked(req, bytes)
 	b.ensureRunningLocked()
+	wake := b.wakeLocked()
 	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
+	if wake {
+		b.signal()
 	}
 	select {
 	case r := <-req.done:
@@ -175,12 +202,83 @@ func (b *batcher[I, O]) submit(ctx context.Context, items []I) ([]O, error) {
 	}
 }
 
+// bytesOf returns the bytes of items, as b.size counts them.
+func (b *batcher[I, O]) bytesOf(items []I) int {
+	n := 0
+	for _, it := range items {
+		n += b.size(it)
+	}
+	return n
+}
+
+// enqueueLocked queues req, whose items weigh bytes.
+func (b *batcher[I, O]) enqueueLocked(req *batchRequest[I, O], bytes int) {
+	b.queue = append(b.queue, req)
+	b.untakenItems += len(req.items)
+	b.untakenBytes += bytes
+}
+
+// checkBatcherCounts makes take check the queue's running counts against
+// a full recount (tests set it: the recount walks the whole queue).
+var checkBatcherCounts bool
+
+// assertCountsLocked panics if the running counts of untaken items and
+// bytes differ from the queue's: gathering and overlap would then wait
+// for, or skip, the wrong requests.
+func (b *batcher[I, O]) assertCountsLocked() {
+	items, bytes := 0, 0
+	for _, r := range b.queue {
+		items += len(r.items) - r.taken
+		bytes += b.bytesOf(r.items[r.taken:])
+	}
+	if items != b.untakenItems || bytes != b.untakenBytes {
+		panic(fmt.Sprintf("partition: batcher counts %d items, %d bytes untaken; the queue holds %d, %d",
+			b.untakenItems, b.untakenBytes, items, bytes))
+	}
+}
+
+// uncountLocked takes r's untaken items off the queue's counts, as r
+// leaves the queue.
+func (b *batcher[I, O]) uncountLocked(r *batchRequest[I, O]) {
+	b.untakenItems -= len(r.items) - r.taken
+	b.untakenBytes -= b.bytesOf(r.items[r.taken:])
+}
+
+// wakeLocked reports whether the request just queued should wake the
+// worker (see workerWait); while it gathers it also notes the arrival.
+func (b *batcher[I, O]) wakeLocked() bool {
+	switch b.waiting {
+	case workerGathering:
+		b.lastArrival = time.Now()
+		return b.gatheredLocked()
+	case workerInFlight:
+		return b.deepLocked()
+	}
+	return true
+}
+
+// signal wakes the worker, or leaves it a wake-up if it runs.
+func (b *batcher[I, O]) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// setWaiting records what the worker is about to wait for.
+func (b *batcher[I, O]) setWaiting(w workerWait) {
+	b.mu.Lock()
+	b.waiting = w
+	b.mu.Unlock()
+}
+
 // unqueue removes req if no item of it was taken yet.
 func (b *batcher[I, O]) unqueue(req *batchRequest[I, O]) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, r := range b.queue {
 		if r == req && r.taken == 0 {
+			b.uncountLocked(r)
 			b.queue = append(b.queue[:i], b.queue[i+1:]...)
 			return true
 		}
@@ -196,6 +294,9 @@ func (b *batcher[I, O]) unqueue(req *batchRequest[I, O]) bool {
 func (b *batcher[I, O]) take(overlap bool) []batchSlice[I, O] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if checkBatcherCounts {
+		defer b.assertCountsLocked()
+	}
 	if overlap && !b.deepLocked() {
 		return nil
 	}
@@ -206,10 +307,11 @@ func (b *batcher[I, O]) take(overlap bool) []batchSlice[I, O] {
 		if r.taken == 0 && r.ctx.Err() != nil {
 			r.failed = true
 			r.done <- batchReply[O]{err: fmt.Errorf("%w: %w", ErrTimeout, r.ctx.Err())}
+			b.uncountLocked(r)
 			b.queue = b.queue[1:]
 			continue
 		}
-		from, to := r.taken, r.taken
+		from, to, bytesBefore := r.taken, r.taken, bytes
 		for to < len(r.items) && items < fsm.BatchMax {
 			n := b.size(r.items[to])
 			if items > 0 && bytes+n > ProposalBytesMax {
@@ -220,6 +322,8 @@ func (b *batcher[I, O]) take(overlap bool) []batchSlice[I, O] {
 		if to == from {
 			break // the proposal is full
 		}
+		b.untakenItems -= to - from
+		b.untakenBytes -= bytes - bytesBefore
 		r.taken = to
 		slices = append(slices, batchSlice[I, O]{req: r, from: from, to: to})
 		if to < len(r.items) {
@@ -240,16 +344,7 @@ func (b *batcher[I, O]) deepLocked() bool {
 	if min <= 0 || len(b.queue) == 0 || b.queue[0].taken > 0 {
 		return false
 	}
-	items, bytes := 0, 0
-	for _, r := range b.queue {
-		for _, it := range r.items[r.taken:] {
-			items, bytes = items+1, bytes+b.size(it)
-			if items >= min || bytes >= ProposalBytesMax/4 {
-				return true
-			}
-		}
-	}
-	return false
+	return b.untakenItems >= min || b.untakenBytes >= ProposalBytesMax/4
 }
 
 // run is the worker: it starts proposals, one at a time or, under a deep
@@ -265,6 +360,9 @@ func (b *batcher[I, O]) run(started chan<- *inFlightProposal[I, O], finished <-c
 	defer idle.Stop()
 	inFlight := 0
 	for {
+		if inFlight > 0 {
+			b.setWaiting(workerInFlight)
+		}
 		select {
 		case <-b.p.closing:
 			b.failQueued(ErrClosed)
@@ -278,9 +376,11 @@ func (b *batcher[I, O]) run(started chan<- *inFlightProposal[I, O], finished <-c
 			inFlight--
 			// The requests just answered are likely to come back; those
 			// queued meanwhile are already here.
-			requests, _ := b.queued()
-			b.expect = answered + requests
+			b.mu.Lock()
+			b.expect = answered + len(b.queue)
+			b.mu.Unlock()
 		}
+		b.setWaiting(workerAwake)
 		for inFlight < ProposalsInFlightMax {
 			if inFlight == 0 {
 				b.gather()
@@ -320,16 +420,19 @@ func (b *batcher[I, O]) stopIfIdle() bool {
 func (b *batcher[I, O]) queued() (requests int, full bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	items, bytes := 0, 0
-	for _, r := range b.queue {
-		for _, it := range r.items[r.taken:] {
-			items, bytes = items+1, bytes+b.size(it)
-			if items >= fsm.BatchMax || bytes >= ProposalBytesMax {
-				return len(b.queue), true
-			}
-		}
-	}
-	return len(b.queue), false
+	return len(b.queue), b.fullLocked()
+}
+
+// fullLocked reports whether the untaken items fill a proposal.
+func (b *batcher[I, O]) fullLocked() bool {
+	return b.untakenItems >= fsm.BatchMax || b.untakenBytes >= ProposalBytesMax
+}
+
+// gatheredLocked reports whether gathering is over as far as the queue
+// goes: nothing queued, the expected requests queued, or a full proposal.
+func (b *batcher[I, O]) gatheredLocked() bool {
+	n := len(b.queue)
+	return n == 0 || n >= b.expect || b.fullLocked()
 }
 
 // gatherSpanWaits bounds one gathering: at most this many times
@@ -348,36 +451,36 @@ const gatherSpanWaits = 4
 // lone client never waits, and when the partition closes.
 func (b *batcher[I, O]) gather() {
 	wait := b.p.cfg.GatherWait
-	if wait <= 0 || b.expect <= 1 {
+	b.mu.Lock()
+	if wait <= 0 || b.expect <= 1 || b.gatheredLocked() {
+		b.mu.Unlock()
 		return
 	}
-	requests, full := b.queued()
-	if requests == 0 || requests >= b.expect || full {
-		return
-	}
-	deadline := time.Now().Add(gatherSpanWaits * wait)
+	start := time.Now()
+	b.waiting, b.lastArrival = workerGathering, start
+	b.mu.Unlock()
+	defer b.setWaiting(workerAwake)
+	deadline := start.Add(gatherSpanWaits * wait)
 	b.timer.Reset(wait)
 	defer b.timer.Stop()
 	for {
 		select {
 		case <-b.p.closing:
 			return
+		case <-b.wake: // the last expected request came, or an earlier wake-up
 		case <-b.timer.C:
+		}
+		b.mu.Lock()
+		done, next := b.gatheredLocked(), b.lastArrival.Add(wait)
+		b.mu.Unlock()
+		now := time.Now()
+		if done || !now.Before(next) || !now.Before(deadline) {
 			return
-		case <-b.wake:
 		}
-		n, full := b.queued()
-		if n >= b.expect || full {
-			return
+		if deadline.Before(next) {
+			next = deadline
 		}
-		if n > requests {
-			requests = n
-			left := time.Until(deadline)
-			if left <= 0 {
-				return
-			}
-			b.timer.Reset(min(wait, left))
-		}
+		b.timer.Reset(next.Sub(now))
 	}
 }
 
@@ -472,6 +575,7 @@ func (b *batcher[I, O]) settleLocked(s batchSlice[I, O], out []O, err error) {
 func (b *batcher[I, O]) dropLocked(r *batchRequest[I, O]) {
 	for i, q := range b.queue {
 		if q == r {
+			b.uncountLocked(r)
 			b.queue = append(b.queue[:i], b.queue[i+1:]...)
 			return
 		}
@@ -492,6 +596,7 @@ func (b *batcher[I, O]) failQueued(err error) {
 		}
 	}
 	b.queue = nil
+	b.untakenItems, b.untakenBytes = 0, 0
 }
 
 // Send enqueues messages, merged with concurrent sends into as few raft

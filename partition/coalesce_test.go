@@ -163,11 +163,11 @@ func TestPartition_GatherGoesOnWhileRequestsCome(t *testing.T) {
 			b.expect = tc.expect
 			add := func() {
 				b.mu.Lock()
-				b.queue = append(b.queue, &batchRequest[int, int]{items: []int{1}})
+				b.enqueueLocked(&batchRequest[int, int]{items: []int{1}}, 1)
+				wake := b.wakeLocked()
 				b.mu.Unlock()
-				select {
-				case b.wake <- struct{}{}:
-				default:
+				if wake {
+					b.signal()
 				}
 			}
 			add()
@@ -181,6 +181,55 @@ func TestPartition_GatherGoesOnWhileRequestsCome(t *testing.T) {
 				t.Fatalf("gathering took %v, want %v..%v", took, tc.atLeast, tc.atMost)
 			}
 		})
+	}
+}
+
+// TestPartition_ArrivalsWakeTheWorkerOnlyWhenItWaitsForThem: a request
+// wakes a worker that runs or waits idle; one that gathers only when the
+// request completes the expected ones or fills a proposal (the others
+// move its timer on); one waiting for a proposal's outcome only when the
+// queue is deep enough for a second proposal.
+func TestPartition_ArrivalsWakeTheWorkerOnlyWhenItWaitsForThem(t *testing.T) {
+	p := &Partition{cfg: Config{OverlapItemsMin: 3}}
+	b := newBatcher[int, int](p, nil, nil, func(n int) int { return n })
+	arrive := func(items ...int) bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.enqueueLocked(&batchRequest[int, int]{items: items}, b.bytesOf(items))
+		return b.wakeLocked()
+	}
+	if !arrive(1) {
+		t.Fatal("an arrival did not wake an idle worker")
+	}
+
+	setQueue(b, nil)
+	b.waiting, b.expect = workerGathering, 3
+	before := time.Now()
+	for range 2 {
+		if arrive(1) {
+			t.Fatal("an arrival short of the expected requests woke a gathering worker")
+		}
+	}
+	if b.lastArrival.Before(before) {
+		t.Fatal("an arrival during gathering was not noted")
+	}
+	if !arrive(1) {
+		t.Fatal("the last expected request did not wake a gathering worker")
+	}
+	setQueue(b, nil)
+	if arrive(1) || !arrive(ProposalBytesMax) {
+		t.Fatal("a full proposal did not wake a gathering worker (or a small request did)")
+	}
+
+	setQueue(b, nil)
+	b.waiting = workerInFlight
+	for range 2 {
+		if arrive(1) {
+			t.Fatal("a shallow queue woke a worker waiting for its proposal")
+		}
+	}
+	if !arrive(1) {
+		t.Fatal("a queue deep enough for a second proposal did not wake the worker")
 	}
 }
 
@@ -218,12 +267,25 @@ func TestPartition_GatherStopsAtAFullProposal(t *testing.T) {
 		{"ProposalBytesMax bytes", []*batchRequest[int, int]{req(0, ProposalBytesMax/2), req(0, ProposalBytesMax/2)}, 2, true},
 	}
 	for _, c := range cases {
-		b.queue = c.queue
+		setQueue(b, c.queue)
 		n, full := b.queued()
 		if n != c.n || full != c.full {
 			t.Errorf("%s: queued() = %d, %v; want %d, %v", c.name, n, full, c.n, c.full)
 		}
 	}
+}
+
+// setQueue replaces b's queue and its counts of untaken items.
+func setQueue(b *batcher[int, int], queue []*batchRequest[int, int]) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue, b.untakenItems, b.untakenBytes = nil, 0, 0
+	for _, r := range queue {
+		b.enqueueLocked(r, b.bytesOf(r.items))
+		b.untakenItems -= r.taken
+		b.untakenBytes -= b.bytesOf(r.items[:r.taken])
+	}
+	b.assertCountsLocked()
 }
 
 // pipeliningSenders runs senders goroutines that each send perSender
@@ -355,7 +417,7 @@ func TestPartition_OverlapNeedsADeepQueueOfFreshRequests(t *testing.T) {
 	}
 	for _, c := range cases {
 		p.cfg.OverlapItemsMin = c.min
-		b.queue = c.queue
+		setQueue(b, c.queue)
 		if got := b.deepLocked(); got != c.deep {
 			t.Errorf("%s: deepLocked() = %v, want %v", c.name, got, c.deep)
 		}

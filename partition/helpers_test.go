@@ -15,6 +15,10 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// Every batcher of the package's tests checks its running counts of
+// untaken items against its queue at each proposal it cuts.
+func init() { checkBatcherCounts = true }
+
 const testGroup = "q1-0"
 
 // testCluster runs n replicas of one partition, each on its own mux.
