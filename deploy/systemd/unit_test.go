@@ -198,7 +198,7 @@ func TestUnit_Settings(t *testing.T) {
 		"LockPersonality":          "yes",
 		"CapabilityBoundingSet":    "",
 		"SystemCallArchitectures":  "native",
-		"TimerSlackNSec":           "200us", // ferryd's default -timer-slack: no re-execution at start
+		"TimerSlackNSec":           "1ms", // ferryd's default -timer-slack: no re-execution at start
 	}
 	for key, v := range want {
 		if got, ok := u["Service"][key]; !ok || u.last("Service", key) != v {

@@ -9,9 +9,9 @@
 // microseconds is never idle long enough for it to back off. On a
 // virtual machine each of those wake-ups costs a timer interrupt and two
 // context switches; measured on a 2-core VM under load, the monitor thread
-// took a fifth of a follower's CPU time. With a slack of 200 us it wakes
-// several times less often, and CPU per message fell by a fifth to a
-// quarter (cmd/ferryd's defaultTimerSlack gives the figures).
+// took a fifth of a follower's CPU time. With a slack of 1 ms it wakes
+// many times less often, and CPU per message fell by a fifth to a third
+// (cmd/ferryd's defaultTimerSlack gives the figures).
 //
 // A thread inherits its slack from the thread that created it, and the
 // runtime starts its monitor before any of the program's code runs, so
@@ -23,7 +23,7 @@
 //
 // What it costs: a thread's timed sleeps may end up to the slack late.
 // The runtime already rounds its own short waits up to a millisecond when
-// it sleeps in the network poller, so a slack of a fifth of that changes
+// it sleeps in the network poller, so a slack of that order changes
 // little for the program's timers.
 //
 // It owns only that setting: it must never be used by a library (it
