@@ -414,15 +414,6 @@ func (b *batcher[I, O]) stopIfIdle() bool {
 	return true
 }
 
-// queued returns how many requests wait in the queue and whether their
-// untaken items already fill a proposal (fsm.BatchMax items or
-// ProposalBytesMax bytes); it stops counting once they do.
-func (b *batcher[I, O]) queued() (requests int, full bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue), b.fullLocked()
-}
-
 // fullLocked reports whether the untaken items fill a proposal.
 func (b *batcher[I, O]) fullLocked() bool {
 	return b.untakenItems >= fsm.BatchMax || b.untakenBytes >= ProposalBytesMax
@@ -440,7 +431,7 @@ func (b *batcher[I, O]) gatheredLocked() bool {
 const gatherSpanWaits = 4
 
 // gather waits until b.expect requests are queued or a proposal's worth of
-// items is (see queued), for as long as they keep coming: it stops once
+// items is (see gatheredLocked), for as long as they keep coming: it stops once
 // Config.GatherWait passes with no new request, or gatherSpanWaits times
 // that in all. Concurrent synchronous clients answered by one proposal
 // then share the next one, rather than splitting into cohorts that take

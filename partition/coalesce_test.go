@@ -268,9 +268,11 @@ func TestPartition_GatherStopsAtAFullProposal(t *testing.T) {
 	}
 	for _, c := range cases {
 		setQueue(b, c.queue)
-		n, full := b.queued()
+		b.mu.Lock()
+		n, full := len(b.queue), b.fullLocked()
+		b.mu.Unlock()
 		if n != c.n || full != c.full {
-			t.Errorf("%s: queued() = %d, %v; want %d, %v", c.name, n, full, c.n, c.full)
+			t.Errorf("%s: %d queued, full %v; want %d, %v", c.name, n, full, c.n, c.full)
 		}
 	}
 }
