@@ -1,38 +1,19 @@
 package partition
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/syncbuf"
 	"github.com/ferrymq/ferry/internal/testwait"
 )
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // A dead letter deleted by max_dead is logged on the leader with its count.
 func TestPartition_DeadLetterEvictionIsLogged(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	c := newTestCluster(t, 1, func(cfg *Config) {
 		cfg.Queue.MaxDead = 1
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))

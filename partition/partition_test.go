@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/fsm"
+	"github.com/ferrymq/ferry/internal/syncbuf"
 	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/hashicorp/raft"
 )
@@ -242,7 +243,7 @@ func TestPartition_PeekServesOnlyOnTheLeaderAndLeasesNothing(t *testing.T) {
 // TestPartition_LeaderChangesAreLogged: each replica logs the leader it
 // learns, at Info, with the term.
 func TestPartition_LeaderChangesAreLogged(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	c := newTestCluster(t, 1, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})

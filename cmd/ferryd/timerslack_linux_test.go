@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,33 +10,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/syncbuf"
 	"github.com/ferrymq/ferry/internal/testwait"
 )
 
 // ferrydProcess is a one-node ferryd started from the test binary.
 type ferrydProcess struct {
 	cmd  *exec.Cmd
-	mu   sync.Mutex
-	logs bytes.Buffer
+	logs syncbuf.Buffer
 }
 
-func (p *ferrydProcess) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.Write(b)
-}
-
-func (p *ferrydProcess) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
+// output returns what the process wrote so far.
+func (p *ferrydProcess) output() string { return p.logs.String() }
 
 // startFerryd starts a one-node insecure ferryd with extra flags and waits
 // until it is ready; it is stopped when the test ends.
@@ -57,7 +46,7 @@ func startFerryd(t *testing.T, extra ...string) *ferrydProcess {
 	}
 	p := &ferrydProcess{cmd: exec.Command(os.Args[0], append(args, extra...)...)}
 	p.cmd.Env = append(os.Environ(), asFerrydEnv+"=1")
-	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package systemd
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -14,12 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/internal/freeport"
+	"github.com/ferrymq/ferry/internal/syncbuf"
 	"github.com/ferrymq/ferry/internal/testwait"
 )
 
@@ -134,7 +133,7 @@ func TestSampleConfig_NodeServes(t *testing.T) {
 // process is a ferryd the test started.
 type process struct {
 	cmd  *exec.Cmd
-	logs syncBuffer
+	logs syncbuf.Buffer
 	done chan struct{} // closed once the process has exited
 	err  error         // what Wait returned; read after done
 }
@@ -242,23 +241,4 @@ func run(t *testing.T, name string, args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent
-// readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

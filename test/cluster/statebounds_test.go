@@ -1,43 +1,24 @@
 package cluster
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/syncbuf"
 	"github.com/ferrymq/ferry/internal/testwait"
 	"github.com/ferrymq/ferry/node"
 )
-
-// lockedBuffer collects log lines from every node.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestCluster_DeadLettersStopAtTheirCap: under max_dead the oldest dead
 // letters go, and never silently: the eviction is counted in the stats
 // and the metrics and logged by the partition's leader.
 func TestCluster_DeadLettersStopAtTheirCap(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	c := startCluster(t, options{logs: &logs})
 	cl := c.dial("bounds")
 	c.createQueue(cl, "capped", client.MaxDead(3))
