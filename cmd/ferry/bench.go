@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferrymq/ferry/client"
+	"github.com/ferrymq/ferry/internal/timerslack"
 	"github.com/spf13/cobra"
 )
 
@@ -25,6 +26,7 @@ type benchFlags struct {
 	keep       bool
 	quiet      bool
 	cpuProfile string
+	timerSlack time.Duration
 }
 
 // benchCmd is `ferry bench`: workloads shaped like the ones other brokers
@@ -47,6 +49,8 @@ func benchCmd(g *globals) *cobra.Command {
 	pf.BoolVar(&f.keep, "keep", false, "leave the queue in place afterwards")
 	pf.BoolVar(&f.quiet, "no-progress", false, "no live progress on the terminal")
 	pf.StringVar(&f.cpuProfile, "cpu-profile", "", "write the bench client's own CPU profile of the run to this file")
+	pf.DurationVar(&f.timerSlack, "timer-slack", benchTimerSlack,
+		"how late the kernel may wake the bench's threads from timed sleeps, as ferryd's -timer-slack (Linux; 0 leaves it)")
 	cmd.AddCommand(benchPubCmd(g, f), benchConsumeCmd(g, f), benchE2ECmd(g, f), benchQueuesCmd(g, f))
 	return cmd
 }
@@ -73,6 +77,9 @@ func setupBench(cmd *cobra.Command, g *globals, f *benchFlags, queue string) (*b
 		return nil, fmt.Errorf("--msgs %d: want 0 or more", f.msgs)
 	case f.msgs == 0 && f.duration <= 0:
 		return nil, fmt.Errorf("--duration %v: want more than 0 when --msgs is 0", f.duration)
+	}
+	if err := applyBenchTimerSlack(f.timerSlack); err != nil {
+		return nil, err
 	}
 	admin, ctx, done, err := g.connect(cmd)
 	if err != nil {
@@ -173,6 +180,7 @@ type benchResult struct {
 	Latency    latencySummary  // per call: confirm, or receive + ack
 	MaxStall   time.Duration   // the longest time without a completed call
 	EndToEnd   *latencySummary // send to handler, e2e only
+	TimerSlack time.Duration   // the bench's threads' timer slack (0 where unknown)
 }
 
 // perSecond is the run's throughput.
@@ -189,6 +197,7 @@ func (r benchResult) view() map[string]any {
 		"mode": r.Mode, "clients": r.Clients, "workers_per_client": r.Workers, "size": r.Size,
 		"messages": r.Messages, "errors": r.Errors, "elapsed_s": r.Elapsed.Seconds(),
 		"msgs_per_s": r.perSecond(), "latency": r.Latency.view(), "max_stall_ms": millis(r.MaxStall),
+		"timer_slack_ms": millis(r.TimerSlack),
 	}
 	if r.FirstError != "" {
 		v["first_error"] = r.FirstError
@@ -204,8 +213,8 @@ func (r benchResult) print(json bool) error {
 	if json {
 		return printJSON(r.view())
 	}
-	fmt.Printf("%s: %d clients x %d workers, %d B bodies, %v\n", r.Mode, r.Clients, r.Workers, r.Size,
-		r.Elapsed.Round(time.Millisecond))
+	fmt.Printf("%s: %d clients x %d workers, %d B bodies, %v, timer slack %v\n", r.Mode, r.Clients, r.Workers, r.Size,
+		r.Elapsed.Round(time.Millisecond), r.TimerSlack)
 	fmt.Printf("%d messages (%d errors): %.0f msgs/s\n", r.Messages, r.Errors, r.perSecond())
 	if r.FirstError != "" {
 		fmt.Printf("first error: %s\n", r.FirstError)
@@ -286,6 +295,7 @@ func (t *tally) result(r benchResult, elapsed time.Duration) benchResult {
 	t.mu.Unlock()
 	r.Messages, r.Errors, r.Elapsed, r.Latency = t.msgs.Load(), t.errs.Load(), elapsed, all.summary()
 	r.MaxStall = time.Duration(t.stall.Load())
+	r.TimerSlack, _ = timerslack.Get() // every thread has the one the bench set or started with
 	return r
 }
 

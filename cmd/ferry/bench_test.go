@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferrymq/ferry/client"
 	"github.com/ferrymq/ferry/internal/testwait"
+	"github.com/ferrymq/ferry/internal/timerslack"
 )
 
 // benchJSON runs one bench mode with --json and decodes its result.
@@ -164,4 +166,34 @@ func TestLatencies_HeldSamplesAreBoundedAndAllCounted(t *testing.T) {
 	if s := all.summary(); s.Count != int64(2*n) {
 		t.Fatalf("count %d, want %d", s.Count, 2*n)
 	}
+}
+
+// TestBench_RunsWithItsTimerSlack: the bench runs with --timer-slack
+// (re-executing itself to give every thread the slack) and reports it;
+// --timer-slack 0 leaves the slack it was started with; a slack out of
+// range is refused, naming the flag, before any server is dialled.
+func TestBench_RunsWithItsTimerSlack(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("per-thread timer slack is Linux only")
+	}
+	r := ferry(t, []string{"127.0.0.1:1"}, "bench", "pub", "ts0", "--timer-slack", "1h", "-n", "1")
+	if r.code == 0 || !strings.Contains(r.stderr, "--timer-slack") {
+		t.Fatalf("--timer-slack 1h: exit %d, stderr %q; want a refusal naming the flag", r.code, r.stderr)
+	}
+	cl := startCluster(t)
+	cl.createQueue(t, "ready")
+	out := benchJSON(t, cl, "pub", "ts1", "--sync", "-n", "5", "--timer-slack", "3ms")
+	if out["timer_slack_ms"] != 3.0 || out["messages"] != 5.0 {
+		t.Fatalf("--timer-slack 3ms: %v; want timer_slack_ms 3 and 5 messages", out)
+	}
+	queueGone(t, cl, "ts1")
+	own, err := timerslack.Get() // what a process started from here inherits
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = benchJSON(t, cl, "pub", "ts2", "--sync", "-n", "5", "--timer-slack", "0")
+	if out["timer_slack_ms"] != float64(own.Microseconds())/1000 {
+		t.Fatalf("--timer-slack 0: %v; want the inherited slack %v", out, own)
+	}
+	queueGone(t, cl, "ts2")
 }
