@@ -50,7 +50,7 @@ func benchCmd(g *globals) *cobra.Command {
 	pf.BoolVar(&f.quiet, "no-progress", false, "no live progress on the terminal")
 	pf.StringVar(&f.cpuProfile, "cpu-profile", "", "write the bench client's own CPU profile of the run to this file")
 	pf.DurationVar(&f.timerSlack, "timer-slack", benchTimerSlack,
-		"how late the kernel may wake the bench's threads from timed sleeps, as ferryd's -timer-slack (Linux; 0 leaves it)")
+		"how late the kernel may wake the bench's threads from timed sleeps, as ferryd's -timer-slack (Linux; 0 leaves them as started)")
 	cmd.AddCommand(benchPubCmd(g, f), benchConsumeCmd(g, f), benchE2ECmd(g, f), benchQueuesCmd(g, f))
 	return cmd
 }
