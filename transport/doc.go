@@ -147,6 +147,10 @@
 // handed to raft by the reader that reads them (converted on the way when
 // a request went in parts, see BoundedTransport), so an answer reaches
 // raft's decoder with one goroutine hand-off; only when raft has not
-// taken earlier answers does a goroutine wait on raft for the rest. raft's NetworkTransport, where used,
-// runs one per accepted connection and one listener per group.
+// taken earlier answers does a goroutine wait on raft for the rest. On
+// the follower's side raft's goroutine writes its answer to an append
+// itself when that cannot block (Linux: the socket's send queue is
+// empty, read with SIOCOUTQ); otherwise an answer writer goroutine runs
+// while answers wait. raft's NetworkTransport, where used, runs one per
+// accepted connection and one listener per group.
 package transport
