@@ -35,6 +35,20 @@ func tcpPair(t *testing.T) (ours, theirs net.Conn) {
 	return ours, theirs
 }
 
+// socketInbound returns a bulk inbound connection over a real loopback
+// socket (closed at the test's end) and the peer's end; it skips the test
+// where the send queue cannot be read.
+func socketInbound(t *testing.T) (*inbound, net.Conn) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the send queue is read on Linux only")
+	}
+	ours, theirs := tcpPair(t)
+	in := newInbound(&Shared{cfg: DefaultSharedConfig()}, ours, ours, classBulk)
+	t.Cleanup(in.close)
+	return in, theirs
+}
+
 // readAnswers reads n append answers from r and checks that each request
 // id in 1..n is answered exactly once, with the LastLog it was given.
 func readAnswers(t *testing.T, r *bufio.Reader, n uint64) {
@@ -59,13 +73,7 @@ func readAnswers(t *testing.T, r *bufio.Reader, n uint64) {
 // that reads, raft's goroutine writes a small answer itself when nothing
 // waits and the socket's send queue is empty, and every answer arrives.
 func TestInbound_AnswersAreWrittenInlineWhenTheSendQueueIsEmpty(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the send queue is read on Linux only")
-	}
-	ours, theirs := tcpPair(t)
-	s := &Shared{cfg: DefaultSharedConfig()}
-	in := newInbound(s, ours, ours, classBulk)
-	defer in.close()
+	in, theirs := socketInbound(t)
 	r := bufio.NewReader(theirs)
 	const n, size = 20, 100
 	for i := range uint64(n) {
@@ -106,13 +114,7 @@ func waitSendQueueEmpty(t *testing.T, in *inbound) {
 // while the send queue is empty, then queued for the answer writer; once
 // the peer reads, every answer arrives exactly once.
 func TestInbound_InlineAnswersNeverWaitOnAPeerThatStoppedReading(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the send queue is read on Linux only")
-	}
-	ours, theirs := tcpPair(t)
-	s := &Shared{cfg: DefaultSharedConfig()}
-	in := newInbound(s, ours, ours, classBulk)
-	defer in.close()
+	in, theirs := socketInbound(t)
 	const n, size = 100_000, 100 // about 6 MB of answers
 	in.queued.Add(n * size)
 	start := time.Now()
