@@ -235,19 +235,7 @@ func (in *inbound) answerInline(frame []byte, freed int64) bool {
 	}
 	in.queued.Add(-freed)
 	in.inlineAnswers.Add(1)
-	if in.closed.Load() {
-		return true // dropped, as write drops it: the dialer retries
-	}
-	err := in.wdl.Arm(in.conn, time.Now(), in.s.cfg.Timeout)
-	if err == nil {
-		_, err = in.w.Write(frame)
-	}
-	if err == nil {
-		err = in.w.Flush()
-	}
-	if err != nil {
-		in.close()
-	}
+	in.writeLocked(frame, true)
 	return true
 }
 
@@ -347,6 +335,13 @@ func (in *inbound) write(b []byte) {
 	in.wmu.Lock()
 	in.writers.Add(-1)
 	defer in.wmu.Unlock()
+	in.writeLocked(b, in.writers.Load() == 0)
+}
+
+// writeLocked writes b, under wmu, and flushes if flush is set; a closed
+// connection drops b (the dialer's calls fail and are retried), and a
+// failure closes it.
+func (in *inbound) writeLocked(b []byte, flush bool) {
 	if in.closed.Load() {
 		return
 	}
@@ -354,7 +349,7 @@ func (in *inbound) write(b []byte) {
 	if err == nil {
 		_, err = in.w.Write(b)
 	}
-	if err == nil && in.writers.Load() == 0 {
+	if err == nil && flush {
 		err = in.w.Flush()
 	}
 	if err != nil {
